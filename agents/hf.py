@@ -1,0 +1,102 @@
+"""The transformers backend: any local Hugging Face checkpoint as a token-in, token-out policy.
+
+Generation is batched with left padding; each completion keeps the exact
+generated ids up to and including the first end-of-turn token, with the
+sampler's log-probs at the sampling temperature (top-p is not reflected in
+them; the learner recomputes π_old anyway).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from argym.agents.policy import Completion, SamplingParams
+from argym.agents.renderer import ChatRenderer
+from argym.errors import ConfigError
+
+
+class HFPolicy:
+    """A causal LM and its tokenizer; `model` is trained in place by the learner."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str = ""):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.renderer = ChatRenderer(tokenizer)
+        if tokenizer.pad_token_id is None:  # SmolLM2 ships none (PRACTICAL.md)
+            tokenizer.pad_token = tokenizer.eos_token
+        self.pad_id = int(tokenizer.pad_token_id)
+        self.stop_ids = sorted({self.renderer.eos_id, *([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])})
+
+    @classmethod
+    def load(cls, path: str | Path, dtype: str = "float32", device: str = "cpu") -> "HFPolicy":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{str(path)!r} is not a Hugging Face checkpoint directory (no config.json).")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+        return cls(model, tokenizer, name=str(path))
+
+    def save(self, path: str | Path) -> None:
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
+                 seed: int | None = None, batch_size: int = 256) -> list[Completion]:
+        """One completion per prompt (see `TokenPolicy.generate`)."""
+        out: list[Completion] = []
+        for start in range(0, len(prompts), batch_size):
+            out.extend(self._generate_batch(prompts[start:start + batch_size], sampling,
+                                            None if seed is None else seed + start))
+        return out
+
+    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None) -> list[Completion]:
+        if not prompts:
+            return []
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):  # left padding
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        greedy = sampling.temperature <= 0
+        kwargs: dict[str, Any] = dict(max_new_tokens=sampling.max_new_tokens, do_sample=not greedy,
+                                      eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
+                                      output_logits=True, return_dict_in_generate=True)
+        if not greedy:
+            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        was_training = self.model.training
+        self.model.eval()
+        if seed is not None:
+            torch.manual_seed(seed)
+        result = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        if was_training:
+            self.model.train()
+        new = result.sequences[:, width:].cpu()  # (B, T_new)
+        logits = torch.stack(result.logits, dim=1).float().cpu()  # (B, T_new, V)
+        temp = sampling.temperature if not greedy else 1.0
+        logprobs = torch.log_softmax(logits / temp, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, T_new)
+        stop = torch.tensor(self.stop_ids)
+        completions = []
+        for i in range(len(prompts)):
+            row = new[i]
+            hits = torch.isin(row, stop).nonzero()
+            if len(hits):
+                n, reason = int(hits[0]) + 1, "stop"
+            else:
+                n, reason = len(row), "length"
+            token_ids = row[:n].tolist()
+            text_ids = token_ids[:-1] if reason == "stop" else token_ids
+            completions.append(Completion(token_ids=token_ids, logprobs=logprobs[i, :n].tolist(),
+                                          finish_reason=reason, text=self.renderer.decode(text_ids)))
+        return completions

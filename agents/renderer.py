@@ -1,0 +1,83 @@
+"""Messages ↔ tokens, on the agent side, token-exact across turns.
+
+The env speaks messages; a policy speaks token ids. `ChatRenderer` owns the
+mapping through the tokenizer's chat template:
+- the first prompt is the template applied to the task's messages;
+- after a turn, the policy's generated ids are kept as they are (never
+  re-tokenized) and only the env's new messages are rendered and appended.
+
+To render "what comes after an assistant turn" independently of how a
+template re-renders earlier turns (Qwen3's drops old `<think>` blocks, for
+example), the renderer applies the template to a stand-in conversation
+``[user, assistant(MARK), *new_messages]`` and keeps the text after MARK's
+end-of-turn string. That text is the env's part (loss mask 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argym.errors import ConfigError
+from argym.types import Message
+
+_MARK = "ARGYM_ASSISTANT_TURN_MARK"
+
+
+class ChatRenderer:
+    """Renders conversations for one tokenizer; knows its end-of-turn token."""
+
+    def __init__(self, tokenizer: Any):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ConfigError("The tokenizer has no chat template; set tokenizer.chat_template before rendering.")
+        self.tokenizer = tokenizer
+        self.eos_text, self.eos_id = _end_of_turn(tokenizer)
+
+    def _template(self, messages: list[Message], tools: Any, add_generation_prompt: bool) -> str:
+        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
+        if tools:
+            kwargs["tools"] = list(tools)
+        return self.tokenizer.apply_chat_template(list(messages), **kwargs)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def prompt_ids(self, messages: list[Message], tools: Any = None) -> list[int]:
+        """Token ids of the first prompt, ending with the generation prompt."""
+        return self.encode(self._template(messages, tools, add_generation_prompt=True))
+
+    def continuation_ids(self, new_messages: list[Message], tools: Any = None,
+                         turn_ended: bool = True) -> list[int]:
+        """Ids that follow a finished assistant turn: the env's messages, then the next generation prompt.
+
+        `turn_ended` is False when the policy stopped without its end-of-turn
+        token (length limit); the end-of-turn token is then part of this env text.
+        """
+        stand_in: list[Message] = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}]
+        full = self._template(stand_in + list(new_messages), tools, add_generation_prompt=True)
+        anchor = full.find(_MARK + self.eos_text)
+        if anchor < 0:
+            raise ConfigError("The chat template does not end an assistant turn with the tokenizer's "
+                              f"end-of-turn text {self.eos_text!r}; argym cannot append env messages token-exactly.")
+        after = full[anchor + len(_MARK) + len(self.eos_text):]
+        ids = self.encode(after)
+        return ids if turn_ended else [self.eos_id, *ids]
+
+    def assistant_ids(self, message: Message) -> list[int]:
+        """Ids a policy would generate for `message` (content + end-of-turn); used to train on scripted turns."""
+        if message.get("tool_calls"):
+            raise ConfigError("Rendering tool calls into a policy turn needs the model family's adapter.")
+        return self.encode(message.get("content", "") or "") + [self.eos_id]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def _end_of_turn(tokenizer: Any) -> tuple[str, int]:
+    """The text and id that close an assistant turn: ChatML's `<|im_end|>` where present, else EOS."""
+    for text in ("<|im_end|>", "<|eot_id|>", "<end_of_turn>"):
+        tid = tokenizer.convert_tokens_to_ids(text)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid is not None:
+            return text, tid
+    if tokenizer.eos_token is None:
+        raise ConfigError("The tokenizer has neither a ChatML end-of-turn token nor an EOS token.")
+    return tokenizer.eos_token, tokenizer.eos_token_id

@@ -1,0 +1,180 @@
+"""The multi-turn rollout engine.
+
+Runs many episodes at once (tasks × group size), batches generation across
+every live episode, steps the envs concurrently, and returns `Trajectory`
+objects that keep the invariants of DESIGN.md ("Agents and rollouts"):
+exact generated ids per turn, a loss mask on policy tokens (end-of-turn
+included), per-turn rewards on each turn's last policy token, and a token
+budget per episode (the env has no tokenizer; the engine does).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import argym
+from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
+from argym.agents.renderer import ChatRenderer
+from argym.types import Message, Task, Trajectory
+
+
+@dataclass
+class _Episode:
+    """One live episode's bookkeeping."""
+
+    env: Any
+    task: Task
+    group: int
+    obs: list[Message]
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    turn_ends: list[int] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    finish_reason: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    def extend(self, ids: list[int], policy: bool, logprobs: list[float] | None = None) -> None:
+        self.ids.extend(ids)
+        self.mask.extend([1 if policy else 0] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+    def record(self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], obs: list[Message]) -> None:
+        self.obs = obs
+        self.reward += reward
+        self.terminated, self.truncated = terminated, truncated
+        self.infos.append(info)
+        self.turn_rewards.append(float(reward))
+
+    def trajectory(self) -> Trajectory:
+        last = self.infos[-1] if self.infos else {}
+        return Trajectory(
+            task_id=self.task.id, messages=self.obs, reward=self.reward, success=bool(last.get("success", False)),
+            turns=len(self.infos), terminated=self.terminated, truncated=self.truncated, infos=self.infos,
+            token_ids=self.ids, loss_mask=self.mask, sampler_logprobs=self.logprobs,
+            turn_rewards=self.turn_rewards, turn_ends=self.turn_ends, group=self.group,
+            infra_failure=any(i.get("infra_failure", False) for i in self.infos), finish_reason=self.finish_reason,
+        )
+
+
+class RolloutEngine:
+    """Drives one env id with one agent; env instances are pooled and reused across `run` calls."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None, agent: TokenPolicy | MessageAgent,
+                 sampling: SamplingParams | None = None, max_total_tokens: int = 2048,
+                 executors: Any = None, step_threads: int = 16):
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs or {})
+        self.agent = agent
+        self.sampling = sampling or SamplingParams()
+        self.max_total_tokens = max_total_tokens
+        self.executors = executors
+        self._envs: list[Any] = []
+        self._threads = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="argym-step")
+        self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
+
+    def _env(self, i: int) -> Any:
+        while len(self._envs) <= i:
+            kwargs = dict(self.env_kwargs)
+            if self.executors is not None:
+                kwargs["executors"] = self.executors
+            self._envs.append(argym.make(self.env_id, **kwargs))
+        return self._envs[i]
+
+    @property
+    def task_source(self) -> Any:
+        return self._env(0).unwrapped.tasks
+
+    def run(self, tasks: list[Task], group_size: int = 1, seed: int = 0,
+            sampling: SamplingParams | None = None) -> list[Trajectory]:
+        """Roll out `group_size` episodes per task; results are ordered by task, then sample."""
+        episodes = []
+        for t, task in enumerate(tasks):
+            for s in range(group_size):
+                env = self._env(len(episodes))
+                obs, _ = env.reset(seed=seed + len(episodes), options={"task": task})
+                episodes.append(_Episode(env=env, task=task, group=t, obs=obs))
+        if self.renderer is not None:
+            self._run_tokens(episodes, sampling or self.sampling, seed)
+        else:
+            self._run_messages(episodes)
+        return [ep.trajectory() for ep in episodes]
+
+    def _step_all(self, episodes: list[_Episode], actions: list[Any]) -> None:
+        results = list(self._threads.map(lambda ea: ea[0].env.step(ea[1]), zip(episodes, actions)))
+        for ep, (obs, reward, terminated, truncated, info) in zip(episodes, results):
+            ep.record(reward, terminated, truncated, info, obs)
+
+    def _run_messages(self, episodes: list[_Episode]) -> None:
+        live = episodes
+        while live:
+            actions = [self.agent.act(ep.obs, ep.env) for ep in live]  # type: ignore[union-attr]
+            self._step_all(live, actions)
+            live = [ep for ep in live if not ep.done]
+
+    def _run_tokens(self, episodes: list[_Episode], sampling: SamplingParams, seed: int) -> None:
+        renderer = self.renderer
+        assert renderer is not None
+        live = []
+        for ep in episodes:
+            ep.extend(renderer.prompt_ids(ep.obs, tools=ep.task.tools), policy=False)
+            if len(ep.ids) >= self.max_total_tokens:
+                ep.truncated, ep.finish_reason = True, "prompt_too_long"
+            else:
+                live.append(ep)
+        turn = 0
+        while live:
+            budget = max(self.max_total_tokens - len(ep.ids) for ep in live)
+            params = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, budget))
+            completions = self.agent.generate([ep.ids for ep in live], params, seed=seed * 1000 + turn)  # type: ignore[union-attr]
+            for ep, c in zip(live, completions):
+                room = self.max_total_tokens - len(ep.ids)
+                if len(c.token_ids) > room:  # this episode's own budget is smaller than the batch's
+                    c.token_ids, c.logprobs, c.finish_reason = c.token_ids[:room], c.logprobs[:room], "length"
+                    c.text = renderer.decode(c.token_ids)
+                ep.extend(c.token_ids, policy=True, logprobs=c.logprobs)
+                ep.turn_ends.append(len(ep.ids) - 1)
+                ep.finish_reason = c.finish_reason
+            self._step_all(live, [c.text for c in completions])
+            still = []
+            for ep, c in zip(live, completions):
+                if ep.done:
+                    continue
+                new_messages = ep.obs[_last_assistant(ep.obs) + 1:]
+                more = renderer.continuation_ids(new_messages, tools=ep.task.tools,
+                                                 turn_ended=c.finish_reason == "stop")
+                if len(ep.ids) + len(more) >= self.max_total_tokens:
+                    ep.truncated, ep.finish_reason = True, "token_budget"
+                    continue
+                ep.extend(more, policy=False)
+                still.append(ep)
+            live = still
+            turn += 1
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs.clear()
+        self._threads.shutdown(wait=False)
+
+    def __enter__(self) -> "RolloutEngine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _last_assistant(messages: list[Message]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "assistant":
+            return i
+    raise ValueError("no assistant message in the conversation")

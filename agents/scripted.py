@@ -1,0 +1,33 @@
+"""Scripted agents: the oracle (the env's known solution) and a random baseline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argym.types import Message
+
+
+class OracleAgent:
+    """Acts with the env's `oracle_action()`: an upper bound, and warm-start data."""
+
+    name = "oracle"
+
+    def act(self, messages: list[Message], env: Any) -> str | Message:
+        return env.unwrapped.oracle_action()
+
+
+class RandomAgent:
+    """Acts with a sample of the env's action space: a floor any policy should beat."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self._seeded: set[int] = set()
+
+    def act(self, messages: list[Message], env: Any) -> str | Message:
+        space = env.unwrapped.action_space
+        if id(space) not in self._seeded:
+            space.seed(self.seed)
+            self._seeded.add(id(space))
+        return space.sample()

@@ -1,0 +1,1 @@
+"""Learners: advantage estimators, policy losses, the one learner, presets, the training loop."""

@@ -1,0 +1,52 @@
+"""Registers argym's envs with gymnasium under the ``argym/`` namespace.
+
+Entry points are strings, so registering imports nothing heavy; the env's
+module loads on the first `gym.make`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from argym.errors import UnknownEnvError
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    id: str
+    entry_point: str
+    description: str
+
+
+ENVS: tuple[EnvEntry, ...] = (
+    EnvEntry(
+        "argym/Math-v0",
+        "argym.envs.math.env:MathEnv",
+        "Answer a math question in \\boxed{}; graded by math-verify against the gold answer.",
+    ),
+)
+
+
+def register_envs() -> None:
+    """Register every argym env; safe to call more than once."""
+    for entry in ENVS:
+        if entry.id not in gym.registry:
+            # No TimeLimit: a TextEnv truncates by its own `max_turns`.
+            gym.register(id=entry.id, entry_point=entry.entry_point, max_episode_steps=None,
+                         order_enforce=False,  # TextEnv raises its own EnvStateError
+                         disable_env_checker=False)
+
+
+def registered_ids() -> list[str]:
+    return [e.id for e in ENVS]
+
+
+def make(env_id: str, **kwargs: Any) -> gym.Env:
+    """`gym.make` with an error that names the close matches for an unknown id."""
+    register_envs()
+    if env_id not in gym.registry:
+        raise UnknownEnvError(env_id, list(gym.registry.keys()))
+    return gym.make(env_id, **kwargs)

@@ -1,0 +1,236 @@
+"""Task sources: where an env's tasks come from.
+
+A source is an ordered, split-aware collection of `Task`s:
+- `ListSource` holds a finite list (a JSONL file, packaged benchmark data);
+- `ProceduralSource` generates tasks from an integer index with a seeded
+  generator, so training has unlimited fresh data.
+
+Train and test never share a task: a task's split is a function of its content
+(a stable hash), or given explicitly by the file. Any task can be fetched by
+id, whatever its split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from argym.errors import ConfigError, TaskNotFoundError
+from argym.types import Task
+
+SPLITS = ("train", "test", "all")
+
+
+def stable_hash(text: str) -> int:
+    """A hash that does not change between processes (unlike `hash`)."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def split_of(text: str, test_fraction: float = 0.1) -> str:
+    """Assign content to train or test by its hash: deterministic and disjoint."""
+    return "test" if (stable_hash(text) % 10_000) < test_fraction * 10_000 else "train"
+
+
+def check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {SPLITS}, got {split!r}.")
+    return split
+
+
+class TaskSource(ABC):
+    """An ordered collection of tasks, split into train and test."""
+
+    name: str = "tasks"
+
+    @abstractmethod
+    def get(self, task_id: str) -> Task:
+        """The task with this id, whatever its split; `TaskNotFoundError` if none."""
+
+    @abstractmethod
+    def iter_split(self, split: str) -> Iterator[Task]:
+        """The tasks of `split` in a fixed order (may be endless for procedural train)."""
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator, split: str) -> Task:
+        """One task of `split` drawn with `rng`."""
+
+    def take(self, split: str, n: int | None) -> list[Task]:
+        """The first `n` tasks of `split` in order (all of them if `n` is None)."""
+        out: list[Task] = []
+        for task in self.iter_split(split):
+            if n is not None and len(out) >= n:
+                break
+            out.append(task)
+        return out
+
+
+class ListSource(TaskSource):
+    """A finite list of tasks (JSONL files, packaged benchmark data)."""
+
+    def __init__(self, tasks: Sequence[Task], name: str = "tasks"):
+        self.name = name
+        self.tasks = list(tasks)
+        self._by_id: dict[str, Task] = {}
+        for t in self.tasks:
+            if t.id in self._by_id:
+                raise ConfigError(f"Task source {name!r} has two tasks with id {t.id!r}; ids must be unique.")
+            self._by_id[t.id] = t
+
+    def get(self, task_id: str) -> Task:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise TaskNotFoundError(f"No task with id {task_id!r} in {self.name!r} ({len(self.tasks)} tasks).") from None
+
+    def iter_split(self, split: str) -> Iterator[Task]:
+        check_split(split)
+        return (t for t in self.tasks if split == "all" or t.split == split)
+
+    def sample(self, rng: np.random.Generator, split: str) -> Task:
+        pool = list(self.iter_split(split))
+        if not pool:
+            raise ConfigError(f"Task source {self.name!r} has no tasks in split {split!r}.")
+        return pool[int(rng.integers(len(pool)))]
+
+
+class ProceduralSource(TaskSource):
+    """Tasks generated from an index by `make(index) -> Task`, split by content hash.
+
+    `make` must be a pure function of the index. The test split is the first
+    `test_size` generated tasks whose content hashes into test, so it is finite
+    and the same on every machine; train draws random indices and skips any
+    task whose content belongs to test.
+    """
+
+    _ID = re.compile(r"^(?P<name>.+)#(?P<index>\d+)$")
+
+    def __init__(self, name: str, make: Callable[[int], Task], test_size: int = 500,
+                 test_fraction: float = 0.1, max_index: int = 2**40):
+        self.name = name
+        self._make = make
+        self.test_size = test_size
+        self.test_fraction = test_fraction
+        self.max_index = max_index
+        self._test: list[Task] | None = None
+
+    def _build(self, index: int) -> Task:
+        raw = self._make(index)
+        split = split_of(_content_key(raw), self.test_fraction)
+        return Task(id=f"{self.name}#{index}", prompt=raw.prompt, split=split, answer=raw.answer,
+                    tests=raw.tests, tools=raw.tools, meta=raw.meta)
+
+    def get(self, task_id: str) -> Task:
+        m = self._ID.match(task_id)
+        if not m or m.group("name") != self.name:
+            raise TaskNotFoundError(f"Task id {task_id!r} is not of source {self.name!r} (expected '{self.name}#<index>').")
+        return self._build(int(m.group("index")))
+
+    def test_tasks(self) -> list[Task]:
+        if self._test is None:
+            out, seen, i = [], set(), 0
+            while len(out) < self.test_size and i < self.test_size * 1000:
+                t = self._build(i)
+                key = _content_key(t)
+                if t.split == "test" and key not in seen:
+                    seen.add(key)
+                    out.append(t)
+                i += 1
+            if len(out) < self.test_size:
+                raise ConfigError(f"Source {self.name!r} yields only {len(out)} distinct test tasks; "
+                                  f"lower test_size or raise the difficulty.")
+            self._test = out
+        return self._test
+
+    def iter_split(self, split: str) -> Iterator[Task]:
+        check_split(split)
+        if split == "test":
+            return iter(self.test_tasks())
+        return self._iter_train(include_test=split == "all")
+
+    def _iter_train(self, include_test: bool) -> Iterator[Task]:
+        i = 0
+        while i < self.max_index:
+            t = self._build(i)
+            if include_test or t.split == "train":
+                yield t
+            i += 1
+
+    def sample(self, rng: np.random.Generator, split: str) -> Task:
+        check_split(split)
+        if split == "test":
+            tests = self.test_tasks()
+            return tests[int(rng.integers(len(tests)))]
+        for _ in range(10_000):
+            t = self._build(int(rng.integers(self.max_index)))
+            if split == "all" or t.split == "train":
+                return t
+        raise ConfigError(f"Source {self.name!r} could not draw a train task; is every task in test?")
+
+
+def _content_key(task: Task) -> str:
+    """What makes two tasks the same problem: the prompt text."""
+    return "\n".join(str(m.get("content", "")) for m in task.prompt)
+
+
+def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """Parse ``"name"`` or ``"name(key=value, ...)"`` into a name and kwargs.
+
+    Values are read as YAML scalars, so ``digits=2`` is an int and ``ops=+-`` a string.
+    """
+    m = re.fullmatch(r"\s*([^()\s]+)\s*(?:\((.*)\))?\s*", spec)
+    if not m:
+        raise ConfigError(f"Cannot read task source {spec!r}; expected 'name' or 'name(key=value, ...)'.")
+    name, args = m.group(1), m.group(2)
+    kwargs: dict[str, Any] = {}
+    if args and args.strip():
+        for part in args.split(","):
+            if "=" not in part:
+                raise ConfigError(f"Task source argument {part.strip()!r} in {spec!r} is not key=value.")
+            k, v = part.split("=", 1)
+            kwargs[k.strip()] = yaml.safe_load(v.strip()) if v.strip() else ""
+    return name, kwargs
+
+
+def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task]) -> ListSource:
+    """Read a JSONL file into a `ListSource`, one task per non-empty line.
+
+    `to_task(row, line_number)` builds the task; rows without a `split` are
+    assigned to train or test by a stable hash of their id. Errors name the
+    file and the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Task file {str(path)!r} does not exist.")
+    tasks = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("each line must be a JSON object")
+                task = to_task(row, n)
+            except (ValueError, KeyError, TypeError) as e:
+                raise ConfigError(f"{path}:{n}: cannot read task: {e}") from e
+            if "split" in row:
+                task = _with_split(task, check_split(str(row["split"])))
+            else:
+                task = _with_split(task, split_of(task.id))
+            tasks.append(task)
+    if not tasks:
+        raise ConfigError(f"Task file {str(path)!r} holds no tasks.")
+    return ListSource(tasks, name=str(path))
+
+
+def _with_split(task: Task, split: str) -> Task:
+    return Task(id=task.id, prompt=task.prompt, split=split, answer=task.answer, tests=task.tests,
+                tools=task.tools, meta=task.meta)

@@ -1,0 +1,1 @@
+"""Reward shaping and process rewards (pure scoring; imports no envs, agents or learners)."""
