@@ -81,3 +81,26 @@ def _end_of_turn(tokenizer: Any) -> tuple[str, int]:
     if tokenizer.eos_token is None:
         raise ConfigError("The tokenizer has neither a ChatML end-of-turn token nor an EOS token.")
     return tokenizer.eos_token, tokenizer.eos_token_id
+
+
+def conversation_ids(renderer: ChatRenderer, messages: list[Message], tools: Any = None) -> tuple[list[int], list[int]]:
+    """Ids and loss mask of a finished conversation, laid out exactly as a rollout would be.
+
+    Used to train on scripted (oracle) trajectories: assistant turns become
+    policy tokens (content + end-of-turn, mask 1), everything else is rendered
+    as the rollout engine renders env replies (mask 0).
+    """
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if not turns:
+        raise ConfigError("The conversation has no assistant turn to train on.")
+    ids = renderer.prompt_ids(messages[: turns[0]], tools=tools)
+    mask = [0] * len(ids)
+    for k, i in enumerate(turns):
+        own = renderer.assistant_ids(messages[i])
+        ids += own
+        mask += [1] * len(own)
+        if k + 1 < len(turns):
+            more = renderer.continuation_ids(messages[i + 1: turns[k + 1]], tools=tools)
+            ids += more
+            mask += [0] * len(more)
+    return ids, mask

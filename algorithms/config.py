@@ -1,0 +1,189 @@
+"""Training configuration: plain dataclasses, one YAML recipe maps one to one onto them.
+
+The defaults are the quickstart: the tiny policy, warm-started on oracle
+answers, trained with GRPO on two-digit addition (`argym/Math-v0`).
+`load_config(path, ["algorithm.lr=3e-4", ...])` reads a recipe and applies
+dotted overrides; unknown keys are errors that name the close matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from argym.agents.tiny import TinyModelConfig
+from argym.algorithms.learner import LearnerConfig
+from argym.errors import ConfigError
+
+
+@dataclass
+class EnvConfig:
+    """Which env to train on."""
+
+    id: str = "argym/Math-v0"
+    """A registered env id (`argym envs` lists them)."""
+    kwargs: dict[str, Any] = field(default_factory=lambda: {"tasks": "arithmetic(digits=2,ops=+,terms=2)"})
+    """Env kwargs, e.g. `tasks`, `max_attempts`; `split` is set by the trainer."""
+
+
+@dataclass
+class PolicyConfig:
+    """The policy to train."""
+
+    kind: str = "tiny"
+    """`tiny` (built in code) or `hf` (a local Hugging Face checkpoint at `path`)."""
+    path: str | None = None
+    """Checkpoint directory for `kind: hf`."""
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    """Size of the tiny model."""
+    dtype: str = "float32"
+    """Parameter dtype for `kind: hf`."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("tiny", "hf"):
+            raise ConfigError(f"policy.kind must be 'tiny' or 'hf', got {self.kind!r}.")
+        if self.kind == "hf" and not self.path:
+            raise ConfigError("policy.kind is 'hf' but policy.path is empty; set policy.path=DIR.")
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm start on oracle trajectories of the training split."""
+
+    steps: int = 150
+    """Optimizer steps (0 turns the warm start off)."""
+    tasks: int = 2000
+    """How many oracle trajectories to train on."""
+    batch_size: int = 64
+    """Sequences per step."""
+    lr: float = 2e-3
+    """AdamW learning rate."""
+
+
+@dataclass
+class RolloutConfig:
+    """How groups are sampled each step."""
+
+    tasks_per_step: int = 16
+    """Distinct tasks per step."""
+    group_size: int = 8
+    """Samples per task (GRPO's G)."""
+    temperature: float = 1.0
+    """Sampling temperature (the learner computes log-probs at the same one)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_new_tokens: int = 16
+    """Most tokens per turn."""
+    max_total_tokens: int = 512
+    """Token budget of one episode (prompt, turns and env replies)."""
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation."""
+
+    episodes: int = 300
+    """Test tasks evaluated before and after training."""
+    every: int = 0
+    """Also evaluate every N steps during training (0: only before and after)."""
+    temperature: float = 0.0
+    """0 means greedy decoding."""
+
+
+@dataclass
+class TrainConfig:
+    """A whole training run."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """The env and its kwargs."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """The policy to train."""
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    """Supervised warm start before RL."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Sampling of groups."""
+    algorithm: LearnerConfig = field(default_factory=LearnerConfig)
+    """The learner's parts and hyper-parameters."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Held-out evaluation."""
+    steps: int = 150
+    """RL steps (each: sample, score, update)."""
+    seed: int = 0
+    """Seeds the model init, task draws and sampling."""
+    out_dir: str = "runs/quickstart"
+    """Run directory: config, metrics, checkpoint, plots, summary."""
+    checkpoint_every: int = 25
+    """Steps between checkpoints (the last step is always saved)."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 0:
+            raise ConfigError(f"steps must be >= 0, got {self.steps}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def from_dict(cls: type, data: dict[str, Any], where: str = "") -> Any:
+    """Build dataclass `cls` from nested dicts; unknown keys name the close matches."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}.")
+    hints = get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=3)
+            hint = f" Did you mean: {', '.join(close)}?" if close else f" Known keys: {', '.join(names)}."
+            raise ConfigError(f"Unknown config key {where + key!r}.{hint}")
+        sub = hints[key]
+        if dataclasses.is_dataclass(sub) and isinstance(sub, type):
+            kwargs[key] = from_dict(sub, value or {}, where=f"{where}{key}.")
+        else:
+            kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"Bad value in {where or 'config'}: {e}") from e
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply one ``dotted.key=value`` override in place; the value is read as YAML."""
+    if "=" not in override:
+        raise ConfigError(f"Override {override!r} is not key=value (e.g. algorithm.lr=1e-4).")
+    key, raw = override.split("=", 1)
+    parts = key.strip().split(".")
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"Override {override!r}: {p!r} is not a section.")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read a YAML recipe (or the defaults when `path` is None) and apply overrides."""
+    data: dict[str, Any] = TrainConfig().to_dict()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"Config file {str(path)!r} does not exist.")
+        loaded = yaml.safe_load(path.read_text()) or {}
+        _merge(data, loaded)
+    for o in overrides:
+        apply_override(data, o)
+    return from_dict(TrainConfig, data)
+
+
+def _merge(base: dict[str, Any], new: dict[str, Any]) -> None:
+    if not isinstance(new, dict):
+        raise ConfigError(f"A config file must hold a mapping, got {type(new).__name__}.")
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict) and k != "kwargs":
+            _merge(base[k], v)
+        else:
+            base[k] = v

@@ -1,0 +1,181 @@
+"""The training loop: draw tasks → roll out groups → score → update → log, evaluate, checkpoint.
+
+One shape, read top to bottom (`Trainer.fit`). Built on
+`accelerate.Accelerator` from the start, so devices and multi-process
+training need no rewrite. Killing a run and starting it again with the same
+`out_dir` resumes from the last checkpoint: model, optimizer, step, every RNG
+and the task sampler's position are restored, so the resumed run continues
+exactly as the uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from argym.agents.evaluate import evaluate
+from argym.agents.hf import HFPolicy
+from argym.agents.policy import SamplingParams
+from argym.agents.rollout import RolloutEngine
+from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
+from argym.algorithms.config import TrainConfig
+from argym.algorithms.learner import Learner
+from argym.algorithms.metrics import MetricsLog, plot_learning_curve
+from argym.algorithms.sft import oracle_sequences, warm_start
+from argym.errors import ConfigError
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
+    """The policy from the checkpoint if resuming, else freshly built or loaded."""
+    if checkpoint is not None:
+        return HFPolicy.load(checkpoint / "policy")
+    if cfg.policy.kind == "tiny":
+        tok = build_tiny_tokenizer()
+        return HFPolicy(build_tiny_model(tok, cfg.policy.tiny, seed=cfg.seed), tok, name="tiny")
+    return HFPolicy.load(cfg.policy.path, dtype=cfg.policy.dtype)
+
+
+class Trainer:
+    """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split."""
+
+    def __init__(self, cfg: TrainConfig, console: Any = None):
+        from accelerate import Accelerator
+        from rich.console import Console
+
+        self.cfg = cfg
+        self.console = console or Console()
+        self.run_dir = Path(cfg.out_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._check_config()
+        self.accelerator = Accelerator()
+        self.task_rng = np.random.default_rng(cfg.seed)
+        ckpt = find_checkpoint(self.run_dir)
+        state = load_state(ckpt) if ckpt is not None else None
+        seed_everything(cfg.seed)
+        self.policy = build_policy(cfg, ckpt)
+        self.policy.model.to(self.accelerator.device)
+        self.step = 0
+        if state is None and cfg.warm_start.steps > 0:
+            self._warm_start()
+        self.learner = Learner(self.policy.model, cfg.algorithm, self.accelerator)
+        if state is not None:
+            self.step = int(state["step"])
+            self.learner.optimizer.load_state_dict(state["optimizer"])
+            set_rng_state(state["rng"], self.task_rng)
+            self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
+        else:
+            self.save()
+        self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
+        self.sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                       max_new_tokens=cfg.rollout.max_new_tokens)
+        self.engine = RolloutEngine(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, self.policy, self.sampling,
+                                    max_total_tokens=cfg.rollout.max_total_tokens)
+
+    def _check_config(self) -> None:
+        """A run dir belongs to one config: resuming with another would mix two runs."""
+        path = self.run_dir / "config.yaml"
+        mine = self.cfg.to_dict()
+        if path.exists() and find_checkpoint(self.run_dir) is not None:
+            theirs = yaml.safe_load(path.read_text())
+            if theirs != mine:
+                changed = sorted(k for k in mine if mine.get(k) != theirs.get(k))
+                raise ConfigError(f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
+                                  f"pass another out_dir, or delete the directory to start over.")
+        path.write_text(yaml.safe_dump(mine, sort_keys=False))
+
+    def _warm_start(self) -> None:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        seqs = oracle_sequences(cfg.env.id, cfg.env.kwargs, self.policy.renderer, cfg.warm_start.tasks, seed=cfg.seed + 1)
+        losses = warm_start(self.policy, seqs, cfg.warm_start.steps, cfg.warm_start.batch_size, cfg.warm_start.lr,
+                            seed=cfg.seed + 2)
+        self.console.print(f"Warm start: {cfg.warm_start.steps} steps on {len(seqs)} oracle trajectories, "
+                           f"loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s).")
+
+    def save(self) -> None:
+        state = {"step": self.step, "rng": rng_state(self.task_rng),
+                 "optimizer": self.learner.optimizer.state_dict() if hasattr(self, "learner") else None}
+        save_checkpoint(self.run_dir, self.policy, state)
+
+    def evaluate(self, episodes: int | None = None) -> Any:
+        """Greedy (by default) evaluation on the first `episodes` test tasks."""
+        cfg = self.cfg
+        sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
+        return evaluate(cfg.env.id, cfg.env.kwargs, self.policy, agent_spec=f"tiny:{self.run_dir}",
+                        split="test", episodes=episodes or cfg.eval.episodes, seed=cfg.seed, sampling=sampling,
+                        max_total_tokens=cfg.rollout.max_total_tokens)
+
+    def train_step(self) -> dict[str, float]:
+        """One RL step: draw tasks, roll out groups, update the learner."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        tasks = [self.engine.task_source.sample(self.task_rng, "train") for _ in range(cfg.rollout.tasks_per_step)]
+        trajs = self.engine.run(tasks, group_size=cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + self.step)
+        t1 = time.perf_counter()
+        metrics = self.learner.update(trajs, self.policy.pad_id)
+        t2 = time.perf_counter()
+        tokens = sum(t.num_policy_tokens for t in trajs)
+        metrics.update({
+            "train/reward": float(np.mean([t.reward for t in trajs])),
+            "train/success": float(np.mean([t.success for t in trajs])),
+            "train/response_tokens": tokens / max(len(trajs), 1),
+            "train/turns": float(np.mean([t.turns for t in trajs])),
+            "perf/rollout_s": t1 - t0,
+            "perf/update_s": t2 - t1,
+            "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9),
+        })
+        return metrics
+
+    def fit(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        cfg = self.cfg
+        columns = [TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}")]
+        with Progress(*columns, console=self.console, transient=False) as progress:
+            bar = progress.add_task("", total=cfg.steps, completed=self.step)
+            while self.step < cfg.steps:
+                metrics = self.train_step()
+                self.step += 1
+                if cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps:
+                    result = self.evaluate()
+                    metrics["eval/success"] = result.mean
+                self.metrics.log(self.step, metrics)
+                progress.update(bar, completed=self.step,
+                                description=f"reward {metrics['train/reward']:.2f}  success {metrics['train/success']:.2f}")
+                if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
+                    self.save()
+
+    def close(self) -> None:
+        self.engine.close()
+        self.metrics.close()
+
+
+def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
+    """Train to `cfg.steps` (resuming if the run dir has a checkpoint), evaluate, plot; returns the summary."""
+    trainer = Trainer(cfg, console)
+    try:
+        trainer.fit()
+        result = trainer.evaluate()
+        trainer.metrics.log(trainer.step, {"eval/success": result.mean})
+        plot_learning_curve(trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=cfg.env.id)
+        summary = {"steps": trainer.step, "final": {"accuracy": result.mean, "ci": [result.ci_low, result.ci_high],
+                                                     "n": result.n}}
+        (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+    finally:
+        trainer.close()
