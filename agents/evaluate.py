@@ -108,7 +108,7 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
         from argym.agents.spec import load_agent
 
         agent_spec = agent_spec or agent
-        agent = load_agent(agent)
+        agent = load_agent(agent, seed=seed)
     agent_spec = agent_spec or getattr(agent, "name", type(agent).__name__)
 
     from argym.agents.rollout import RolloutEngine

@@ -69,7 +69,7 @@ def warm_start(policy: Any, sequences: list[tuple[list[int], list[int]]], steps:
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if log is not None:
             log(step, losses[-1])
     model.eval()

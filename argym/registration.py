@@ -11,7 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from argym.errors import UnknownEnvError
+from argym.errors import ConfigError, UnknownEnvError
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,9 @@ def register_envs() -> None:
             # No TimeLimit: a TextEnv truncates by its own `max_turns`.
             gym.register(id=entry.id, entry_point=entry.entry_point, max_episode_steps=None,
                          order_enforce=False,  # TextEnv raises its own EnvStateError
-                         disable_env_checker=False)
+                         # gymnasium's passive checker breaks `restore()` into a fresh env (its first
+                         # step must follow a reset through the wrapper); the full `check_env` runs in tests.
+                         disable_env_checker=True)
 
 
 def registered_ids() -> list[str]:
@@ -48,5 +50,11 @@ def make(env_id: str, **kwargs: Any) -> gym.Env:
     """`gym.make` with an error that names the close matches for an unknown id."""
     register_envs()
     if env_id not in gym.registry:
-        raise UnknownEnvError(env_id, list(gym.registry.keys()))
-    return gym.make(env_id, **kwargs)
+        raise UnknownEnvError(env_id, registered_ids())
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        raise ConfigError(f"{env_id} does not take that argument: {e}. "
+                          f"See the env's docstring (`argym envs`) for its kwargs.") from None

@@ -183,7 +183,8 @@ def _content_key(task: Task) -> str:
 def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """Parse ``"name"`` or ``"name(key=value, ...)"`` into a name and kwargs.
 
-    Values are read as YAML scalars, so ``digits=2`` is an int and ``ops=+-`` a string.
+    Values are read as YAML scalars, so ``digits=2`` is an int and ``ops=+-`` a string;
+    text YAML cannot read as a scalar (``ops=*``, ``ops=-``) stays a string.
     """
     m = re.fullmatch(r"\s*([^()\s]+)\s*(?:\((.*)\))?\s*", spec)
     if not m:
@@ -195,8 +196,20 @@ def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
             if "=" not in part:
                 raise ConfigError(f"Task source argument {part.strip()!r} in {spec!r} is not key=value.")
             k, v = part.split("=", 1)
-            kwargs[k.strip()] = yaml.safe_load(v.strip()) if v.strip() else ""
+            kwargs[k.strip()] = _scalar(v.strip())
     return name, kwargs
+
+
+def _scalar(text: str) -> Any:
+    """A YAML scalar (``2`` -> 2, ``true`` -> True), else the text itself.
+
+    YAML reads ``*`` as an alias and ``-`` as a list, so ``ops=*`` must stay a string.
+    """
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        return text
+    return value if value is None or isinstance(value, (str, int, float, bool)) else text
 
 
 def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task]) -> ListSource:
@@ -219,13 +232,10 @@ def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task])
                 if not isinstance(row, dict):
                     raise ValueError("each line must be a JSON object")
                 task = to_task(row, n)
-            except (ValueError, KeyError, TypeError) as e:
+                split = check_split(str(row["split"])) if "split" in row else split_of(task.id)
+            except (ValueError, KeyError, TypeError) as e:  # ConfigError (a bad split) is a ValueError
                 raise ConfigError(f"{path}:{n}: cannot read task: {e}") from e
-            if "split" in row:
-                task = _with_split(task, check_split(str(row["split"])))
-            else:
-                task = _with_split(task, split_of(task.id))
-            tasks.append(task)
+            tasks.append(_with_split(task, split))
     if not tasks:
         raise ConfigError(f"Task file {str(path)!r} holds no tasks.")
     return ListSource(tasks, name=str(path))

@@ -1,0 +1,345 @@
+"""The one learner: advantages → π_old → epochs × mini-batches of clipped policy-gradient steps.
+
+`Learner.update` has the fixed shape of CleanRL's `ppo.py` (one loop, read top
+to bottom) and is composed from registered parts named in `LearnerConfig`
+(`advantage`, `policy_loss`, `kl_estimator`, `loss_agg`), so GRPO, Dr.GRPO,
+DAPO, ... are config presets. It is built on `accelerate.Accelerator`:
+
+- each process passes its own trajectories (whole groups) to `update`;
+- every mini-batch loss is normalised by token / sequence counts summed over
+  all micro-batches *and* processes (ALGORITHMS.md §0), so the gradient does not
+  depend on `micro_batch_size` or on the number of processes;
+- gradients are accumulated over micro-batches with `no_sync` until the last
+  one; since DDP/FSDP average gradients over processes and the loss already
+  has the global normaliser, each process's loss is multiplied by the number
+  of processes before `backward`.
+
+π_old (the ratio's denominator) is recomputed here on the exact training
+context at the sampling temperature (DESIGN.md, Agents and rollouts); the
+sampler's log-probs only feed the training–inference mismatch metric.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from argym.algorithms.advantages import ADVANTAGES, group_moments
+from argym.algorithms.batch import TrainBatch, make_batch, split_batch
+from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate
+from argym.errors import ConfigError
+from argym.types import Trajectory
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+
+@dataclass
+class LearnerConfig:
+    """Settings of the learner's parts; a named algorithm is an instance of this."""
+
+    lr: float = 1e-6
+    """AdamW learning rate (1e-6 in DeepSeekMath arXiv 2402.03300, DAPO, TRL and verl)."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay (DAPO's verl recipe uses 0.1)."""
+    policy_loss: str = "ppo_clip"
+    """Registered policy loss (`argym.algorithms.losses.POLICY_LOSSES`)."""
+    clip_low: float = 0.2
+    """ε_low: the ratio is clipped below at 1 − ε_low (PPO arXiv 1707.06347)."""
+    clip_high: float = 0.2
+    """ε_high: clipped above at 1 + ε_high; DAPO's clip-higher uses 0.28 (arXiv 2503.14476)."""
+    dual_clip: float | None = None
+    """Dual-clip c > 1 bounding the loss of negative-advantage tokens (arXiv 1912.09729; verl 3.0); None: off."""
+    loss_agg: str = "seq-mean-token-mean"
+    """Loss aggregation: token-mean | seq-mean-token-mean (GRPO) | seq-mean-token-sum | seq-mean-token-sum-norm."""
+    loss_agg_constant: float | None = None
+    """Constant C of seq-mean-token-sum-norm, e.g. the max generation length (Dr.GRPO arXiv 2503.20783)."""
+    kl_coef: float = 0.0
+    """β of the KL-to-reference loss term (GRPO used 0.04, R1 0.001); 0 needs no reference model."""
+    kl_estimator: str = "k3"
+    """Per-token KL estimator: k1 | k2 | k3 (GRPO's, arXiv 2402.03300 eq. 4)."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus subtracted from the loss; 0 logs entropy without training on it."""
+    num_minibatches: int = 1
+    """Optimizer steps per epoch: the rollout batch is split into this many mini-batches."""
+    ppo_epochs: int = 1
+    """Passes over the rollout batch (μ in GRPO; TRL's num_iterations)."""
+    micro_batch_size: int = 64
+    """Sequences per forward/backward; only memory depends on it, never the gradient."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this; None: no clipping (the norm is still logged)."""
+    temperature: float = 1.0
+    """Sampling temperature: log-probs are computed from logits / T, matching the sampler."""
+    advantage: str = "grpo"
+    """Registered advantage estimator (`argym.algorithms.advantages.ADVANTAGES`)."""
+    adv_std: bool = True
+    """Divide group-centred rewards by the group std (GRPO); False for Dr.GRPO (arXiv 2503.20783)."""
+    adv_eps: float = 1e-6
+    """ε added to the group std (verl 1e-6; TRL 1e-4)."""
+    shuffle: bool = True
+    """Shuffle trajectories into mini-batches each epoch (seeded by `seed`)."""
+    seed: int = 0
+    """Seed of the mini-batch shuffling."""
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ConfigError(f"LearnerConfig: {msg}")
+
+        need(self.lr > 0, f"lr must be > 0, got {self.lr}; try 1e-6.")
+        need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}.")
+        need(0 <= self.clip_low < 1, f"clip_low must be in [0, 1), got {self.clip_low}; PPO uses 0.2.")
+        need(self.clip_high >= 0, f"clip_high must be >= 0, got {self.clip_high}; PPO uses 0.2, DAPO 0.28.")
+        need(self.dual_clip is None or self.dual_clip > 1,
+             f"dual_clip must be None or > 1, got {self.dual_clip}; verl uses 3.0.")
+        need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}.")
+        need(self.entropy_coef >= 0, f"entropy_coef must be >= 0, got {self.entropy_coef}.")
+        for name in ("num_minibatches", "ppo_epochs", "micro_batch_size"):
+            need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}.")
+        need(self.max_grad_norm is None or self.max_grad_norm > 0,
+             f"max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm}.")
+        need(self.temperature > 0, f"temperature must be > 0 (the sampler's), got {self.temperature}.")
+        need(self.adv_eps >= 0, f"adv_eps must be >= 0, got {self.adv_eps}.")
+        ADVANTAGES.get(self.advantage)  # raises ConfigError with "did you mean"
+        POLICY_LOSSES.get(self.policy_loss)
+        KL_ESTIMATORS.get(self.kl_estimator)
+        AGGREGATIONS.get(self.loss_agg)
+        if self.loss_agg == "seq-mean-token-sum-norm":
+            need(self.loss_agg_constant is not None and self.loss_agg_constant > 0,
+                 "loss_agg='seq-mean-token-sum-norm' needs loss_agg_constant > 0, "
+                 "e.g. the max generation length in tokens (Dr.GRPO).")
+
+
+class Learner:
+    """Policy-gradient updates of `model` from trajectories, through an `Accelerator`.
+
+    Builds AdamW over the trainable parameters and `accelerator.prepare`s model
+    and optimizer (so build the Accelerator with gradient_accumulation_steps=1:
+    the learner accumulates micro-batches itself). `ref_model` is required when
+    ``config.kl_coef > 0``; it is frozen and prepared for evaluation.
+
+    Set the model's dropout to 0 for RL: π_old is computed in eval mode and a
+    training forward with dropout would make the ratio ≠ 1 on-policy.
+    """
+
+    def __init__(self, model: nn.Module, config: LearnerConfig, accelerator: Accelerator,
+                 ref_model: nn.Module | None = None):
+        if accelerator.gradient_accumulation_steps != 1:
+            raise ConfigError("Learner accumulates micro-batches itself; build the Accelerator "
+                              "with gradient_accumulation_steps=1 and set micro_batch_size instead.")
+        if config.kl_coef > 0 and ref_model is None:
+            raise ConfigError(f"kl_coef={config.kl_coef} needs a reference model; pass ref_model= "
+                              "(a frozen copy of the initial policy) or set kl_coef=0.")
+        self.config = config
+        self.accelerator = accelerator
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                      lr=config.lr, weight_decay=config.weight_decay)
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        self.ref_model = None
+        if ref_model is not None:
+            ref_model.requires_grad_(False)
+            self.ref_model = accelerator.prepare_model(ref_model, evaluation_mode=True)
+        self.advantage_fn = ADVANTAGES.get(config.advantage)
+        self.policy_loss_fn = POLICY_LOSSES.get(config.policy_loss)
+        self.kl_fn = KL_ESTIMATORS.get(config.kl_estimator)
+        self._shuffle_gen = torch.Generator().manual_seed(config.seed)
+
+    # ----------------------------------------------------------------------- forward
+
+    def _forward(self, model: nn.Module, mb: TrainBatch, entropy: bool = False,
+                 entropy_grad: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Log-prob of each target token and (if asked) the policy's entropy there, (b, l-1).
+
+        log π(y_t) = z_{y_t}/T − logsumexp(z/T), in float32. The entropy
+        H = logsumexp(z/T) − Σ softmax(z/T)·z/T reuses the same logits, without
+        grad unless `entropy_grad` (an entropy bonus is being trained).
+        """
+        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
+                       use_cache=False).logits[:, :-1]  # (b, l-1, V): position t predicts t+1
+        logits = logits.float() / self.config.temperature
+        log_z = torch.logsumexp(logits, dim=-1)  # (b, l-1)
+        targets = mb.input_ids[:, 1:, None]  # (b, l-1, 1)
+        logp = logits.gather(-1, targets).squeeze(-1) - log_z  # (b, l-1)
+        if not entropy:
+            return logp, None
+        z, lz = (logits, log_z) if entropy_grad else (logits.detach(), log_z.detach())
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            h = lz - (torch.softmax(z, dim=-1) * z).sum(dim=-1)  # (b, l-1)
+        return logp, h
+
+    @torch.no_grad()
+    def logprobs(self, batch: TrainBatch, model: nn.Module | None = None) -> Tensor:
+        """Log-probs (B, L-1) of `batch`'s targets under `model` (default: the policy) at T.
+
+        No grad, eval mode, in micro-batches of `micro_batch_size`; 0 on padding.
+        Returned on the CPU, like the rest of a `TrainBatch`.
+        """
+        model = self.model if model is None else model
+        was_training = model.training
+        model.eval()
+        out = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)  # (B, L-1)
+        start = 0
+        for mb in split_batch(batch, self.config.micro_batch_size):
+            logp, _ = self._forward(model, mb.to(self.accelerator.device))
+            out[start:start + len(mb), :logp.shape[1]] = logp.cpu()
+            start += len(mb)
+        model.train(was_training)
+        return out * (batch.attention_mask[:, 1:] > 0)
+
+    # ----------------------------------------------------------------------- update
+
+    def prepare_batch(self, trajectories: list[Trajectory], pad_id: int,
+                      advantages: Tensor | list[list[float]] | None = None) -> TrainBatch:
+        """Advantages, padding, π_old and (if kl_coef > 0) π_ref: everything before the steps.
+
+        Without `advantages`, outcome advantages come from `traj.reward` and
+        `traj.group` through the configured estimator, over the trajectories
+        that are not infra failures. Otherwise pass them aligned with
+        `trajectories`: (N,) per trajectory, or token-level lists (see `make_batch`).
+        """
+        if advantages is None:
+            keep = [i for i, t in enumerate(trajectories) if not t.infra_failure]
+            advantages = torch.zeros(len(trajectories))
+            if keep:
+                rewards = torch.tensor([trajectories[i].reward for i in keep], dtype=torch.float32)
+                groups = torch.tensor([trajectories[i].group for i in keep], dtype=torch.long)
+                advantages[keep] = self.advantage_fn(rewards, groups, self.config).float()  # (N,)
+        batch = make_batch(trajectories, advantages, pad_id)
+        batch.old_logprobs = self.logprobs(batch)
+        if self.config.kl_coef > 0:
+            batch.ref_logprobs = self.logprobs(batch, model=self.ref_model)
+        return batch
+
+    def backward_minibatch(self, mini: TrainBatch) -> dict[str, Tensor] | None:
+        """Set `.grad` to the gradient of one mini-batch's loss; no optimizer step.
+
+        The loss is accumulated over micro-batches and normalised by the
+        mini-batch's token and sequence counts summed over all processes.
+        Returns local sums for the metrics, or None when the whole mini-batch
+        (on every process) holds no policy token.
+        """
+        cfg, acc = self.config, self.accelerator
+        local = torch.tensor([mini.loss_mask.sum().item(), len(mini)], dtype=torch.float64,
+                             device=acc.device)
+        global_tokens, global_seqs = acc.reduce(local, reduction="sum").tolist()
+        if global_tokens == 0:
+            return None
+        self.optimizer.zero_grad(set_to_none=True)
+        agg = dict(mode=cfg.loss_agg, global_tokens=global_tokens, global_seqs=global_seqs,
+                   constant=cfg.loss_agg_constant)
+        sums = {k: torch.zeros((), device=acc.device) for k in
+                ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens")}
+        micro = split_batch(mini, cfg.micro_batch_size)
+        self.model.train()
+        for k, mb in enumerate(micro):
+            mb = mb.to(acc.device)
+            mask = mb.loss_mask  # (b, l-1)
+            sync = k == len(micro) - 1  # reduce gradients across processes once, at the end
+            with contextlib.nullcontext() if sync else acc.no_sync(self.model):
+                logp, entropy = self._forward(self.model, mb, entropy=True,
+                                               entropy_grad=cfg.entropy_coef > 0)
+                pg, clipped = self.policy_loss_fn(logp, mb.old_logprobs, mb.advantages, mask, cfg)
+                pg_loss = aggregate(pg, mask, **agg)
+                loss = pg_loss
+                if cfg.kl_coef > 0:
+                    kl = self.kl_fn(logp, mb.ref_logprobs)  # (b, l-1)
+                    kl_loss = aggregate(kl, mask, **agg)
+                    loss = loss + cfg.kl_coef * kl_loss  # GRPO: KL in the loss (arXiv 2402.03300 eq. 3)
+                    sums["kl_loss"] += kl_loss.detach()
+                    sums["kl_ref"] += (kl.detach() * mask).sum()
+                if cfg.entropy_coef > 0:
+                    loss = loss - cfg.entropy_coef * aggregate(entropy, mask, **agg)
+                acc.backward(loss * acc.num_processes)  # DDP averages; our normaliser is global
+            with torch.no_grad():
+                log_ratio = torch.where(mask > 0, logp.detach() - mb.old_logprobs, 0.0)  # (b, l-1)
+                # k3 estimate of KL(π_old‖π_θ), as CleanRL's approx_kl
+                sums["approx_kl"] += (torch.exp(log_ratio) - 1 - log_ratio).sum()
+                sums["clipped"] += (clipped.float() * mask).sum()
+                sums["entropy"] += (entropy.detach() * mask).sum()
+                sums["tokens"] += mask.sum()
+                sums["loss"] += loss.detach()
+                sums["pg_loss"] += pg_loss.detach()
+        return sums
+
+    def update(self, trajectories: list[Trajectory], pad_id: int,
+               advantages: Tensor | list[list[float]] | None = None) -> dict[str, float]:
+        """`ppo_epochs` × `num_minibatches` optimizer steps on `trajectories`; returns metrics.
+
+        Each trajectory needs `token_ids`, `loss_mask` (first token not a policy
+        token), `reward` and `group` (samples of one task share it, and a group
+        must be whole within this call); `sampler_logprobs` is optional.
+        Trajectories with `infra_failure` are dropped before the advantages.
+        In multi-process training each process must keep at least
+        `num_minibatches` trajectories, so all take the same steps.
+        """
+        cfg, acc = self.config, self.accelerator
+        n_dropped = sum(t.infra_failure for t in trajectories)
+        if n_dropped == len(trajectories):
+            return {"train/infra_dropped": float(n_dropped)}
+        batch = self.prepare_batch(trajectories, pad_id, advantages)
+        if len(batch) < cfg.num_minibatches:
+            raise ConfigError(f"{len(batch)} trajectories cannot fill num_minibatches="
+                              f"{cfg.num_minibatches}; lower it or collect a larger batch.")
+        totals: dict[str, Tensor] = {}
+        grad_norms: list[Tensor] = []
+        for _ in range(cfg.ppo_epochs):
+            order = (torch.randperm(len(batch), generator=self._shuffle_gen) if cfg.shuffle
+                     else torch.arange(len(batch)))
+            for rows in torch.tensor_split(order, cfg.num_minibatches):
+                sums = self.backward_minibatch(batch.select(rows))
+                if sums is None:
+                    continue
+                norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or math.inf)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                grad_norms.append(torch.as_tensor(norm, dtype=torch.float32).detach().cpu())
+                for k, v in sums.items():
+                    totals[k] = totals.get(k, 0) + v
+        return self._metrics(batch, totals, grad_norms)
+
+    # ----------------------------------------------------------------------- metrics
+
+    def _metrics(self, batch: TrainBatch, totals: dict[str, Tensor],
+                 grad_norms: list[Tensor]) -> dict[str, float]:
+        """Reduce local sums across processes into namespaced per-token / per-step means."""
+        acc, dev = self.accelerator, self.accelerator.device
+        mask = batch.loss_mask  # (B, L-1)
+        has = batch.has_sampler_logprobs[:, None] & (mask > 0)  # (B, L-1)
+        gap = (batch.old_logprobs - batch.sampler_logprobs).abs() * has  # (B, L-1)
+        adv = batch.advantages * mask
+        _, r_std, r_count, _ = group_moments(batch.rewards, batch.group_ids)  # (G,)
+        names = ["loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens"]
+        local = torch.stack([totals.get(k, torch.zeros((), device=dev)).float().to(dev) for k in names] + [
+            torch.tensor(float(v), device=dev) for v in (
+                len(grad_norms), gap.sum(), has.sum(), adv.sum(), (adv ** 2).sum(), mask.sum(),
+                r_std[r_count > 1].sum(), (r_count > 1).sum(), batch.num_dropped)])
+        s = dict(zip(names + ["steps", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups",
+                              "dropped"], acc.reduce(local, reduction="sum").tolist()))
+        gap_max = acc.reduce(gap.max().to(dev), reduction="max").item()
+        steps, tok = max(s["steps"], 1.0), max(s["tokens"], 1.0)
+        adv_mean = s["adv"] / max(s["adv_n"], 1.0)
+        out = {
+            "train/loss": s["loss"] / steps,
+            "train/pg_loss": s["pg_loss"] / steps,
+            "train/clip_frac": s["clipped"] / tok,
+            "train/approx_kl": s["approx_kl"] / tok,
+            "train/entropy": s["entropy"] / tok,
+            "train/grad_norm": float(torch.stack(grad_norms).mean()) if grad_norms else 0.0,
+            "train/adv_mean": adv_mean,
+            "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean ** 2, 0.0)),
+            "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
+            "train/infra_dropped": s["dropped"],
+            "train/optimizer_steps": s["steps"],
+        }
+        if self.config.kl_coef > 0:
+            out["train/kl_ref"] = s["kl_ref"] / tok
+            out["train/kl_loss"] = s["kl_loss"] / steps
+        if s["gap_n"] > 0:
+            out["train/logprob_mismatch_mean"] = s["gap"] / s["gap_n"]
+            out["train/logprob_mismatch_max"] = gap_max
+        return out

@@ -1,0 +1,317 @@
+"""The `argym` command line: list envs, play one, evaluate an agent, train.
+
+    argym envs
+    argym play argym/Math-v0 [key=value ...] [--seed S]
+    argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE]
+    argym train CONFIG.yaml [key=value ...]
+    argym quickstart [--out DIR] [key=value ...]
+
+``key=value`` pairs after the env id are the env's keyword arguments, read as
+YAML scalars (``max_attempts=3`` is an int, ``tasks=file.jsonl`` a string).
+The CLI is the one place that wires every part together; it imports them
+lazily, so ``argym --help`` and ``argym envs`` never load torch.
+
+Errors a user can cause (an unknown env id, a bad key=value, an unknown agent
+spec, a missing file) print one line to stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from argym.errors import ArgymError, ConfigError
+
+USAGE_ERROR = 2
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `argym` console script."""
+    cli.main(args=argv, prog_name="argym")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="argym", prog_name="argym")
+def cli() -> None:
+    """argym: a gym for training LLM agents with reinforcement learning."""
+
+
+# ---- helpers ---------------------------------------------------------------------
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn errors a user can cause into one line on stderr and exit status 2."""
+    import yaml
+
+    try:
+        yield
+    except (ArgymError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        _fail(str(e) if not isinstance(e, OSError) or not e.filename else f"{e.strerror}: {e.filename}")
+    except yaml.YAMLError as e:
+        _fail(f"cannot read YAML: {e}")
+
+
+def _fail(message: str) -> None:
+    click.echo("argym: error: " + " ".join(message.split()), err=True)
+    sys.exit(USAGE_ERROR)
+
+
+def parse_kwargs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """Parse ``key=value`` strings into kwargs, each value read as a YAML scalar."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"expected key=value (e.g. max_attempts=3), got {pair!r}.")
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key] = raw  # not a YAML scalar: keep the text as given
+    return out
+
+
+def _check_overrides(pairs: tuple[str, ...] | list[str]) -> list[str]:
+    for pair in pairs:
+        key, sep, _ = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value (e.g. learning_rate=1e-5), got {pair!r}.")
+    return list(pairs)
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _print_summary(title: str, summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    for k, v in _flatten(summary).items():
+        table.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    _console().print(table)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# ---- commands ----------------------------------------------------------------------
+
+@cli.command()
+def envs() -> None:
+    """List the registered environments."""
+    from rich.table import Table
+
+    from argym.registration import ENVS
+
+    table = Table(title="argym environments")
+    table.add_column("id", style="bold", no_wrap=True)
+    table.add_column("description")
+    for entry in ENVS:
+        table.add_row(entry.id, entry.description)
+    _console().print(table, markup=False)
+
+
+@cli.command()
+@click.argument("env_id")
+@click.argument("env_kwargs", nargs=-1)
+@click.option("--seed", type=int, default=None, help="Seed for reset: one seed, one task.")
+def play(env_id: str, env_kwargs: tuple[str, ...], seed: int | None) -> None:
+    """Play ENV_ID yourself: type each reply, end it with an empty line (or EOF).
+
+    ENV_KWARGS are the env's key=value arguments, e.g. max_attempts=3.
+    """
+    import argym
+    from argym.envs.base import render_messages
+
+    console = _console()
+    with user_errors():
+        kwargs = parse_kwargs(env_kwargs)
+        env = argym.make(env_id, **kwargs)
+    with env:
+        with user_errors():
+            obs, info = env.reset(seed=seed)
+        console.print(f"{env_id}  task {info.get('task_id', '?')}\n", style="bold", markup=False)
+        console.print(render_messages(obs), markup=False)
+        total = 0.0
+        while True:
+            reply = _read_reply(console)
+            if reply is None:
+                console.print("\n(no reply; quitting)", markup=False)
+                return
+            before = len(obs)
+            obs, reward, terminated, truncated, info = env.step(reply)
+            total += float(reward)
+            new = obs[before + 1:]  # what the env said after the assistant's turn
+            if new:
+                console.print("\n" + render_messages(new), markup=False)
+            console.print(f"\nreward: {reward:g}   success: {bool(info.get('success'))}   "
+                          f"reward_parts: {info.get('reward_parts', {})}", style="bold", markup=False)
+            if info.get("verdict"):
+                console.print(f"verdict: {info['verdict']}", markup=False)
+            if terminated or truncated:
+                why = "terminated" if terminated else "truncated (turn limit)"
+                console.print(f"\nEpisode over ({why}). success: {bool(info.get('success'))}   "
+                              f"total reward: {total:g}", style="bold", markup=False)
+                return
+
+
+def _read_reply(console: Any) -> str | None:
+    """Read a multi-line reply from stdin, ended by an empty line or EOF; None if there was none."""
+    console.print("\n[you] (end with an empty line)", style="cyan", markup=False)
+    lines: list[str] = []
+    while True:
+        line = sys.stdin.readline()
+        if line == "":  # EOF
+            break
+        line = line.rstrip("\n")
+        if line == "" and lines:
+            break
+        if line == "" and not lines:
+            continue  # ignore leading blank lines
+        lines.append(line)
+    return "\n".join(lines) if lines else None
+
+
+@cli.command(name="eval")
+@click.argument("env_id")
+@click.argument("env_kwargs", nargs=-1)
+@click.option("--agent", "agent_spec", required=True,
+              help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT" or "hf:PATH".')
+@click.option("--episodes", type=int, default=None,
+              help="Evaluate the first N tasks of the split (all of them if N is larger). "
+                   "Required for an endless procedural train split.")
+@click.option("--samples-per-task", type=int, default=1, show_default=True,
+              help="Samples per task; with k > 1, pass@1..pass@k are reported.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--split", default=None,
+              help='Split to walk: "test" (default), "train" or "all" (every task). '
+                   "A split=... env kwarg is used when this is not given.")
+@click.option("--temperature", type=float, default=None,
+              help="Sampling temperature. Default: 0 (greedy) with one sample per task, 1.0 with "
+                   "several (greedy samples would all be identical).")
+@click.option("--max-new-tokens", type=int, default=None, help="Most tokens one turn may generate.")
+@click.option("--max-total-tokens", type=int, default=2048, show_default=True,
+              help="Token budget of a whole episode (prompt, turns and env replies).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write the result as JSON (success rate under 'mean', episode count under 'n').")
+def eval_(env_id: str, env_kwargs: tuple[str, ...], agent_spec: str, episodes: int | None,
+          samples_per_task: int, seed: int, split: str | None, temperature: float | None,
+          max_new_tokens: int | None, max_total_tokens: int, out: str | None) -> None:
+    """Evaluate an agent on ENV_ID's split, in order, and print the score.
+
+    ENV_KWARGS are the env's key=value arguments, e.g. tasks=file.jsonl max_attempts=3.
+    """
+    from argym.agents.evaluate import evaluate
+    from argym.agents.policy import SamplingParams
+
+    with user_errors():
+        kwargs = parse_kwargs(env_kwargs)
+    sampling = None
+    if temperature is not None or max_new_tokens is not None:
+        default = SamplingParams()
+        sampling = SamplingParams(
+            temperature=temperature if temperature is not None else (0.0 if samples_per_task == 1 else 1.0),
+            max_new_tokens=max_new_tokens if max_new_tokens is not None else default.max_new_tokens)
+    with user_errors():
+        result = evaluate(env_id, kwargs, agent_spec, split=split, episodes=episodes,
+                          samples_per_task=samples_per_task, seed=seed, sampling=sampling,
+                          max_total_tokens=max_total_tokens)
+    _print_result(result)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        _console().print(f"wrote {path}", markup=False)
+
+
+def _print_result(result: Any) -> None:
+    from rich.table import Table
+
+    kw = " ".join(f"{k}={v}" for k, v in result.env_kwargs.items())
+    _console().print(f"{result.env_id} {kw}".strip() + f"  split={result.split}  agent={result.agent}  "
+                     f"seed={result.seed}", style="bold", markup=False)
+    table = Table()
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    pct = int(round(result.confidence * 100))
+    table.add_row("success rate", f"{result.mean:.3f}")
+    table.add_row(f"{pct}% interval", f"[{result.ci_low:.3f}, {result.ci_high:.3f}]")
+    table.add_row("episodes (n)", str(result.n))
+    table.add_row("tasks", f"{result.n_tasks} x {result.samples_per_task} sample(s)")
+    table.add_row("mean reward", f"{result.mean_reward:.3f}")
+    for name, value in result.pass_at_k.items():
+        table.add_row(name, f"{value:.3f}")
+    table.add_row("infra failures", str(result.infra_failures))
+    _console().print(table)
+    if result.infra_failures:
+        _console(stderr=True).print(
+            f"warning: {result.infra_failures} episode(s) were infrastructure failures and are not scored.",
+            style="yellow", markup=False)
+
+
+@cli.command()
+@click.argument("config")
+@click.argument("overrides", nargs=-1)
+def train(config: str, overrides: tuple[str, ...]) -> None:
+    """Train with the recipe CONFIG (YAML), changed by key=value OVERRIDES.
+
+    Example: argym train configs/grpo_math.yaml learning_rate=1e-5 total_steps=50
+    """
+    config_path: str | None = config
+    if not Path(config).is_file():
+        if "=" in config:  # no recipe file, only overrides of the defaults
+            overrides, config_path = (config, *overrides), None
+        else:
+            _fail(f"config file {config!r} does not exist.")
+    with user_errors():
+        pairs = _check_overrides(overrides)
+    from argym.algorithms.config import load_config
+    from argym.algorithms.trainer import train as run_training
+
+    with user_errors():
+        cfg = load_config(config_path, pairs)
+        summary = run_training(cfg)
+    _print_summary("training summary", summary or {})
+
+
+@cli.command()
+@click.option("--out", "out_dir", default="runs/quickstart", show_default=True,
+              help="Run directory: checkpoints, logs, evaluation results.")
+@click.argument("overrides", nargs=-1)
+def quickstart(out_dir: str, overrides: tuple[str, ...]) -> None:
+    """Train the tiny model on arithmetic on the CPU and show it learn (a few minutes).
+
+    OVERRIDES are key=value changes to the quickstart recipe.
+    """
+    with user_errors():
+        pairs = _check_overrides(overrides)
+    from argym.algorithms.quickstart import run_quickstart
+
+    with user_errors():
+        run_quickstart(out_dir, pairs)  # prints its own before/after table and writes summary.json
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Shared executors: process pools for work that must be killable.
+
+Graders run candidate-controlled input through libraries that can hang
+(sympy on ``9^{9^{9^{9}}}``), and math-verify's own SIGALRM timeouts only work
+in a main thread. So graders run in worker processes, each the main thread
+of its own process, and the parent enforces a hard wall-clock deadline by
+killing the worker (research/SANDBOX_SWE.md §4, §7c). The rollout engine builds
+one `Executors` and hands it to every env, so 256 live episodes share one
+pool instead of starting 256 (DESIGN.md, "Agents and rollouts").
+
+A worker is a fresh interpreter (like multiprocessing's spawn) started with
+`subprocess` and talking over a socket-pair `Connection`, not a
+`multiprocessing.Process`: spawn re-imports the caller's ``__main__`` in every
+worker, which fails in a script without an ``if __name__ == "__main__"``
+guard and imports whatever (torch, a model) that script imports at top level.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+import weakref
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from argym.errors import ArgymError, InfrastructureError
+
+_STARTUP_S = 120.0  # a worker that cannot import its function in this long is a harness fault
+
+
+class DeadlineExceeded(ArgymError, TimeoutError):
+    """A job ran past the pool's deadline; its worker was killed and will be replaced."""
+
+
+def _resolve(fn_path: str) -> Any:
+    module, _, qualname = fn_path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _worker_main(fd: int) -> None:
+    """Entry point of a worker process: receive args, send back (ok, result or traceback text)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Connection(fd)
+    fn_path, warmup = conn.recv()
+    fn = _resolve(fn_path)
+    if warmup is not None:  # pay lazy imports before the first deadline starts
+        fn(*warmup)
+    conn.send((True, "ready"))
+    while True:
+        try:
+            args = conn.recv()
+        except (EOFError, OSError):  # the parent closed the pipe or exited
+            return
+        try:
+            conn.send((True, fn(*args)))
+        except Exception:
+            conn.send((False, traceback.format_exc(limit=5)))
+
+
+class _Worker:
+    def __init__(self, fn_path: str, warmup: tuple | None):
+        mine, theirs = socket.socketpair()
+        code = f"from argym.envs.executors import _worker_main; _worker_main({theirs.fileno()})"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # import what we can
+        with theirs:
+            self.proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
+                                         stdin=subprocess.DEVNULL, env=env)
+        self.conn = Connection(mine.detach())
+        self.conn.send((fn_path, warmup))
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=5)
+        self.conn.close()
+
+
+def _kill_all(workers: set[_Worker]) -> None:
+    for w in list(workers):
+        w.kill()
+    workers.clear()
+
+
+class WorkerPool:
+    """`workers` processes running ``module:qualname``; `call` is thread-safe.
+
+    Workers start lazily. The idle stack holds started workers and free slots
+    (None): a caller pops one, starting a worker in a free slot, so a killed
+    worker's slot is refilled by the next caller and no waiter is stranded.
+    """
+
+    def __init__(self, fn_path: str, workers: int = 2, deadline_s: float = 5.0,
+                 warmup: tuple | None = None):
+        if ":" not in fn_path or workers < 1 or deadline_s <= 0:
+            raise ValueError(f"WorkerPool needs fn_path 'module:qualname', workers >= 1 and deadline_s > 0; "
+                             f"got {fn_path!r}, {workers}, {deadline_s}.")
+        self.fn_path, self.workers, self.deadline_s, self.warmup = fn_path, workers, deadline_s, warmup
+        self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
+        for _ in range(workers):
+            self._idle.put(None)
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _kill_all, self._all)  # also runs at interpreter exit
+
+    def call(self, *args: Any) -> Any:
+        """Run the function on `args` in a worker; `DeadlineExceeded` past the deadline.
+
+        Raises `InfrastructureError` if the worker dies or the function raises.
+        """
+        w = self._checkout()
+        try:
+            w.conn.send(args)
+            done = w.conn.poll(self.deadline_s)  # also True on EOF: recv then raises
+            if done:
+                ok, value = w.conn.recv()
+        except (EOFError, OSError) as e:
+            self._discard(w)
+            raise InfrastructureError(f"A worker running {self.fn_path} died ({type(e).__name__}); "
+                                      f"it will be replaced.") from e
+        except BaseException:
+            self._discard(w)  # e.g. KeyboardInterrupt mid-job: the worker's state is unknown
+            raise
+        if not done:
+            self._discard(w)
+            raise DeadlineExceeded(f"{self.fn_path} ran past its {self.deadline_s:g} s deadline; "
+                                   f"the worker was killed.")
+        self._release(w)
+        if not ok:
+            raise InfrastructureError(f"{self.fn_path} raised in its worker:\n{value}")
+        return value
+
+    def _checkout(self) -> _Worker:
+        w = self._idle.get()
+        if self._closed:
+            self._idle.put(w)
+            raise RuntimeError(f"WorkerPool({self.fn_path}) is closed.")
+        if w is not None:
+            return w
+        try:
+            w = _Worker(self.fn_path, self.warmup)
+            with self._lock:
+                self._all.add(w)
+            if not w.conn.poll(_STARTUP_S):
+                raise InfrastructureError(f"A worker for {self.fn_path} did not start in {_STARTUP_S:g} s.")
+            w.conn.recv()  # "ready", or EOF if it died importing the function
+            return w
+        except BaseException as e:
+            self._discard(w)
+            if isinstance(e, (EOFError, OSError)):
+                raise InfrastructureError(f"A worker for {self.fn_path} failed to start "
+                                          f"(its traceback is on stderr).") from e
+            raise
+
+    def _release(self, w: _Worker) -> None:
+        if self._closed:
+            self._discard(w)
+        else:
+            self._idle.put(w)
+
+    def _discard(self, w: _Worker | None) -> None:
+        """Kill `w` (if any) and free its slot for a replacement."""
+        if w is not None:
+            with self._lock:
+                self._all.discard(w)
+            w.kill()
+        self._idle.put(None)
+
+    def close(self) -> None:
+        """Kill every worker; calls after this raise."""
+        self._closed = True
+        with self._lock:
+            _kill_all(self._all)
+        for _ in range(self.workers):  # wake any waiter so it sees the pool is closed
+            self._idle.put(None)
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+@dataclass
+class Executors:
+    """The shared pools the rollout engine builds once and passes to every env (`executors=`)."""
+
+    verifier: WorkerPool | None = None
+    """Runs `argym.envs.math.verifier:grade`; envs given None use the process-wide default."""
+
+    @classmethod
+    def default(cls) -> "Executors":
+        """The process-wide executors (one per process, rebuilt in a forked child); workers start on first use."""
+        global _DEFAULT
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None or _DEFAULT[0] != os.getpid():
+                from argym.envs.math.verifier import verifier_pool
+
+                _DEFAULT = (os.getpid(), cls(verifier=verifier_pool()))
+            return _DEFAULT[1]
+
+
+_DEFAULT: tuple[int, Executors] | None = None
+_DEFAULT_LOCK = threading.Lock()

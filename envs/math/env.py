@@ -1,0 +1,134 @@
+"""`argym/Math-v0`: answer a math question in ``\\boxed{}``, graded by math-verify.
+
+With ``max_attempts > 1`` a wrong answer gets a short "try again" and the
+agent answers again; the episode ends at the first correct answer or when the
+attempts run out. Tasks (``tasks=``):
+- ``"arithmetic(digits=2,ops=+-,terms=3)"``: argym's own generator (default);
+- ``"reasoning_gym/NAME(key=value,...)"``: any reasoning-gym dataset;
+- a path to a JSONL file of ``{"question", "answer"}`` rows, with optional
+  ``id`` (default ``<file stem>#<line>``) and ``split`` (default: by hash of the id);
+- a `TaskSource`, or a list of `Task`.
+
+Example::
+
+    env = argym.make("argym/Math-v0", tasks="arithmetic(digits=2)", max_attempts=2)
+    obs, info = env.reset(seed=0)   # [{"role": "user", "content": "What is 75 + 54? Put ..."}]
+    obs, reward, terminated, truncated, info = env.step("\\\\boxed{47}")
+    # reward 0.0, terminated False, obs[-1]["content"] == "Incorrect, try again. Put ..."
+    # info["verdict"] == {"parsed": "47", "correct": False, "reason": "mismatch"}
+    obs, reward, terminated, truncated, info = env.step("\\\\boxed{129}")
+    # reward 1.0, terminated True, info["success"] True, info["reward_parts"] == {"outcome": 1.0}
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Message, Task
+from argym.envs.base import Action, Reply, TextEnv
+from argym.envs.executors import Executors
+from argym.envs.math.arithmetic import arithmetic_source
+from argym.envs.math.verifier import BOXED_INSTRUCTION, MathVerifier
+from argym.envs.tasks import ListSource, TaskSource, parse_source_spec, read_jsonl
+
+RETRY_MESSAGE = f"Incorrect, try again. {BOXED_INSTRUCTION}"
+
+
+class MathEnv(TextEnv):
+    """One math question; ``max_attempts`` answers; reward 1 for a verified answer, else 0.
+
+    `info["verdict"]` is ``{"parsed": str | None, "correct": bool, "reason": str}``
+    with reason one of no_boxed_answer, answer_too_long, timeout, verified,
+    mismatch (or infra_failure, with an ``error`` text, when the grader itself
+    failed: `info["infra_failure"]` is then True and the episode ends).
+    """
+
+    def __init__(self, tasks: Any = "arithmetic", split: str = "train", max_attempts: int = 1,
+                 render_mode: str | None = None, executors: Executors | None = None):
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}.")
+        self.max_attempts = max_attempts
+        self._verifier: MathVerifier | None = None
+        super().__init__(tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode,
+                         executors=executors)
+
+    @property
+    def verifier(self) -> MathVerifier:
+        """Grades through `executors.verifier`, else the process-wide shared pool (never one per env)."""
+        if self._verifier is None:
+            pool = self.executors.verifier if self.executors is not None else None
+            self._verifier = MathVerifier(pool if pool is not None else Executors.default().verifier)
+        return self._verifier
+
+    def load_tasks(self, tasks: Any) -> TaskSource:
+        return math_tasks(tasks)
+
+    def begin(self, task: Task) -> list[Message]:
+        if task.answer is None:
+            raise ConfigError(f"Math task {task.id!r} has no answer to grade against.")
+        return super().begin(task)
+
+    def respond(self, action: Message) -> Reply:
+        try:
+            verdict: dict[str, Any] = dict(self.verifier.check(self.task.answer or "", action.get("content") or ""))
+        except InfrastructureError as e:
+            return Reply(reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
+                         verdict={"parsed": None, "correct": False, "reason": "infra_failure", "error": str(e)})
+        if verdict["correct"]:
+            return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict=verdict)
+        if self.turn + 1 >= self.max_attempts:  # out of attempts: the task is over, not truncated
+            return Reply(reward_parts={"outcome": 0.0}, terminated=True, verdict=verdict)
+        return Reply(messages=[{"role": "user", "content": RETRY_MESSAGE}], reward_parts={"outcome": 0.0},
+                     verdict=verdict)
+
+    def step(self, action: Action):
+        # The turn limit is the attempt limit, which ends the task: an unreadable action
+        # on the last attempt (handled by the base class) terminates too.
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated or truncated, False, info
+
+    def oracle_action(self) -> str:
+        return f"\\boxed{{{self.task.answer}}}"
+
+
+def math_tasks(tasks: Any) -> TaskSource:
+    """The `tasks=` kwarg of `MathEnv` as a task source (see the module docstring)."""
+    if isinstance(tasks, TaskSource):
+        return tasks
+    if isinstance(tasks, (list, tuple)):
+        if not tasks or not all(isinstance(t, Task) for t in tasks):
+            raise ConfigError("tasks= as a list must be a non-empty list of argym.Task.")
+        return ListSource(tasks, name="tasks")
+    if isinstance(tasks, os.PathLike) or (isinstance(tasks, str) and (tasks.endswith(".jsonl") or os.path.isfile(tasks))):
+        path = Path(tasks)
+        return read_jsonl(path, lambda row, line: _jsonl_task(row, f"{path.stem}#{line}"))
+    if not isinstance(tasks, str):
+        raise ConfigError(f"tasks= must be a source spec, a JSONL path, a TaskSource or a list of Task; "
+                          f"got {type(tasks).__name__}.")
+    name, kwargs = parse_source_spec(tasks)
+    if name == "arithmetic":
+        try:
+            return arithmetic_source(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"{tasks!r}: arithmetic takes digits, ops, terms and test_size ({e}).") from e
+    if name.startswith("reasoning_gym/"):
+        from argym.envs.math.reasoning_gym import reasoning_gym_source
+
+        return reasoning_gym_source(name.split("/", 1)[1], **kwargs)
+    raise ConfigError(f"Unknown math task source {tasks!r}. Use 'arithmetic(digits=2,ops=+,terms=2)', "
+                      f"'reasoning_gym/NAME(key=value,...)' or a path to a JSONL file of question/answer rows.")
+
+
+def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
+    """One JSONL row ``{"question", "answer", "id"?, "split"?}`` as a task (`read_jsonl` adds the split)."""
+    question, answer = row.get("question"), row.get("answer")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("each row needs a non-empty string 'question'")
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
+        raise ValueError("each row needs an 'answer' (a non-empty string or a number)")
+    content = question if "\\boxed" in question else f"{question}\n{BOXED_INSTRUCTION}"
+    return Task(id=str(row.get("id", default_id)), prompt=({"role": "user", "content": content},),
+                answer=str(answer).strip())

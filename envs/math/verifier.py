@@ -1,0 +1,155 @@
+"""Grading math answers: extract the last ``\\boxed{}``, compare with math-verify.
+
+The comparison runs in a `WorkerPool` process with math-verify's own SIGALRM
+timeouts on (they need a main thread) under a hard parent-side deadline, and
+the answer is capped before parsing (research/SANDBOX_SWE.md §4, §7c). An
+answer that makes the verifier time out is the candidate's failure (scored
+0); a worker that crashes is an infrastructure failure (raised).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TypedDict
+
+from argym.errors import InfrastructureError
+from argym.envs.executors import DeadlineExceeded, WorkerPool
+
+BOXED_INSTRUCTION = "Put the final answer in \\boxed{}."
+GRADE_FN = "argym.envs.math.verifier:grade"
+MAX_ANSWER_CHARS = 1000  # longer boxed answers are rejected unparsed (§7c)
+MAX_TEXT_CHARS = 10_000  # only the tail of a response is searched
+
+# A \boxed{ opening, an escaped (literal) brace, or a plain brace.
+_TOKENS = re.compile(r"\\boxed\s*\{|\\[{}]|[{}]")
+
+
+class Verdict(TypedDict):
+    """Why an answer was scored as it was (`info["verdict"]`)."""
+
+    parsed: str | None  # the last \boxed{} content, or None
+    correct: bool
+    reason: str  # no_boxed_answer | answer_too_long | timeout | verified | mismatch
+
+
+def _last_boxed(text: str) -> str | None:
+    """Content of the \\boxed{...} that opens last among those whose braces close.
+
+    One left-to-right pass with a brace stack, so adversarial input (thousands
+    of unterminated ``\\boxed{``) stays linear. Nested boxes give the inner one,
+    as verl's `last_boxed_only_string` does.
+    """
+    stack: list[int | None] = []  # content start for a \boxed{ brace, None for a plain one
+    best: tuple[int, int] | None = None
+    for m in _TOKENS.finditer(text):
+        tok = m.group()
+        if tok.startswith("\\boxed"):
+            stack.append(m.end())
+        elif tok == "{":
+            stack.append(None)
+        elif tok == "}" and stack:
+            start = stack.pop()
+            if start is not None and (best is None or start > best[0]):
+                best = (start, m.start())
+    return None if best is None else text[best[0]:best[1]].strip()
+
+
+def extract_answer(text: str) -> str | None:
+    """The last complete ``\\boxed{...}`` in `text` (its last 10k chars), or None.
+
+    None also when the answer is longer than `MAX_ANSWER_CHARS`.
+    """
+    answer = _last_boxed(text[-MAX_TEXT_CHARS:])
+    return None if answer is None or len(answer) > MAX_ANSWER_CHARS else answer
+
+
+def strip_math_delimiters(s: str) -> str:
+    """``$\\dfrac{1}{2}$`` -> ``\\dfrac{1}{2}``: gold answers often come in ``$...$``."""
+    s = s.strip()
+    while len(s) >= 2 and s[0] == s[-1] == "$":
+        s = s[1:-1].strip()
+    return s
+
+
+def grade(gold: str, answer: str, timeout_s: int = 5) -> str:
+    """"verified", "mismatch", "timeout" or "gold_unparsed": math-verify on gold vs answer.
+
+    Both sides are wrapped in ``\\boxed{}`` so LaTeX parses; gold goes first,
+    since `verify` is asymmetric (an interval gold accepts an inequality).
+    `timeout_s` bounds each parse/compare via SIGALRM, so this must run in a
+    main thread (a pool worker's). A gold answer that does not parse is the
+    grader's fault, not the candidate's: "gold_unparsed".
+    """
+    from math_verify import parse, verify
+    from math_verify.errors import TimeoutException
+
+    gold, answer = strip_math_delimiters(gold), strip_math_delimiters(answer)
+    if gold and "".join(gold.split()) == "".join(answer.split()):
+        return "verified"  # the same text: no need to ask sympy
+    try:
+        g = parse(f"\\boxed{{{gold}}}", parsing_timeout=timeout_s, raise_on_error=True)
+    except (Exception, TimeoutException):
+        g = []
+    if not g:
+        return "gold_unparsed"
+    try:
+        p = parse(f"\\boxed{{{answer}}}", parsing_timeout=timeout_s, raise_on_error=True)
+    except TimeoutException:  # a BaseException subclass in math-verify
+        return "timeout"
+    except Exception:
+        return "mismatch"
+    timed_out = False
+    for gi in g:  # pair by pair, so one comparison that fails does not hide the others
+        for pj in p:
+            try:
+                if verify(gi, pj, timeout_seconds=timeout_s, raise_on_error=True):
+                    return "verified"
+            except TimeoutException:
+                timed_out = True
+            except Exception:
+                pass
+    return "timeout" if timed_out else "mismatch"
+
+
+def verify_answer(gold: str, answer: str) -> bool:
+    """math-verify equivalence of `answer` to `gold`, in this process (main thread only).
+
+    For scripts and tests; envs use `MathVerifier`, which adds a hard deadline.
+    """
+    return grade(gold, answer) == "verified"
+
+
+def verifier_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
+    """A pool running `grade`, warmed up so that imports do not count against the deadline."""
+    workers = workers or max(1, min(4, os.cpu_count() or 1))
+    return WorkerPool(GRADE_FN, workers=workers, deadline_s=deadline_s, warmup=("1", "1", 1))
+
+
+class MathVerifier:
+    """Grades a response against a gold answer through a `WorkerPool` running `grade`.
+
+    math-verify's internal per-operation timeout is set below the pool's deadline
+    (whole seconds, as SIGALRM takes), so a slow comparison usually ends inside
+    the worker without the cost of killing and respawning it.
+    """
+
+    def __init__(self, pool: WorkerPool | None = None, deadline_s: float = 5.0):
+        self.pool = pool if pool is not None else verifier_pool(deadline_s=deadline_s)
+        self.internal_timeout_s = max(1, int(self.pool.deadline_s * 0.6))
+
+    def check(self, gold: str, text: str) -> Verdict:
+        """Grade `text` (the whole response). Raises `InfrastructureError` if the worker crashed."""
+        answer = _last_boxed(text[-MAX_TEXT_CHARS:])
+        if answer is None:
+            return {"parsed": None, "correct": False, "reason": "no_boxed_answer"}
+        if len(answer) > MAX_ANSWER_CHARS:
+            return {"parsed": None, "correct": False, "reason": "answer_too_long"}
+        try:
+            reason = self.pool.call(gold, answer, self.internal_timeout_s)
+        except DeadlineExceeded:
+            reason = "timeout"
+        if reason == "gold_unparsed":
+            raise InfrastructureError(f"The gold answer {gold[:200]!r} does not parse with math-verify; "
+                                      f"fix the task's answer.")
+        return {"parsed": answer, "correct": reason == "verified", "reason": reason}

@@ -1,0 +1,278 @@
+"""Batching and the learner on a tiny Qwen2: exact π_old, micro-batch and process
+invariance of the gradient, infra-failure exclusion, mismatch metric, learning signal."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from accelerate import Accelerator
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from argym.algorithms.batch import make_batch, split_batch
+from argym.algorithms.learner import Learner, LearnerConfig
+from argym.errors import ConfigError
+from argym.types import Trajectory
+
+PAD = 0
+PROMPT = [1, 2, 3]
+PATTERN = [5, 6, 7, 8]
+
+
+def tiny_model(seed: int = 0) -> Qwen2ForCausalLM:
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return Qwen2ForCausalLM(cfg)
+
+
+def traj(completion: list[int], reward: float, group: int, prompt: list[int] = PROMPT,
+         **kw) -> Trajectory:
+    return Trajectory(task_id=f"t{group}", messages=[], reward=reward, success=reward > 0,
+                      turns=1, terminated=True, truncated=False,
+                      token_ids=prompt + completion, loss_mask=[0] * len(prompt) + [1] * len(completion),
+                      group=group, **kw)
+
+
+def random_trajs(n: int = 8, group_size: int = 4, seed: int = 1) -> list[Trajectory]:
+    """Groups of mixed rewards, varied prompt and completion lengths (so padding matters)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        prompt = [1] + torch.randint(9, 32, (i % 3,), generator=g).tolist() + [2]
+        comp = torch.randint(4, 32, (2 + (i * 5) % 7,), generator=g).tolist()
+        out.append(traj(comp, float(torch.rand(1, generator=g) > 0.5) + 0.1 * i, i // group_size,
+                        prompt=prompt))
+    return out
+
+
+def learner(seed: int = 0, ref: bool = False, **cfg) -> Learner:
+    return Learner(tiny_model(seed), LearnerConfig(**cfg), Accelerator(cpu=True),
+                   ref_model=tiny_model(seed + 100) if ref else None)
+
+
+def grads(lrn: Learner) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() for p in lrn.model.parameters()]
+
+
+# ----------------------------------------------------------------------------- batch
+
+def test_make_batch_fields_are_target_aligned():
+    t1 = traj([5, 6], 1.0, 0, sampler_logprobs=[0, 0, 0, -0.5, -0.25])
+    t2 = Trajectory(task_id="m", messages=[], reward=0.0, success=False, turns=2, terminated=True,
+                    truncated=False, token_ids=[1, 9, 4, 10, 11, 4], loss_mask=[0, 0, 1, 0, 0, 1],
+                    group=0)  # two turns: policy, env reply, policy
+    b = make_batch([t1, t2], torch.tensor([2.0, -1.0]), pad_id=PAD)
+    assert b.input_ids.tolist() == [[1, 2, 3, 5, 6, PAD], [1, 9, 4, 10, 11, 4]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0], [1] * 6]
+    assert b.loss_mask.tolist() == [[0, 0, 1, 1, 0], [0, 1, 0, 0, 1]]  # traj.loss_mask[1:]
+    assert b.advantages.tolist() == [[0, 0, 2, 2, 0], [0, -1, 0, 0, -1]]
+    assert b.sampler_logprobs.tolist() == [[0, 0, -0.5, -0.25, 0], [0] * 5]
+    assert b.has_sampler_logprobs.tolist() == [True, False]
+    assert b.rewards.tolist() == [1.0, 0.0] and b.group_ids.tolist() == [0, 0]
+    assert b.num_dropped == 0 and b.num_policy_tokens == 4
+
+
+def test_make_batch_drops_infra_failures_and_token_level_advantages():
+    bad = traj([7], 1.0, 0, infra_failure=True)
+    good = traj([5, 6], 0.0, 0)
+    b = make_batch([bad, good], [[9.0] * 4, [0, 0, 0, 0.5, 0.25]], pad_id=PAD)
+    assert len(b) == 1 and b.num_dropped == 1
+    assert b.advantages.tolist() == [[0, 0, 0.5, 0.25]]
+    with pytest.raises(ValueError, match="infrastructure failures"):
+        make_batch([bad], torch.zeros(1), pad_id=PAD)
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda t: t.loss_mask.pop(), "loss_mask has"),
+    (lambda t: t.sampler_logprobs.extend([0.0]), "sampler_logprobs has"),
+    (lambda t: t.loss_mask.__setitem__(0, 1), "starts with a policy token"),
+    (lambda t: (t.token_ids.clear(), t.loss_mask.clear()), "token ids"),
+])
+def test_make_batch_rejects_bad_trajectories(mutate, match):
+    t = traj([5, 6], 1.0, 0)
+    mutate(t)
+    with pytest.raises(ValueError, match=match):
+        make_batch([t], torch.zeros(1), pad_id=PAD)
+
+
+def test_split_batch_trims_padding():
+    trajs = [traj([5] * n, 0.0, 0) for n in (1, 6, 2)]
+    parts = split_batch(make_batch(trajs, torch.zeros(3), PAD), 2)
+    assert [len(p) for p in parts] == [2, 1]
+    assert parts[0].input_ids.shape == (2, 9) and parts[0].loss_mask.shape == (2, 8)
+    assert parts[1].input_ids.shape == (1, 5) and parts[1].advantages.shape == (1, 4)
+
+
+# ----------------------------------------------------------------------------- config
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(lr=0), "lr must be"),
+    (dict(clip_low=1.0), "clip_low"),
+    (dict(dual_clip=1.0), "dual_clip"),
+    (dict(num_minibatches=0), "num_minibatches"),
+    (dict(temperature=0), "temperature"),
+    (dict(advantage="grop"), "Did you mean: grpo"),
+    (dict(loss_agg="seq-mean-token-sum-norm"), "loss_agg_constant"),
+    (dict(kl_estimator="k4"), "KL estimator"),
+])
+def test_config_validation(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        LearnerConfig(**kw)
+
+
+def test_kl_needs_reference_model():
+    with pytest.raises(ConfigError, match="ref_model"):
+        learner(kl_coef=0.1)
+
+
+# ----------------------------------------------------------------------------- learner
+
+def test_old_logprobs_match_manual_computation_at_temperature():
+    lrn = learner(temperature=0.7, micro_batch_size=3)
+    batch = make_batch(random_trajs(), torch.zeros(8), PAD)
+    got = lrn.logprobs(batch)
+    model = lrn.model.eval()
+    with torch.no_grad():
+        for i in range(len(batch)):  # one unpadded sequence at a time
+            n = int(batch.attention_mask[i].sum())
+            ids = batch.input_ids[i:i + 1, :n]
+            logits = model(ids).logits[0, :-1] / 0.7
+            want = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+            torch.testing.assert_close(got[i, :n - 1], want, atol=1e-5, rtol=1e-5)
+            assert (got[i, n - 1:] == 0).all()
+
+
+@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_gradient_is_independent_of_micro_batch_size(loss_agg):
+    cfg = dict(loss_agg=loss_agg, loss_agg_constant=16.0, kl_coef=0.05, entropy_coef=0.01)
+    trajs = random_trajs()
+    results = []
+    for mbs in (8, 3, 1):
+        lrn = learner(ref=True, micro_batch_size=mbs, **cfg)
+        batch = lrn.prepare_batch(trajs, PAD)
+        batch.old_logprobs -= 0.1 * batch.loss_mask  # ratio ≠ 1 so the clip is exercised
+        sums = lrn.backward_minibatch(batch)
+        results.append((grads(lrn), sums["loss"].item()))
+    (g_ref, loss_ref) = results[0]
+    for g, loss in results[1:]:
+        assert loss == pytest.approx(loss_ref, rel=1e-5, abs=1e-7)
+        for a, b in zip(g, g_ref):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_update_is_independent_of_micro_batch_size():
+    trajs = random_trajs()
+    out = []
+    for mbs in (8, 1):
+        lrn = learner(micro_batch_size=mbs, num_minibatches=2, ppo_epochs=2, lr=1e-3)
+        metrics = lrn.update(trajs, PAD)
+        out.append((metrics, [p.detach().clone() for p in lrn.model.parameters()]))
+    (m8, p8), (m1, p1) = out
+    for key in ("train/loss", "train/grad_norm", "train/clip_frac", "train/approx_kl", "train/entropy"):
+        assert m1[key] == pytest.approx(m8[key], rel=1e-4, abs=1e-6), key
+    for a, b in zip(p1, p8):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    assert m8["train/optimizer_steps"] == 4
+
+
+def test_on_policy_first_step_has_ratio_one():
+    metrics = learner().update(random_trajs(), PAD)
+    assert metrics["train/clip_frac"] == 0.0
+    assert abs(metrics["train/approx_kl"]) < 1e-7
+    assert metrics["train/grad_norm"] > 0
+    assert metrics["train/entropy"] > 0
+
+
+def test_infra_failures_are_excluded():
+    trajs = random_trajs()
+    # a failed episode in group 0 with an outlying reward: kept, it would shift group 0's advantages
+    failed = traj([9, 9, 9], 50.0, 0, infra_failure=True)
+    a, b = learner(), learner()
+    a.backward_minibatch(a.prepare_batch(trajs, PAD))
+    batch_b = b.prepare_batch(trajs[:2] + [failed] + trajs[2:], PAD)
+    assert batch_b.num_dropped == 1 and len(batch_b) == 8
+    b.backward_minibatch(batch_b)
+    for ga, gb in zip(grads(a), grads(b)):
+        torch.testing.assert_close(ga, gb)
+    assert learner().update(trajs + [failed], PAD)["train/infra_dropped"] == 1
+    assert learner().update([failed], PAD) == {"train/infra_dropped": 1.0}
+
+
+def test_logprob_mismatch_metric():
+    trajs = random_trajs()
+    lrn = learner(micro_batch_size=3)
+    own = lrn.logprobs(make_batch(trajs, torch.zeros(8), PAD))  # (B, L-1), target-aligned
+    for i, t in enumerate(trajs):  # position-aligned: sampler_logprobs[t] scores token t
+        t.sampler_logprobs = [0.0] + [lp * m for lp, m in zip(own[i, :len(t.token_ids) - 1].tolist(),
+                                                              t.loss_mask[1:])]
+    assert learner().update(trajs, PAD)["train/logprob_mismatch_mean"] < 1e-5
+    for t in trajs:
+        t.sampler_logprobs = [lp - 0.3 * m for lp, m in zip(t.sampler_logprobs, t.loss_mask)]
+    m = learner().update(trajs, PAD)
+    assert m["train/logprob_mismatch_mean"] == pytest.approx(0.3, abs=1e-4)
+    assert m["train/logprob_mismatch_max"] == pytest.approx(0.3, abs=1e-4)
+    assert "train/logprob_mismatch_mean" not in learner().update(random_trajs(), PAD)
+
+
+def test_update_raises_logprob_of_rewarded_pattern():
+    g = torch.Generator().manual_seed(0)
+    trajs = []
+    for group in range(4):
+        trajs += [traj(PATTERN, 1.0, group) for _ in range(2)]
+        trajs += [traj(torch.randint(9, 32, (4,), generator=g).tolist(), 0.0, group) for _ in range(2)]
+    lrn = learner(lr=3e-3, micro_batch_size=4, num_minibatches=2)
+    probe = make_batch([traj(PATTERN, 1.0, 0)], torch.zeros(1), PAD)
+
+    def pattern_logprob() -> float:
+        return float((lrn.logprobs(probe) * probe.loss_mask).sum())
+
+    before = pattern_logprob()
+    for _ in range(5):
+        metrics = lrn.update(trajs, PAD)
+    assert metrics["train/group_reward_std"] == pytest.approx((1 / 3) ** 0.5, rel=1e-5)  # {1,1,0,0}
+    assert pattern_logprob() > before + 2.0  # 4 tokens from ~log(1/32) each
+
+
+def _process_count_grads(out: str) -> None:
+    """Each process takes the groups `g % world == rank`, builds the same model and saves its
+    gradient after one mini-batch, for two aggregation modes."""
+    acc = Accelerator(cpu=True)
+    rank, world = acc.process_index, acc.num_processes
+    mine = [t for t in random_trajs(12, group_size=3) if t.group % world == rank]
+    for loss_agg in ("token-mean", "seq-mean-token-mean"):
+        lrn = Learner(tiny_model(), LearnerConfig(loss_agg=loss_agg, micro_batch_size=2), acc)
+        lrn.backward_minibatch(lrn.prepare_batch(mine, PAD))
+        torch.save(grads(lrn), f"{out}/{loss_agg}_{world}_{rank}.pt")
+
+
+MULTIPROCESS_SCRIPT = textwrap.dedent('''
+    import sys
+    from accelerate import debug_launcher
+    sys.path.insert(0, {test_dir!r})
+    from test_learner import _process_count_grads
+
+    if __name__ == "__main__":
+        debug_launcher(_process_count_grads, args=(sys.argv[1],), num_processes=2)
+''')
+
+
+@pytest.mark.slow
+def test_gradient_is_independent_of_process_count(tmp_path):
+    """Two gloo processes, each with half the groups (and unequal token counts), give the
+    single-process gradient: the normaliser is global and DDP's averaging is undone."""
+    script = tmp_path / "mp.py"
+    script.write_text(MULTIPROCESS_SCRIPT.format(test_dir=str(pathlib.Path(__file__).parent)))
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], timeout=300,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _process_count_grads(str(tmp_path))  # this process alone: world size 1
+    for loss_agg in ("token-mean", "seq-mean-token-mean"):
+        single = torch.load(tmp_path / f"{loss_agg}_1_0.pt")
+        for rank in (0, 1):
+            for a, b in zip(torch.load(tmp_path / f"{loss_agg}_2_{rank}.pt"), single):
+                torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)

@@ -1,0 +1,110 @@
+"""The worker pool behind graders: deadlines, crashes, concurrency, lifetime.
+
+Worker functions are stdlib ones (``time:sleep``, ``os:getpid``), which any
+fresh interpreter can import.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+import argym
+from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
+
+
+def test_call_runs_in_a_lazily_started_worker() -> None:
+    with WorkerPool("os:getpid", workers=2, deadline_s=5.0) as pool:
+        assert not pool._all  # nothing started yet
+        pid = pool.call()
+        assert pid != os.getpid() and pool.call() == pid  # an idle worker is reused before a new one starts
+        assert len(pool._all) == 1
+
+
+def test_deadline_kills_and_replaces_the_worker() -> None:
+    with WorkerPool("time:sleep", workers=1, deadline_s=0.3) as pool:
+        pool.call(0)
+        (old,) = pool._all
+        t0 = time.perf_counter()
+        with pytest.raises(DeadlineExceeded, match="deadline"):
+            pool.call(30)
+        assert time.perf_counter() - t0 < 2
+        assert old.proc.poll() is not None  # killed
+        assert pool.call(0) is None and pool._all and old not in pool._all
+
+
+def test_a_dead_worker_is_an_infrastructure_error_and_is_replaced() -> None:
+    with WorkerPool("os:_exit", workers=1, deadline_s=5.0) as pool:
+        with pytest.raises(argym.InfrastructureError, match="died"):
+            pool.call(3)
+        with pytest.raises(argym.InfrastructureError, match="died"):  # a fresh worker, which dies again
+            pool.call(4)
+
+
+def test_an_exception_in_the_function_is_reported_with_its_traceback() -> None:
+    with WorkerPool("math:sqrt", workers=1, deadline_s=5.0) as pool:
+        with pytest.raises(argym.InfrastructureError, match="math domain error"):
+            pool.call(-1.0)
+        assert pool.call(4.0) == 2.0  # the worker survives a raising call
+
+
+def test_a_worker_that_cannot_start_is_an_infrastructure_error() -> None:
+    with WorkerPool("argym_no_such_module:f", workers=1, deadline_s=5.0) as pool:
+        with pytest.raises(argym.InfrastructureError, match="failed to start"):
+            pool.call()
+
+
+def test_many_threads_share_few_workers() -> None:
+    with WorkerPool("time:sleep", workers=2, deadline_s=5.0) as pool:
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                for _ in range(5):
+                    pool.call(0.01)
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(pool._all) == 2
+
+
+def test_a_deadline_does_not_strand_waiting_threads() -> None:
+    with WorkerPool("time:sleep", workers=1, deadline_s=0.3) as pool:
+        results: list[object] = []
+        slow = threading.Thread(target=lambda: results.append(pytest.raises(DeadlineExceeded, pool.call, 30)))
+        slow.start()
+        time.sleep(0.05)
+        pool.call(0)  # waits for the slot the killed worker frees
+        slow.join()
+        assert len(results) == 1
+
+
+def test_close_kills_workers_and_refuses_calls() -> None:
+    pool = WorkerPool("os:getpid", workers=1, deadline_s=5.0)
+    pool.call()
+    (worker,) = pool._all
+    pool.close()
+    assert worker.proc.poll() is not None
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.call()
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="module:qualname"):
+        WorkerPool("os.getpid")
+    with pytest.raises(ValueError):
+        WorkerPool("os:getpid", workers=0)
+
+
+def test_default_executors_are_one_per_process() -> None:
+    assert Executors.default() is Executors.default()
+    assert Executors.default().verifier.fn_path == "argym.envs.math.verifier:grade"
+    assert Executors().verifier is None

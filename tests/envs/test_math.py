@@ -1,0 +1,340 @@
+"""argym/Math-v0: the verifier, the task sources and the env (DESIGN.md, "Env families")."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import argym
+from argym.envs.executors import Executors, WorkerPool
+from argym.envs.math.arithmetic import arithmetic_source, evaluate
+from argym.envs.math.env import RETRY_MESSAGE, MathEnv, math_tasks
+from argym.envs.math.verifier import GRADE_FN, MathVerifier, _last_boxed, extract_answer, verifier_pool
+
+MATH = "argym/Math-v0"
+DEADLINE_S = 2.0  # the bad-input tests' pool deadline: math-verify's own timeout is then 1 s
+
+
+@pytest.fixture(scope="module")
+def verifier() -> MathVerifier:
+    return MathVerifier(Executors.default().verifier)
+
+
+@pytest.fixture(scope="module")
+def fast_executors():
+    """A one-worker pool with a short deadline, so that timeout cases stay quick."""
+    pool = verifier_pool(workers=1, deadline_s=DEADLINE_S)
+    yield Executors(verifier=pool)
+    pool.close()
+
+
+def boxed(s: str) -> str:
+    return f"The answer is \\boxed{{{s}}}."
+
+
+# ---- extraction ---------------------------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("\\boxed{42}", "42"),
+    ("so \\boxed{ 7 } done", "7"),
+    ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+    ("first \\boxed{1} then \\boxed{2}", "2"),                 # the last one
+    ("\\boxed{\\boxed{5}}", "5"),                               # nested: the inner box
+    ("\\boxed{3} and then \\boxed{4", "3"),                     # unterminated last: the earlier one
+    ("\\boxed{", None),
+    ("\\boxed{{1}", None),                                      # unbalanced
+    ("no box here: 42", None),
+    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),                      # escaped braces are literal
+    ("\\boxed {x^{2}}", "x^{2}"),
+    ("\\boxed{" + "1" * 1001 + "}", None),                      # longer than 1000 chars
+    ("\\boxed{1}" + " " * 20_000, None),                        # only the last 10k chars are read
+])
+def test_extract_answer(text: str, expected: str | None) -> None:
+    assert extract_answer(text) == expected
+
+
+def test_extract_answer_is_linear_on_adversarial_input() -> None:
+    t0 = time.perf_counter()
+    assert _last_boxed("\\boxed{" * 200_000) is None  # 1.4 MB of unterminated boxes
+    assert _last_boxed("{" * 500_000 + "\\boxed{1}" + "}" * 500_000) == "1"
+    assert extract_answer("{" * 4000 + "\\boxed{1}" + "}" * 4000) == "1"
+    assert time.perf_counter() - t0 < 2.0
+
+
+# ---- equivalence --------------------------------------------------------------
+@pytest.mark.parametrize("gold, answer", [
+    ("0.5", "\\frac{1}{2}"), ("1/2", "0.5"), ("10", "10.0"), ("x+1", "1+x"), ("\\frac{3}{4}", "6/8"),
+    ("1000", "1,000"), ("$\\dfrac{79}{173}$", "79/173"), ("-4", " -4 "), ("2x", "2 \\cdot x"),
+])
+def test_equivalent(verifier: MathVerifier, gold: str, answer: str) -> None:
+    assert verifier.check(gold, boxed(answer)) == {"parsed": answer.strip(), "correct": True, "reason": "verified"}
+
+
+@pytest.mark.parametrize("gold, answer", [
+    ("3", "4"), ("-5", "5"), ("x+1", "x-1"), ("\\frac{1}{2}", "2"), ("2021", "\\pm 2021"), ("7", ""),
+])
+def test_not_equivalent(verifier: MathVerifier, gold: str, answer: str) -> None:
+    v = verifier.check(gold, boxed(answer))
+    assert (v["correct"], v["reason"]) == (False, "mismatch")
+
+
+def test_unparseable_gold_is_an_infrastructure_error(verifier: MathVerifier) -> None:
+    with pytest.raises(argym.InfrastructureError, match="gold answer"):
+        verifier.check("", boxed("5"))
+
+
+def test_verifier_timeout_is_the_candidates_failure() -> None:
+    # A deadline below math-verify's own 1 s timeout: the parent kills the worker.
+    with WorkerPool(GRADE_FN, workers=1, deadline_s=0.5, warmup=("1", "1", 1)) as pool:
+        v = MathVerifier(pool)
+        t0 = time.perf_counter()
+        assert v.check("5", boxed("9^{9^{9^{9}}}")) == {"parsed": "9^{9^{9^{9}}}", "correct": False,
+                                                         "reason": "timeout"}
+        assert time.perf_counter() - t0 < 0.5 + 2
+        assert v.check("5", boxed("5"))["correct"]  # the replacement worker grades
+
+
+# ---- bad input through env.step --------------------------------------------------
+BAD_ACTIONS = [
+    42, None, ["\\boxed{1}"], {"role": "user", "content": "\\boxed{1}"}, {"content": 7}, "",
+    "\\boxed{" + "9" * 1_000_000 + "}", "x" * 1_000_000, "\\boxed{" * 200_000, "\\boxed{" + "1" * 5000 + "}",
+    "\\boxed{", "\\boxed{\\boxed{\\boxed{}}}", "\\boxed{9^{9^{9^{9}}}}", "\\boxed{2^{2^{40}}}",
+    "\\boxed{" + "{" * 400 + "1" + "}" * 400 + "}", "\\boxed{\\frac{\\frac{\\frac{1}{0}}{0}}{0}}",
+    "\\boxed{" + "+".join(f"\\sin({i}x)" for i in range(60)) + "}", "\\boxed{\x00\udcff\u202e}",
+]
+
+
+@pytest.mark.parametrize("action", BAD_ACTIONS, ids=lambda a: repr(a)[:30])
+def test_bad_action_scores_zero_within_the_deadline(fast_executors: Executors, action) -> None:
+    env = MathEnv(tasks=[argym.Task(id="t", prompt=({"role": "user", "content": "What is 2 + 3?"},), answer="5")],
+                  executors=fast_executors)
+    env.reset(options={"task_id": "t"})
+    t0 = time.perf_counter()
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert time.perf_counter() - t0 < DEADLINE_S + 2
+    assert (reward, terminated, truncated, info["success"], info["infra_failure"]) == (0.0, True, False, False, False)
+    assert env.observation_space.contains(obs) and obs[-1]["role"] in ("assistant", "user")
+
+
+def test_grader_fault_is_marked_infra_failure() -> None:
+    # A pool whose function cannot take the grader's arguments: the grader raises.
+    with WorkerPool("os:getpid", workers=1, deadline_s=5.0) as pool:
+        env = MathEnv(executors=Executors(verifier=pool))
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(env.oracle_action())
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (0.0, True, True, "infra_failure")
+
+
+# ---- the arithmetic generator --------------------------------------------------
+def test_arithmetic_prompt_and_answer() -> None:
+    src = arithmetic_source(digits=2, ops="+", terms=2)
+    assert src.name == "arithmetic(digits=2,ops=+,terms=2)"
+    task = src.get(f"{src.name}#0")
+    q = task.prompt[0]["content"]
+    assert q.startswith("What is ") and q.endswith("? Put the final answer in \\boxed{}.")
+    a, b = (int(x) for x in q[len("What is "):q.index("?")].split(" + "))
+    assert 10 <= a <= 99 and 10 <= b <= 99 and task.answer == str(a + b)
+    assert task.meta == {"digits": 2, "ops": "+", "terms": 2}
+
+
+def test_arithmetic_knobs() -> None:
+    src = arithmetic_source(digits=3, ops="*-+", terms=4)
+    assert src.name == "arithmetic(digits=3,ops=+-*,terms=4)"
+    for task in src.take("train", 50):
+        expr = task.prompt[0]["content"][len("What is "):].split("?")[0].split()
+        operands, operators = [int(x) for x in expr[::2]], expr[1::2]
+        assert len(operands) == 4 and all(100 <= x <= 999 for x in operands)
+        assert set(operators) <= set("+-*") and task.answer == str(evaluate(operands, operators))
+    assert evaluate([2, 3, 4, 5], ["+", "*", "-"]) == 2 + 3 * 4 - 5
+    with pytest.raises(argym.ConfigError, match="ops"):
+        arithmetic_source(ops="/")
+    with pytest.raises(argym.ConfigError, match="digits"):
+        arithmetic_source(digits=0)
+
+
+def test_arithmetic_is_a_pure_function_of_the_index_across_processes() -> None:
+    src = arithmetic_source(digits=2, ops="+-*", terms=3)
+    ids = [f"{src.name}#{i}" for i in (0, 1, 17, 2**39 + 5)]
+    here = [[t.prompt[0]["content"], t.answer, t.split] for t in map(src.get, ids)]
+    assert here == [[t.prompt[0]["content"], t.answer, t.split] for t in map(src.get, ids)]
+    code = ("import json, sys; from argym.envs.math.arithmetic import arithmetic_source as a; s = a(2, '+-*', 3); "
+            "print(json.dumps([[t.prompt[0]['content'], t.answer, t.split] for t in map(s.get, json.loads(sys.argv[1]))]))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(ids)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == here
+
+
+def test_arithmetic_splits_are_disjoint() -> None:
+    src = arithmetic_source()
+    test = {t.prompt[0]["content"] for t in src.test_tasks()}
+    assert len(test) == src.test_size == 500
+    rng = np.random.default_rng(0)
+    train = {src.sample(rng, "train").prompt[0]["content"] for _ in range(20_000)}
+    assert not test & train
+
+
+def test_small_arithmetic_spaces_still_have_a_test_split() -> None:
+    for ops in ("+", "-", "*", "+-*"):
+        src = math_tasks(f"arithmetic(digits=1,ops={ops})")
+        assert 1 <= len(src.test_tasks()) < 20
+
+
+def test_task_id_lookup_whatever_the_split() -> None:
+    env = gym.make(MATH)
+    src = env.unwrapped.tasks
+    test_task = src.test_tasks()[3]
+    train_task = src.sample(np.random.default_rng(1), "train")
+    for task in (test_task, train_task):
+        obs, info = env.reset(options={"task_id": task.id})
+        assert (info["task_id"], info["split"], obs[0]["content"]) == (task.id, task.split, task.prompt[0]["content"])
+        assert src.get(task.id) == task
+    with pytest.raises(argym.TaskNotFoundError):
+        env.reset(options={"task_id": "nope#1"})
+
+
+# ---- JSONL tasks -----------------------------------------------------------------------
+def test_jsonl_tasks(tmp_path) -> None:
+    path = tmp_path / "algebra.jsonl"
+    rows = [{"question": "What is 1/2 + 1/4?", "answer": "3/4"},
+            {"question": "Solve $x+1=3$. Answer in \\boxed{}.", "answer": 2, "id": "eq", "split": "test"},
+            {"question": "Half of 1?", "answer": 0.5, "split": "train"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n\n" + json.dumps(rows[2]) + "\n")
+    env = gym.make(MATH, tasks=str(path), split="all")
+    src = env.unwrapped.tasks
+    first, eq, half = src.get("algebra#1"), src.get("eq"), src.get("algebra#4")
+    assert first.prompt[0]["content"] == "What is 1/2 + 1/4?\nPut the final answer in \\boxed{}."
+    assert eq.prompt[0]["content"] == rows[1]["question"]  # it already asks for \boxed{}
+    assert (eq.split, eq.answer, half.split, half.answer) == ("test", "2", "train", "0.5")
+    assert first.split in ("train", "test")
+    env.reset(options={"task_id": "algebra#1"})
+    assert env.step("\\boxed{0.75}")[1] == 1.0
+    assert gym.make(MATH, tasks=path).unwrapped.tasks.get("eq") == eq  # a Path works too
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("{not json", "cannot read task"), ('{"answer": "1"}', "question"), ('{"question": "q"}', "answer"),
+    ('{"question": "q", "answer": [1]}', "answer"), ('["q", "1"]', "JSON object"),
+    ('{"question": "q", "answer": "1", "split": "dev"}', "split"),
+])
+def test_jsonl_errors_name_file_and_line(tmp_path, line: str, problem: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"question": "q", "answer": "1"}\n' + line + "\n")
+    with pytest.raises(argym.ConfigError, match=rf"bad\.jsonl:2: .*{problem}"):
+        MathEnv(tasks=str(path))
+
+
+def test_unknown_sources_are_config_errors(tmp_path) -> None:
+    with pytest.raises(argym.ConfigError, match="arithmetic"):
+        MathEnv(tasks="geometry(level=3)")
+    with pytest.raises(argym.ConfigError, match="digits, ops, terms"):
+        MathEnv(tasks="arithmetic(digit=2)")
+    with pytest.raises(argym.ConfigError, match="does not exist"):
+        MathEnv(tasks=str(tmp_path / "missing.jsonl"))
+    with pytest.raises(argym.ConfigError, match="max_attempts"):
+        MathEnv(max_attempts=0)
+
+
+# ---- reasoning-gym ----------------------------------------------------------------
+@pytest.mark.parametrize("spec", [
+    "reasoning_gym/basic_arithmetic", "reasoning_gym/chain_sum(max_terms=3,min_terms=2)",
+    "reasoning_gym/gsm_symbolic", "reasoning_gym/fraction_simplification",
+])
+def test_reasoning_gym_oracle_verifies(spec: str, verifier: MathVerifier) -> None:
+    pytest.importorskip("reasoning_gym")
+    env = gym.make(MATH, tasks=spec)
+    src = env.unwrapped.tasks
+    assert src.name == spec
+    for i in range(20):
+        obs, _ = env.reset(seed=i)
+        task = env.unwrapped.task
+        assert obs[0]["content"].endswith("\nPut the final answer in \\boxed{}.")
+        assert env.step(env.unwrapped.oracle_action())[1] == 1.0
+        # and math-verify itself parses the gold: a different spelling of it verifies too
+        assert verifier.check(task.answer, boxed("{" + task.answer + "}"))["correct"], task.answer
+    assert src.get(task.id) == task  # a pure function of the index
+    assert len(src.test_tasks()) == 500
+
+
+def test_reasoning_gym_missing_names_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # makes `import reasoning_gym` fail
+    with pytest.raises(argym.MissingDependencyError, match=r"pip install 'argym\[reasoning-gym\]'"):
+        MathEnv(tasks="reasoning_gym/chain_sum")
+
+
+def test_reasoning_gym_errors() -> None:
+    pytest.importorskip("reasoning_gym")
+    with pytest.raises(argym.ConfigError, match="chain_sum"):
+        MathEnv(tasks="reasoning_gym/chain_summ")
+    with pytest.raises(argym.ConfigError, match="rejects the config"):
+        MathEnv(tasks="reasoning_gym/chain_sum(bogus=1)")
+    with pytest.raises(argym.ConfigError, match="seed and size"):
+        MathEnv(tasks="reasoning_gym/chain_sum(seed=3)")
+    a, b = (math_tasks(f"reasoning_gym/chain_sum({args})") for args in ("min_terms=2,max_terms=3",
+                                                                         "max_terms=3, min_terms=2"))
+    assert a.name == b.name == "reasoning_gym/chain_sum(max_terms=3,min_terms=2)"  # one name, one board key
+
+
+# ---- the env ----------------------------------------------------------------------
+def test_oracle_and_verdict() -> None:
+    env = gym.make(MATH)
+    obs, info = env.reset(seed=0)
+    assert env.unwrapped.oracle_action() == f"\\boxed{{{env.unwrapped.task.answer}}}"
+    obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+    assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
+    assert info["reward_parts"] == {"outcome": 1.0}
+    assert info["verdict"] == {"parsed": env.unwrapped.task.answer, "correct": True, "reason": "verified"}
+    assert obs[-1] == {"role": "assistant", "content": env.unwrapped.oracle_action()}
+
+
+def test_multi_turn_feedback() -> None:
+    env = gym.make(MATH, max_attempts=3)
+    env.reset(seed=1)
+    gold = env.unwrapped.task.answer
+    for attempt in (1, 2):
+        obs, reward, terminated, truncated, info = env.step(f"\\boxed{{{int(gold) + attempt}}}")
+        assert (reward, terminated, truncated, info["turn"]) == (0.0, False, False, attempt)
+        assert obs[-1] == {"role": "user", "content": RETRY_MESSAGE}
+    obs, reward, terminated, truncated, info = env.step("I give up")
+    assert (reward, terminated, truncated, info["success"]) == (0.0, True, False, False)
+    assert info["verdict"]["reason"] == "no_boxed_answer" and len(obs) == 6
+    with pytest.raises(argym.EnvStateError):
+        env.step("\\boxed{1}")
+    env.reset(seed=1)
+    env.step("\\boxed{0.5}")
+    obs, reward, terminated, _, info = env.step(f"\\boxed{{{gold}}}")
+    assert (reward, terminated, info["success"], len(obs)) == (1.0, True, True, 4)
+
+
+def test_envs_share_one_default_pool(fast_executors: Executors) -> None:
+    a, b = MathEnv(), MathEnv()
+    assert a.verifier.pool is b.verifier.pool is Executors.default().verifier
+    assert MathEnv(executors=fast_executors).verifier.pool is fast_executors.verifier
+
+
+def test_snapshot_restore_in_a_fresh_instance() -> None:
+    env = gym.make(MATH, max_attempts=3)
+    env.reset(seed=5)
+    env.step("\\boxed{1}")
+    state = pickle.loads(pickle.dumps(env.get_wrapper_attr("snapshot")()))
+    fresh = MathEnv(max_attempts=3)
+    fresh.restore(state)
+    assert fresh.snapshot().messages == state.messages and fresh.turn == 1
+    gold = env.unwrapped.task.answer
+    for action in ("\\boxed{2}", f"\\boxed{{{gold}}}"):
+        assert fresh.step(action) == env.step(action)
+    assert env.reset() == fresh.reset()  # the RNG state travelled too
+
+
+def test_restore_into_a_fresh_gym_make_env() -> None:
+    """R³L and AgentPRM restore into envs built by gym.make (argym registers without the passive checker)."""
+    env = gym.make(MATH, max_attempts=3)
+    env.reset(seed=5)
+    env.step("\\boxed{1}")
+    fresh = gym.make(MATH, max_attempts=3)
+    fresh.get_wrapper_attr("restore")(env.get_wrapper_attr("snapshot")())
+    assert fresh.step("\\boxed{2}") == env.step("\\boxed{2}")

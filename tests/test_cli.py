@@ -1,0 +1,170 @@
+"""Subprocess smoke tests of the `argym` command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "argym.cli"]
+
+
+def run(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+needs_math = pytest.mark.skipif(not _has("argym.envs.math.env"), reason="the Math env is not there yet")
+
+
+def test_help_and_envs_do_not_import_torch():
+    code = ("import sys\nfrom argym.cli import main\n"
+            "for args in (['--help'], ['envs']):\n"
+            "    try:\n        main(args)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "heavy = [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules]\n"
+            "print('HEAVY', heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
+
+
+def test_envs_lists_math():
+    out = run("envs")
+    assert out.returncode == 0, out.stderr
+    assert "argym/Math-v0" in out.stdout and "boxed" in out.stdout
+
+
+def test_console_script_exists():
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("argym")
+    if not script.exists():
+        pytest.skip("argym console script not installed next to this interpreter")
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "eval" in out.stdout
+
+
+def test_unknown_env_exits_2_with_did_you_mean():
+    out = run("eval", "argym/Mth-v0", "--agent", "oracle")
+    assert out.returncode == 2
+    assert "Did you mean" in out.stderr and "argym/Math-v0" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("eval", "argym/Math-v0", "notkeyvalue", "--agent", "oracle"), "key=value"),
+    (("train", "no/such/config.yaml"), "does not exist"),
+    (("quickstart", "bad-override"), "key=value"),
+])
+def test_user_errors_are_one_line_and_exit_2(args, needle):
+    out = run(*args)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@needs_math
+def test_unknown_agent_spec_exits_2():
+    out = run("eval", "argym/Math-v0", "--agent", "orcale", "--episodes", "2")
+    assert out.returncode == 2
+    assert "orcale" in out.stderr and "Traceback" not in out.stderr
+
+
+@needs_math
+def test_missing_task_file_exits_2(tmp_path):
+    out = run("eval", "argym/Math-v0", f"tasks={tmp_path / 'nope.jsonl'}", "--agent", "oracle")
+    assert out.returncode == 2
+    assert "nope.jsonl" in out.stderr and "Traceback" not in out.stderr
+
+
+@needs_math
+def test_eval_oracle_scores_one(tmp_path):
+    path = tmp_path / "f.json"
+    out = run("eval", "argym/Math-v0", "--agent", "oracle", "--episodes", "20", "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(path.read_text())
+    assert result["mean"] == 1.0 and result["n"] == 20
+    assert "success rate" in out.stdout
+
+
+@needs_math
+def test_eval_random_scores_low(tmp_path):
+    path = tmp_path / "f.json"
+    out = run("eval", "argym/Math-v0", "--agent", "random", "--episodes", "20", "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(path.read_text())["mean"] < 0.5
+
+
+@needs_math
+def test_eval_pass_at_k(tmp_path):
+    path = tmp_path / "f.json"
+    out = run("eval", "argym/Math-v0", "--agent", "random", "--episodes", "3", "--samples-per-task", "2",
+              "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(path.read_text())
+    assert set(result["pass_at_k"]) == {"pass@1", "pass@2"} and result["n"] == 6
+    assert "pass@2" in out.stdout
+
+
+@needs_math
+def test_play_prints_the_reward_for_a_wrong_answer():
+    out = run("play", "argym/Math-v0", "--seed", "0", stdin="I think it is \\boxed{-123456789}\n\n")
+    assert out.returncode == 0, out.stderr
+    assert "reward: 0" in out.stdout
+    assert "Episode over" in out.stdout
+
+
+@needs_math
+def test_eval_jsonl_tasks_and_split_all(tmp_path):
+    tasks = tmp_path / "qa.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"r{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)})
+                             + "\n" for i in range(4)))
+    path = tmp_path / "out" / "f.json"
+    out = run("eval", "argym/Math-v0", f"tasks={tasks}", "max_attempts=3", "split=all", "--agent", "oracle",
+              "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(path.read_text())
+    assert result["n"] == 4 and result["mean"] == 1.0 and result["split"] == "all"
+    assert result["env_kwargs"]["max_attempts"] == 3
+
+
+TINY_RUN = ["steps=1", "warm_start.steps=1", "warm_start.tasks=16", "eval.episodes=4", "rollout.tasks_per_step=2",
+            "rollout.group_size=2"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has("argym.algorithms.trainer"), reason="the trainer is not there yet")
+def test_train_smoke(tmp_path):
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"out_dir: {tmp_path / 'run'}\nsteps: 1\n")
+    out = run("train", str(config), *TINY_RUN[1:])
+    assert out.returncode == 0, out.stderr
+    assert "final.accuracy" in out.stdout
+    assert (tmp_path / "run" / "summary.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has("argym.algorithms.quickstart"), reason="the quickstart is not there yet")
+def test_quickstart_smoke(tmp_path):
+    out = run("quickstart", "--out", str(tmp_path / "qs"), *TINY_RUN)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "qs" / "summary.json").is_file()
+
+
+def test_bad_yaml_config_exits_2(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("a: [1\n")
+    out = run("train", str(config))
+    if "No module named" in out.stderr:
+        pytest.skip("the trainer is not there yet")
+    assert out.returncode == 2 and "YAML" in out.stderr and "Traceback" not in out.stderr

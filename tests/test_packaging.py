@@ -1,0 +1,52 @@
+"""Packaging: one import package `argym`, a light `import argym`, helpful errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import argym
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, cwd: Path, *flags: str) -> dict:
+    out = subprocess.run([sys.executable, *flags, "-c", code], cwd=cwd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+FIND_TOP_LEVEL = ("import importlib.util, json; "
+                  "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in "
+                  "('envs', 'agents', 'algorithms', 'rewards', 'argym', 'argym.envs')}))")
+
+
+def test_no_generic_top_level_packages_are_installed(tmp_path) -> None:
+    found = run_python(FIND_TOP_LEVEL, tmp_path)
+    assert found == {"envs": False, "agents": False, "algorithms": False, "rewards": False,
+                     "argym": True, "argym.envs": True}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P (no cwd on sys.path) needs 3.11")
+def test_no_generic_top_level_packages_even_from_the_repo_root() -> None:
+    found = run_python(FIND_TOP_LEVEL, REPO, "-P")
+    assert not any(found[n] for n in ("envs", "agents", "algorithms", "rewards"))
+
+
+def test_import_argym_is_light(tmp_path) -> None:
+    heavy = ("torch", "transformers", "math_verify", "sympy", "reasoning_gym")
+    code = ("import sys, json, argym, gymnasium as gym; before = set(sys.modules); "
+            "env = gym.make('argym/Math-v0'); env.reset(seed=0); "
+            f"print(json.dumps({{'import': sorted(m for m in {heavy!r} if m in before), "
+            f"'make': sorted(m for m in {heavy!r} if m in sys.modules)}}))")
+    loaded = run_python(code, tmp_path)
+    assert loaded == {"import": [], "make": []}
+
+
+def test_unknown_env_id_suggests_the_close_match() -> None:
+    with pytest.raises(argym.UnknownEnvError, match="argym/Math-v0") as e:
+        argym.make("argym/Mth-v0")
+    assert isinstance(e.value, KeyError) and "Did you mean" in str(e.value)
