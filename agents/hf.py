@@ -43,6 +43,9 @@ class HFPolicy:
         return cls(model, tokenizer, name=str(path))
 
     def save(self, path: str | Path) -> None:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one bar per checkpoint drowns the run's own progress
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
 

@@ -19,6 +19,7 @@ import yaml
 from argym.agents.tiny import TinyModelConfig
 from argym.algorithms.learner import LearnerConfig
 from argym.errors import ConfigError
+from argym.values import parse_value
 
 
 @dataclass
@@ -55,7 +56,7 @@ class PolicyConfig:
 class WarmStartConfig:
     """Supervised warm start on oracle trajectories of the training split."""
 
-    steps: int = 150
+    steps: int = 400
     """Optimizer steps (0 turns the warm start off)."""
     tasks: int = 2000
     """How many oracle trajectories to train on."""
@@ -69,7 +70,7 @@ class WarmStartConfig:
 class RolloutConfig:
     """How groups are sampled each step."""
 
-    tasks_per_step: int = 16
+    tasks_per_step: int = 32
     """Distinct tasks per step."""
     group_size: int = 8
     """Samples per task (GRPO's G)."""
@@ -107,11 +108,11 @@ class TrainConfig:
     """Supervised warm start before RL."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Sampling of groups."""
-    algorithm: LearnerConfig = field(default_factory=LearnerConfig)
-    """The learner's parts and hyper-parameters."""
+    algorithm: LearnerConfig = field(default_factory=lambda: LearnerConfig(lr=2e-4))
+    """The learner's parts and hyper-parameters (the tiny model takes a far larger lr than an LLM's 1e-6)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
-    steps: int = 150
+    steps: int = 100
     """RL steps (each: sample, score, update)."""
     seed: int = 0
     """Seeds the model init, task draws and sampling."""
@@ -123,6 +124,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.steps < 0:
             raise ConfigError(f"steps must be >= 0, got {self.steps}.")
+        if self.algorithm.temperature != self.rollout.temperature:
+            raise ConfigError(
+                f"algorithm.temperature ({self.algorithm.temperature}) must equal rollout.temperature "
+                f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
+                f"Set both.")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,7 +168,7 @@ def apply_override(data: dict[str, Any], override: str) -> None:
         node = node.setdefault(p, {})
         if not isinstance(node, dict):
             raise ConfigError(f"Override {override!r}: {p!r} is not a section.")
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    node[parts[-1]] = parse_value(raw)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:

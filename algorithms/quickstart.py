@@ -20,10 +20,12 @@ def _cached_eval(trainer: Trainer, name: str) -> dict[str, Any]:
     """Evaluate once per run dir: a resumed quickstart reuses the 'before' figures."""
     path = trainer.run_dir / f"eval_{name}.json"
     if path.exists():
-        return json.loads(path.read_text())
+        cached = json.loads(path.read_text())
+        if cached.get("step") == trainer.step:
+            return cached
     t0 = time.perf_counter()
     result = trainer.evaluate()
-    out = {"accuracy": result.mean, "ci": [result.ci_low, result.ci_high], "n": result.n,
+    out = {"step": trainer.step, "accuracy": result.mean, "ci": [result.ci_low, result.ci_high], "n": result.n,
            "mean_reward": result.mean_reward, "seconds": round(time.perf_counter() - t0, 1)}
     path.write_text(json.dumps(out, indent=2))
     (trainer.run_dir / f"eval_{name}_episodes.json").write_text(json.dumps(result.to_dict()))

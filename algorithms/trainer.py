@@ -33,6 +33,10 @@ from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.errors import ConfigError
 
 
+# Keys a resumed run may change: they extend or observe the run without altering its trajectory.
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -91,8 +95,8 @@ class Trainer:
         mine = self.cfg.to_dict()
         if path.exists() and find_checkpoint(self.run_dir) is not None:
             theirs = yaml.safe_load(path.read_text())
-            if theirs != mine:
-                changed = sorted(k for k in mine if mine.get(k) != theirs.get(k))
+            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
+            if changed:
                 raise ConfigError(f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
                                   f"pass another out_dir, or delete the directory to start over.")
         path.write_text(yaml.safe_dump(mine, sort_keys=False))

@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from argym.errors import ArgymError, ConfigError
+from argym.values import parse_value
 
 USAGE_ERROR = 2
 
@@ -63,19 +64,14 @@ def _fail(message: str) -> None:
 
 
 def parse_kwargs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """Parse ``key=value`` strings into kwargs, each value read as a YAML scalar."""
-    import yaml
-
+    """Parse ``key=value`` strings into kwargs (values read by `argym.values.parse_value`)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
             raise ConfigError(f"expected key=value (e.g. max_attempts=3), got {pair!r}.")
-        try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            out[key] = raw  # not a YAML scalar: keep the text as given
+        out[key] = parse_value(raw)
     return out
 
 
@@ -277,7 +273,7 @@ def _print_result(result: Any) -> None:
 def train(config: str, overrides: tuple[str, ...]) -> None:
     """Train with the recipe CONFIG (YAML), changed by key=value OVERRIDES.
 
-    Example: argym train configs/grpo_math.yaml learning_rate=1e-5 total_steps=50
+    Example: argym train configs/grpo_math.yaml algorithm.lr=1e-4 steps=50
     """
     config_path: str | None = config
     if not Path(config).is_file():

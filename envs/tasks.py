@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from argym.errors import ConfigError, TaskNotFoundError
+from argym.values import parse_value
 from argym.types import Task
 
 SPLITS = ("train", "test", "all")
@@ -196,20 +196,8 @@ def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
             if "=" not in part:
                 raise ConfigError(f"Task source argument {part.strip()!r} in {spec!r} is not key=value.")
             k, v = part.split("=", 1)
-            kwargs[k.strip()] = _scalar(v.strip())
+            kwargs[k.strip()] = parse_value(v)
     return name, kwargs
-
-
-def _scalar(text: str) -> Any:
-    """A YAML scalar (``2`` -> 2, ``true`` -> True), else the text itself.
-
-    YAML reads ``*`` as an alias and ``-`` as a list, so ``ops=*`` must stay a string.
-    """
-    try:
-        value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError:
-        return text
-    return value if value is None or isinstance(value, (str, int, float, bool)) else text
 
 
 def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task]) -> ListSource:

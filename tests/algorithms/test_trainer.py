@@ -1,0 +1,132 @@
+"""The training loop: config loading, warm start data, resume after a kill, learning end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from argym.agents.renderer import conversation_ids
+from argym.agents.tiny import build_tiny_tokenizer
+from argym.agents.renderer import ChatRenderer
+from argym.algorithms.config import TrainConfig, load_config
+from argym.algorithms.trainer import Trainer
+from argym.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+SMALL = [
+    "policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
+    "rollout.tasks_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=6", "eval.episodes=10",
+    "algorithm.micro_batch_size=5", "algorithm.num_minibatches=2", "checkpoint_every=2",
+]
+
+
+def test_recipe_matches_the_defaults():
+    """configs/grpo_math.yaml is the quickstart written out: one to one with TrainConfig."""
+    recipe = load_config(REPO / "configs" / "grpo_math.yaml")
+    assert dataclasses.asdict(recipe) == dataclasses.asdict(TrainConfig())
+
+
+def test_overrides_and_errors(tmp_path):
+    cfg = load_config(None, ["algorithm.lr=5e-4", "steps=7", "env.kwargs.max_attempts=2", "policy.tiny.num_layers=2"])
+    assert cfg.algorithm.lr == 5e-4 and cfg.steps == 7 and cfg.policy.tiny.num_layers == 2
+    assert cfg.env.kwargs["max_attempts"] == 2 and "tasks" in cfg.env.kwargs
+    with pytest.raises(ConfigError, match="Did you mean: steps"):
+        load_config(None, ["stesp=3"])
+    with pytest.raises(ConfigError, match="temperature"):
+        load_config(None, ["rollout.temperature=0.5"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rollout:\n  group_sise: 4\n")
+    with pytest.raises(ConfigError, match="rollout.group_sise"):
+        load_config(bad)
+
+
+def test_conversation_ids_mask_only_assistant_turns():
+    tok = build_tiny_tokenizer()
+    r = ChatRenderer(tok)
+    msgs = [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "a1"},
+            {"role": "user", "content": "again"}, {"role": "assistant", "content": "a2"}]
+    ids, mask = conversation_ids(r, msgs)
+    text = tok.decode(ids)
+    assert text == tok.apply_chat_template(msgs, tokenize=False).rstrip("\n")
+    policy = tok.decode([i for i, m in zip(ids, mask) if m])
+    assert policy == "a1<|im_end|>a2<|im_end|>"
+
+
+def _fit(cfg, crash_after=None):
+    trainer = Trainer(cfg)
+    if crash_after is not None:
+        real = trainer.train_step
+        calls = {"n": 0}
+
+        def crashing():
+            calls["n"] += 1
+            if calls["n"] > crash_after:
+                raise KeyboardInterrupt("simulated kill")
+            return real()
+
+        trainer.train_step = crashing
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    return trainer
+
+
+def _params(run_dir):
+    from argym.agents.hf import HFPolicy
+
+    return {k: v.clone() for k, v in HFPolicy.load(Path(run_dir) / "checkpoint" / "policy").model.state_dict().items()}
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
+    straight = load_config(None, SMALL + ["steps=4", f"out_dir={tmp_path / 'a'}"])
+    _fit(straight)
+    killed = load_config(None, SMALL + ["steps=4", f"out_dir={tmp_path / 'b'}"])
+    with pytest.raises(KeyboardInterrupt):
+        _fit(killed, crash_after=3)  # checkpoint at step 2, killed during step 4
+    state = torch.load(tmp_path / "b" / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 2
+    resumed = _fit(killed)
+    assert resumed.step == 4
+    a, b = _params(tmp_path / "a"), _params(tmp_path / "b")
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
+    rows = lambda d: [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
+    assert [r["step"] for r in rb] == [1, 2, 3, 4]
+    for x, y in zip(ra, rb):
+        assert x["train/reward"] == y["train/reward"] and x["train/loss"] == pytest.approx(y["train/loss"], abs=0)
+
+
+def test_run_dir_refuses_another_config(tmp_path):
+    cfg = load_config(None, SMALL + ["steps=0", f"out_dir={tmp_path}"])
+    Trainer(cfg).close()
+    with pytest.raises(ConfigError, match="another config"):
+        Trainer(load_config(None, SMALL + ["steps=0", "seed=3", f"out_dir={tmp_path}"]))
+    Trainer(load_config(None, SMALL + ["steps=1", f"out_dir={tmp_path}"])).close()  # more steps: a resume
+
+
+@pytest.mark.slow
+def test_grpo_raises_held_out_accuracy(tmp_path):
+    """End to end on the CPU: warm start, GRPO, and a held-out gain that could not come from noise alone."""
+    from argym.algorithms.quickstart import run_quickstart
+
+    summary = run_quickstart(str(tmp_path / "run"), E2E_OVERRIDES)
+    assert summary["before"]["n"] >= 200
+    # the intervals are 95% Wilson intervals on the same tasks; demand a clear gain
+    assert summary["after"]["accuracy"] >= summary["before"]["accuracy"] + E2E_MIN_GAIN, summary
+    assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 10_000
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["before"]["accuracy"] == summary["before"]["accuracy"]
+
+
+E2E_OVERRIDES = ["steps=100", "eval.episodes=200"]
+E2E_MIN_GAIN = 0.05
