@@ -90,7 +90,7 @@ class EvalConfig:
 
     episodes: int = 300
     """Test tasks evaluated before and after training."""
-    every: int = 0
+    every: int = 25
     """Also evaluate every N steps during training (0: only before and after)."""
     temperature: float = 0.0
     """0 means greedy decoding."""

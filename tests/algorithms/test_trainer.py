@@ -128,5 +128,6 @@ def test_grpo_raises_held_out_accuracy(tmp_path):
     assert saved["before"]["accuracy"] == summary["before"]["accuracy"]
 
 
-E2E_OVERRIDES = ["steps=100", "eval.episodes=200"]
-E2E_MIN_GAIN = 0.05
+# Half the quickstart's RL steps (on this machine: 0.267 -> 0.55 at step 50); the bar is 15 points.
+E2E_OVERRIDES = ["steps=50", "eval.episodes=200", "eval.every=0"]
+E2E_MIN_GAIN = 0.15
