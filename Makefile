@@ -39,11 +39,20 @@ smollm2: $(SMOLLM2)
 quickstart: $(VENV)/.installed
 	$(VENV)/bin/argym quickstart
 
+# System parts the tests need (Debian packages; root or sudo): headless Chromium for the
+# leaderboard page, bubblewrap for the process sandbox, and a private Docker engine with the
+# sandbox image built from Debian packages. The engine is stopped when the tests end.
+define run_tests
+	bash .ci/setup-browser.sh
+	bash -c 'source .ci/setup-docker.sh && trap argym_docker_stop EXIT && \
+		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(1) $(PY) -m pytest $(PYTEST_ARGS)'
+endef
+
 test: $(VENV)/.dev-installed $(SMOLLM2)
-	ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(PY) -m pytest $(PYTEST_ARGS)
+	$(call run_tests,)
 
 test-full: $(VENV)/.dev-installed $(SMOLLM2)
-	ARGYM_SMOLLM2_GGUF=$(SMOLLM2) ARGYM_TEST_FULL=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(call run_tests,ARGYM_TEST_FULL=1)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

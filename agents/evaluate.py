@@ -15,10 +15,14 @@ from the score and counted in `EvalResult.infra_failures`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import subprocess
+import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import argym
@@ -62,6 +66,21 @@ class EvalResult:
     """sha256 of the evaluated tasks (ids, prompts, answers) in order: same hash, same task set."""
     argym_version: str = argym.__version__
     episodes: list[dict[str, Any]] = field(default_factory=list)
+    # provenance for leaderboards (DESIGN.md, Leaderboards); only the agent side knows these
+    grader_versions: dict[str, str] = field(default_factory=dict)
+    """The env's `grader_versions()`, e.g. ``{"math-verify": "0.8.0"}``."""
+    split_hash: str = ""
+    """`task_set_hash` of the whole split (all its tasks, not just the evaluated prefix); "" if it is endless."""
+    env_defaults: dict[str, Any] = field(default_factory=dict)
+    """The env's defaults for the constructor arguments not in `env_kwargs` (plain values only)."""
+    agent_info: dict[str, Any] = field(default_factory=dict)
+    """``{kind, model, fingerprint, parameters}``: the agent's kind, model path or name, a weights fingerprint."""
+    training_run: dict[str, Any] = field(default_factory=dict)
+    """The run the agent came from, if any: ``{dir, config_hash[, step]}``."""
+    git_commit: str = ""
+    """The argym source tree's git commit, when argym runs from a checkout."""
+    wall_s: float | None = None
+    """Seconds the evaluation took."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the success rate is under ``"mean"``, the episode count under ``"n"``)."""
@@ -102,7 +121,8 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
                       "policy gives identical samples, so pass@k equals pass@1. Use a temperature > 0.",
                       stacklevel=2)
 
-    tasks = eval_tasks(env_id, env_kwargs, split, episodes)
+    t0 = time.perf_counter()
+    tasks, grader_versions, split_hash, env_defaults = _eval_setup(env_id, env_kwargs, split, episodes)
 
     if isinstance(agent, str):
         from argym.agents.spec import load_agent
@@ -118,12 +138,24 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
         trajectories = engine.run(tasks, group_size=samples_per_task, seed=seed)
     finally:
         engine.close()
-    return score(trajectories, env_id=env_id, env_kwargs=env_kwargs, split=split, tasks=tasks,
-                 samples_per_task=samples_per_task, seed=seed, agent=agent_spec, sampling=sampling.to_dict())
+    result = score(trajectories, env_id=env_id, env_kwargs=env_kwargs, split=split, tasks=tasks,
+                   samples_per_task=samples_per_task, seed=seed, agent=agent_spec, sampling=sampling.to_dict())
+    result.grader_versions, result.split_hash, result.env_defaults = grader_versions, split_hash, env_defaults
+    result.agent_info = agent_provenance(agent, agent_spec)
+    result.training_run = training_run(agent_spec)
+    result.git_commit = git_commit()
+    result.wall_s = round(time.perf_counter() - t0, 3)
+    return result
 
 
 def eval_tasks(env_id: str, env_kwargs: dict[str, Any], split: str, episodes: int | None) -> list[Task]:
     """The tasks an evaluation walks: the first `episodes` tasks of `split`, in the source's order."""
+    return _eval_setup(env_id, env_kwargs, split, episodes)[0]
+
+
+def _eval_setup(env_id: str, env_kwargs: dict[str, Any], split: str,
+                episodes: int | None) -> tuple[list[Task], dict[str, str], str, dict[str, Any]]:
+    """`eval_tasks`, the env's grader versions, the whole split's hash and the env's defaults."""
     from argym.envs.base import TextEnv
     from argym.envs.tasks import ProceduralSource, check_split
 
@@ -135,6 +167,8 @@ def eval_tasks(env_id: str, env_kwargs: dict[str, Any], split: str, episodes: in
             raise ConfigError(f"{env_id!r} is not an argym text env ({type(inner).__name__}); "
                               f"`argym envs` lists the ones argym can evaluate.")
         source = inner.tasks
+        grader_versions = {str(k): str(v) for k, v in inner.grader_versions().items()}
+        env_defaults = _env_defaults(type(inner), env_kwargs)
     finally:
         env.close()
     if episodes is None and split != "test" and isinstance(source, ProceduralSource):
@@ -143,7 +177,22 @@ def eval_tasks(env_id: str, env_kwargs: dict[str, Any], split: str, episodes: in
     tasks = source.take(split, episodes)
     if not tasks:
         raise ConfigError(f"{env_id!r} has no tasks in split {split!r}; try split='all' or another task set.")
-    return tasks
+    endless = split != "test" and isinstance(source, ProceduralSource)
+    split_hash = "" if endless else task_set_hash(source.take(split, None))
+    return tasks, grader_versions, split_hash, env_defaults
+
+
+def _env_defaults(cls: type, given: dict[str, Any]) -> dict[str, Any]:
+    """The plain-valued constructor defaults of an env class that `given` does not set."""
+    import inspect
+
+    skip = {"self", "split", "render_mode", "executors", *given}
+    out: dict[str, Any] = {}
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name not in skip and p.default is not inspect.Parameter.empty and \
+                isinstance(p.default, (str, int, float, bool, type(None))):
+            out[name] = p.default
+    return out
 
 
 def score(trajectories: list[Trajectory], *, env_id: str, env_kwargs: dict[str, Any], split: str,
@@ -195,3 +244,57 @@ def task_set_hash(tasks: list[Task]) -> str:
         h.update(json.dumps([t.id, list(t.prompt), t.answer, t.tests], sort_keys=True, default=str).encode())
         h.update(b"\n")
     return h.hexdigest()[:16]
+
+
+def weights_fingerprint(model: Any, per_tensor: int = 1024) -> str:
+    """A cheap fingerprint of a torch model's weights: sha256 over each parameter's name,
+    shape, dtype and an evenly strided sample of at most `per_tensor` values.
+
+    Not a full hash (a 7B model would take minutes), but any training step moves
+    nearly every weight, so two checkpoints of one run differ.
+    """
+    import torch
+
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, p in model.state_dict().items():
+            flat = p.detach().reshape(-1)  # (numel,)
+            sample = flat[:: max(1, flat.numel() // per_tensor)][:per_tensor]
+            h.update(f"{name}|{tuple(p.shape)}|{p.dtype}|".encode())
+            h.update(sample.to(device="cpu", dtype=torch.float64).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def agent_provenance(agent: Any, spec: str) -> dict[str, Any]:
+    """``{kind, model, fingerprint, parameters}`` of an agent (fingerprint only for torch policies)."""
+    kind, _, arg = spec.partition(":")
+    info: dict[str, Any] = {"kind": kind or type(agent).__name__, "model": arg or getattr(agent, "name", "") or kind}
+    model = getattr(agent, "model", None)
+    if model is not None and hasattr(model, "state_dict") and hasattr(model, "parameters"):
+        info["fingerprint"] = weights_fingerprint(model)
+        info["parameters"] = int(sum(p.numel() for p in model.parameters()))
+    return info
+
+
+def training_run(spec: str) -> dict[str, Any]:
+    """The run directory a ``tiny:``/``hf:`` spec points into, with its config hash, if it has one."""
+    kind, _, arg = spec.partition(":")
+    if kind not in ("tiny", "hf") or not arg:
+        return {}
+    path = Path(arg)
+    for candidate in (path, path.parent, path.parent.parent):
+        config = candidate / "config.yaml"
+        if config.is_file():
+            return {"dir": str(candidate), "config_hash": hashlib.sha256(config.read_bytes()).hexdigest()[:16]}
+    return {}
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the argym checkout this code runs from ("" when installed from a wheel)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""

@@ -18,6 +18,22 @@ from argym.agents.renderer import ChatRenderer
 from argym.errors import ConfigError
 
 
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer a checkpoint saved, exactly.
+
+    Where `tokenizer.json` exists it is the serialised pipeline and is loaded as
+    is: transformers 5's `AutoTokenizer` rebuilds a tokenizer from the model type
+    (a Qwen2 config gets `Qwen2Tokenizer`), which silently drops the tiny
+    policy's whitespace tokens.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    path = Path(path)
+    if (path / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
 class HFPolicy:
     """A causal LM and its tokenizer; `model` is trained in place by the learner."""
 
@@ -33,12 +49,12 @@ class HFPolicy:
 
     @classmethod
     def load(cls, path: str | Path, dtype: str = "float32", device: str = "cpu") -> "HFPolicy":
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         path = Path(path)
         if not (path / "config.json").is_file():
             raise ConfigError(f"{str(path)!r} is not a Hugging Face checkpoint directory (no config.json).")
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
         return cls(model, tokenizer, name=str(path))
 

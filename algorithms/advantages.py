@@ -5,9 +5,21 @@ An estimator is registered by name (`@register_advantage("grpo")`) and takes
 fields it needs (`adv_std`, `adv_eps`, ...). A preset picks one by name, e.g.
 Dr.GRPO is ``advantage="grpo", adv_std=False`` (arXiv 2503.20783).
 
-Implemented here:
-- `group_normalized` — GRPO's outcome advantage (DeepSeekMath, arXiv 2402.03300, §4.1.2):
-  Â_i = (r_i − mean(r_group)) / (std(r_group) + eps), broadcast to every policy token.
+Implemented here (outcome estimators: one value per sample, broadcast to its policy tokens):
+- "grpo" — GRPO (DeepSeekMath, arXiv 2402.03300, §4.1.2):
+  Â_i = (r_i − mean(r_group)) / (std(r_group) + eps); without the std with ``adv_std=False``;
+- "drgrpo" — Dr.GRPO's mean-only Â_i = r_i − mean(r_group) (arXiv 2503.20783 eq. 2), whatever `adv_std`;
+- "rloo" — leave-one-out Â_i = r_i − (1/(k−1)) Σ_{j≠i} r_j (arXiv 2402.14740 eq. 5);
+- "reinforce++" / "reinforce++_baseline" — REINFORCE++ (arXiv 2501.03262 eq. 7-8): the
+  return (γ = 1, outcome reward) or r_i − mean(r_group), whitened over the whole batch.
+
+Token-level estimators (``token_level = True``) take ``(batch, config)`` and give (B, T):
+- "returns" — discounted returns of per-turn (or process) rewards, G_t = Σ_{s≥t} γ^{s−t} r_s,
+  counted over policy tokens only (env tokens are skipped, not discounted), centred on the
+  group's mean first-token return when ``adv_baseline`` is set.
+
+`gae` (VAPO's decoupled, length-adaptive GAE, arXiv 2504.05118 §3.2) is below too;
+the learner calls it with the critic's values.
 
 Group statistics are computed with scatter ops (`index_add_`) over the groups,
 never with a Python loop over samples.
@@ -23,6 +35,7 @@ from torch import Tensor
 from argym.algorithms.registry import Registry
 
 if TYPE_CHECKING:
+    from argym.algorithms.batch import TrainBatch
     from argym.algorithms.learner import LearnerConfig
 
 
@@ -89,3 +102,156 @@ def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True,
 def grpo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
     """GRPO (and, with ``adv_std=False``, Dr.GRPO) outcome advantages from the config."""
     return group_normalized(rewards, group_ids, use_std=config.adv_std, eps=config.adv_eps)
+
+
+@register_advantage("drgrpo")
+def drgrpo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
+    """Dr.GRPO: Â_i = r_i − mean_g r, no std (arXiv 2503.20783 eq. 2, "question-level bias")."""
+    return group_normalized(rewards, group_ids, use_std=False)
+
+
+@register_advantage("rloo")
+def rloo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
+    """RLOO: Â_i = r_i − (1/(k−1)) Σ_{j≠i} r_j = k/(k−1)·(r_i − mean_g r) (arXiv 2402.14740 eq. 5).
+
+    A group of size 1 has no other sample and gets 0.
+    >>> rloo_advantage(torch.tensor([1., 0., 0.]), torch.tensor([0, 0, 0]), None)
+    tensor([ 1.0000, -0.5000, -0.5000])
+    """
+    mean, _, count, index = group_moments(rewards, group_ids)
+    k = count[index]  # (N,)
+    adv = (rewards.to(torch.float64) - mean[index]) * k / (k - 1).clamp(min=1)  # (N,)
+    adv = torch.where(k > 1, adv, torch.zeros_like(adv))
+    return adv.float()
+
+
+def whiten(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """(x − mean) / (std + eps) over all of `x` (Bessel std); a single value gives 0."""
+    x = x.to(torch.float64)
+    if x.numel() < 2:
+        return torch.zeros_like(x).float()
+    return ((x - x.mean()) / (x.std() + eps)).float()
+
+
+@register_advantage("reinforce++")
+def reinforce_pp_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
+    """REINFORCE++: the return (here the outcome reward, γ = 1), whitened over the batch.
+
+    Â = (G − mean_batch G) / std_batch G  (arXiv 2501.03262 eq. 7; global, not per group).
+    Simplification: the batch is this process's batch (not all processes').
+    """
+    return whiten(rewards, config.adv_eps)
+
+
+@register_advantage("reinforce++_baseline")
+def reinforce_pp_baseline_advantage(rewards: Tensor, group_ids: Tensor,
+                                    config: LearnerConfig) -> Tensor:
+    """REINFORCE++-baseline: r_i − mean_g r, then whitened over the batch (arXiv 2501.03262 §3.2)."""
+    return whiten(group_normalized(rewards, group_ids, use_std=False), config.adv_eps)
+
+
+# --------------------------------------------------------------------------- token level
+
+def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """G_t = r_t + γ·G_{t'} over policy tokens, t' the next policy token; (B, T) → (B, T).
+
+    Positions with ``mask == 0`` (prompt, env replies, padding) are skipped: the
+    return passes through them undiscounted and they get 0. A reward on a
+    masked position still enters the return of the policy tokens before it.
+    """
+    out = torch.zeros_like(token_rewards, dtype=torch.float64)  # (B, T)
+    running = torch.zeros(token_rewards.shape[0], dtype=torch.float64)  # (B,)
+    m = mask > 0
+    for t in range(token_rewards.shape[1] - 1, -1, -1):
+        r = token_rewards[:, t].to(torch.float64)
+        # discount only when stepping over a policy token
+        running = torch.where(m[:, t], r + gamma * running, r + running)
+        out[:, t] = torch.where(m[:, t], running, torch.zeros_like(running))
+    return out.float()
+
+
+def length_adaptive_lambda(lengths: Tensor, alpha: float = 0.05, low: float = 0.0,
+                           high: float = 0.999) -> Tensor:
+    """VAPO's λ_policy = 1 − 1/(α·l), clamped to [low, high]; (B,) → (B,).
+
+    (VAPO, arXiv 2504.05118 eq. 7: Σ_t λ^t = 1/(1−λ) = α·l.) For l ≤ 1/α the raw
+    value is ≤ 0, hence the clamp (ALGORITHMS.md §4).
+    """
+    lam = 1.0 - 1.0 / (alpha * lengths.to(torch.float64).clamp(min=1e-9))
+    return lam.clamp(low, high).float()
+
+
+def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0,
+        lam: float | Tensor = 1.0) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation over policy tokens; returns ``(advantages, returns)`` (B, T).
+
+    δ_t = r_t + γ V_{t'} − V_t,  Â_t = δ_t + γλ Â_{t'}  (arXiv 1506.02438 eq. 16),
+    t' the next *policy* token (env tokens are skipped, DESIGN.md), V = 0 after
+    the last one. `lam` is a float or one λ per row (B,) (VAPO's length-adaptive
+    λ). Returns R_t = Â_t + V_t; with λ = 1 these are the Monte-Carlo returns
+    (VAPO's λ_critic = 1, arXiv 2504.05118 §3.2). Both are 0 off the mask.
+    """
+    B, T = token_rewards.shape
+    lam_t = torch.as_tensor(lam, dtype=torch.float64).expand(B) if not isinstance(lam, Tensor) \
+        else lam.to(torch.float64).expand(B)  # (B,)
+    m = mask > 0
+    v = values.detach().to(torch.float64)
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    next_v = torch.zeros(B, dtype=torch.float64)  # V of the next policy token
+    next_a = torch.zeros(B, dtype=torch.float64)  # Â of the next policy token
+    carry_r = torch.zeros(B, dtype=torch.float64)  # rewards on skipped (masked) positions
+    for t in range(T - 1, -1, -1):
+        r = token_rewards[:, t].to(torch.float64)
+        delta = r + carry_r + gamma * next_v - v[:, t]
+        a = delta + gamma * lam_t * next_a
+        adv[:, t] = torch.where(m[:, t], a, torch.zeros_like(a))
+        next_v = torch.where(m[:, t], v[:, t], next_v)
+        next_a = torch.where(m[:, t], a, next_a)
+        carry_r = torch.where(m[:, t], torch.zeros_like(carry_r), carry_r + r)
+    returns = torch.where(m, adv + v, torch.zeros_like(adv))
+    return adv.float(), returns.float()
+
+
+@register_advantage("returns")
+def returns_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+    """Token-level advantages from per-turn rewards: the discounted return at each policy token.
+
+    Rewards sit on each turn's last policy token (`batch.token_rewards`); with
+    ``adv_baseline`` the group's mean return at the first policy token is
+    subtracted (a GRPO-style baseline, without std). (B, T).
+    """
+    ret = discounted_returns(batch.token_rewards, batch.loss_mask, config.gamma)  # (B, T)
+    if not config.adv_baseline:
+        return ret
+    first = batch.loss_mask.argmax(dim=1)  # (B,) first policy token
+    start = ret.gather(1, first[:, None]).squeeze(1)  # (B,)
+    mean, _, count, index = group_moments(start, batch.group_ids)
+    base = torch.where(count[index] > 1, mean[index], torch.zeros_like(mean[index])).float()
+    return (ret - base[:, None]) * batch.loss_mask
+
+
+returns_advantage.token_level = True  # type: ignore[attr-defined]
+
+
+@register_advantage("gae")
+def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+    """VAPO's actor advantages: GAE with the critic's values and λ_policy per sequence (B, T).
+
+    λ_policy = 1 − 1/(α·l) with l the response's policy-token count when
+    ``lam_alpha > 0`` (arXiv 2504.05118 eq. 7), else the fixed ``lam_policy``.
+    The critic's targets use λ_critic (decoupled GAE, §3.2) and are computed by the critic.
+    """
+    if batch.values is None:
+        from argym.errors import ConfigError
+
+        raise ConfigError("advantage 'gae' needs a value model: build the Learner with critic= "
+                          "(argym.algorithms.value.Critic), as the trainer does for VAPO.")
+    if config.lam_alpha > 0:
+        lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha)  # (B,)
+    else:
+        lam = config.lam_policy
+    adv, _ = gae(batch.token_rewards, batch.values, batch.loss_mask, config.gamma, lam)
+    return adv
+
+
+gae_advantage.token_level = True  # type: ignore[attr-defined]

@@ -32,9 +32,12 @@ class TrainBatch:
     (1 on real tokens). Target-aligned (B, L − 1), float32, 0 on padding:
     `loss_mask` (1 where the target is a policy token), `sampler_logprobs` (the
     sampler's log-prob of the target, 0 where unknown), `advantages` (already
-    multiplied by `loss_mask`); `old_logprobs` / `ref_logprobs` are filled in by
-    the learner. Per-row (B,): `rewards`, `group_ids`, `has_sampler_logprobs`
-    (False for agents that report none). `num_dropped` counts the infra
+    multiplied by `loss_mask`), `token_rewards` (each turn's reward on its last
+    policy token; whatever part of `traj.reward` the turns do not account for,
+    e.g. an overlong penalty, on the last policy token); `old_logprobs` /
+    `ref_logprobs` are filled in by the learner. Per-row (B,): `rewards`,
+    `group_ids`, `has_sampler_logprobs` (False for agents that report none),
+    `positive` (`traj.success`, VAPO's NLL set). `num_dropped` counts the infra
     failures left out.
     """
 
@@ -46,6 +49,9 @@ class TrainBatch:
     rewards: Tensor  # (B,) float
     group_ids: Tensor  # (B,) long
     has_sampler_logprobs: Tensor  # (B,) bool
+    token_rewards: Tensor | None = None  # (B, L-1) float
+    positive: Tensor | None = None  # (B,) bool
+    values: Tensor | None = None  # (B, L-1), the critic's V at each target position (VAPO)
     old_logprobs: Tensor | None = None  # (B, L-1), set by Learner.update
     ref_logprobs: Tensor | None = None  # (B, L-1), set by Learner.update when kl_coef > 0
     num_dropped: int = 0
@@ -155,6 +161,15 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Tensor | Sequence
                   0.0)[:, 1:]  # (B, L-1)
     else:
         adv = advantages.detach().to("cpu", torch.float32)[keep][:, None].expand_as(loss_mask)
+    token_rewards = torch.zeros_like(loss_mask)  # (B, L-1)
+    for b, t in enumerate(trajs):
+        policy = [p for p, m in enumerate(t.loss_mask) if m]
+        if not policy:
+            continue
+        for r, end in zip(t.turn_rewards, t.turn_ends):
+            token_rewards[b, end - 1] += r  # target-aligned: column p − 1 holds token p
+        rest = t.reward - sum(t.turn_rewards[:len(t.turn_ends)])
+        token_rewards[b, policy[-1] - 1] += rest
     return TrainBatch(
         input_ids=ids,
         attention_mask=attention_mask,
@@ -164,5 +179,7 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Tensor | Sequence
         rewards=torch.tensor([t.reward for t in trajs], dtype=torch.float32),
         group_ids=torch.tensor([t.group for t in trajs], dtype=torch.long),
         has_sampler_logprobs=torch.tensor([bool(t.sampler_logprobs) for t in trajs]),
+        token_rewards=token_rewards * loss_mask,
+        positive=torch.tensor([bool(t.success) for t in trajs]),
         num_dropped=len(trajectories) - len(keep),
     )

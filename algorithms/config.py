@@ -4,6 +4,9 @@ The defaults are the quickstart: the tiny policy, warm-started on oracle
 answers, trained with GRPO on two-digit addition (`argym/Math-v0`).
 `load_config(path, ["algorithm.lr=3e-4", ...])` reads a recipe and applies
 dotted overrides; unknown keys are errors that name the close matches.
+``algo=dapo`` (an override, or ``algo: dapo`` in a file) applies a named
+preset (`argym.algorithms.presets`) to the `algorithm` and `sampling`
+sections first; the file's and the other overrides' values then win.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import yaml
 
 from argym.agents.tiny import TinyModelConfig
 from argym.algorithms.learner import LearnerConfig
+from argym.algorithms.sampling import SamplingConfig
 from argym.errors import ConfigError
 from argym.values import parse_value
 
@@ -44,10 +48,16 @@ class PolicyConfig:
     """Size of the tiny model."""
     dtype: str = "float32"
     """Parameter dtype for `kind: hf`."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30% more compute), as TRL's option."""
+    mixed_precision: str = "no"
+    """Autocast of the forward passes: no | bf16 | auto (bf16 where the device supports it, i.e. a recent GPU)."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("tiny", "hf"):
             raise ConfigError(f"policy.kind must be 'tiny' or 'hf', got {self.kind!r}.")
+        if self.mixed_precision not in ("no", "bf16", "auto"):
+            raise ConfigError(f"policy.mixed_precision must be no, bf16 or auto, got {self.mixed_precision!r}.")
         if self.kind == "hf" and not self.path:
             raise ConfigError("policy.kind is 'hf' but policy.path is empty; set policy.path=DIR.")
 
@@ -108,8 +118,12 @@ class TrainConfig:
     """Supervised warm start before RL."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Sampling of groups."""
+    algo: str | None = None
+    """The preset this config starts from (grpo, drgrpo, dapo, vapo, gspo, rloo, reinforce++); None: as written."""
     algorithm: LearnerConfig = field(default_factory=lambda: LearnerConfig(lr=2e-4))
     """The learner's parts and hyper-parameters (the tiny model takes a far larger lr than an LLM's 1e-6)."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """DAPO's dynamic sampling and soft overlong punishment."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
     steps: int = 100
@@ -173,15 +187,29 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a YAML recipe (or the defaults when `path` is None) and apply overrides."""
+    from argym.algorithms.presets import get_preset
+
     data: dict[str, Any] = TrainConfig().to_dict()
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"Config file {str(path)!r} does not exist.")
         loaded = yaml.safe_load(path.read_text()) or {}
+        if isinstance(loaded, dict) and loaded.get("algo"):
+            get_preset(str(loaded["algo"])).apply(data)  # the file's own sections then win
         _merge(data, loaded)
-    for o in overrides:
+    presets = [o for o in overrides if o.split("=", 1)[0].strip() == "algo"]
+    for o in presets:  # algo=NAME first, so that the other overrides win
         apply_override(data, o)
+        if data["algo"]:
+            get_preset(str(data["algo"])).apply(data)
+    for o in overrides:
+        if o not in presets:
+            apply_override(data, o)
+    if presets and data["algo"] and get_preset(str(data["algo"])).agg_constant_is_max_tokens and not any(
+            o.split("=", 1)[0].strip() == "algorithm.loss_agg_constant" for o in overrides):
+        # Dr.GRPO's constant C is the max generation length, whichever override set it
+        data["algorithm"]["loss_agg_constant"] = float(data["rollout"]["max_new_tokens"])
     return from_dict(TrainConfig, data)
 
 

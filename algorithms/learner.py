@@ -22,21 +22,24 @@ sampler's log-probs only feed the training–inference mismatch metric.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
-from argym.algorithms.advantages import ADVANTAGES, group_moments
+from argym.algorithms.advantages import ADVANTAGES, gae, group_moments
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
-from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate
+from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
+
+    from argym.algorithms.value import Critic
 
 
 @dataclass
@@ -63,8 +66,12 @@ class LearnerConfig:
     """β of the KL-to-reference loss term (GRPO used 0.04, R1 0.001); 0 needs no reference model."""
     kl_estimator: str = "k3"
     """Per-token KL estimator: k1 | k2 | k3 (GRPO's, arXiv 2402.03300 eq. 4)."""
+    kl_in_reward: bool = False
+    """Put the KL in the reward instead of the loss: r_i − β Σ_t KL_t before the advantages (RLOO, REINFORCE++)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss; 0 logs entropy without training on it."""
+    nll_coef: float = 0.0
+    """μ of the LM loss on successful samples added to the loss (VAPO, arXiv 2504.05118 eq. 8: 0.1)."""
     num_minibatches: int = 1
     """Optimizer steps per epoch: the rollout batch is split into this many mini-batches."""
     ppo_epochs: int = 1
@@ -81,6 +88,22 @@ class LearnerConfig:
     """Divide group-centred rewards by the group std (GRPO); False for Dr.GRPO (arXiv 2503.20783)."""
     adv_eps: float = 1e-6
     """ε added to the group std (verl 1e-6; TRL 1e-4)."""
+    gamma: float = 1.0
+    """Discount of token-level returns (`advantage: returns`); 1 in REINFORCE++, VAPO and PURE."""
+    adv_baseline: bool = True
+    """`advantage: returns`: subtract the group's mean return (False: raw returns)."""
+    lam_policy: float = 0.95
+    """GAE λ of the actor's advantages when `lam_alpha` is 0 (VC-PPO's 0.95)."""
+    lam_alpha: float = 0.05
+    """α of VAPO's length-adaptive λ_policy = 1 − 1/(α·l) (arXiv 2504.05118 eq. 7); 0: fixed `lam_policy`."""
+    lam_critic: float = 1.0
+    """GAE λ of the critic's targets; 1 gives Monte-Carlo returns (VAPO's decoupled GAE)."""
+    value_lr: float = 2e-6
+    """Critic AdamW learning rate (VAPO: 2e-6, twice the actor's 1e-6)."""
+    value_clip: float | None = 0.2
+    """Clip of the value update around the old values (PPO's clipped value loss); None: off."""
+    value_pretrain_steps: int = 50
+    """Critic steps on Monte-Carlo returns of the initial policy before any policy update (VAPO §3.1)."""
     shuffle: bool = True
     """Shuffle trajectories into mini-batches each epoch (seeded by `seed`)."""
     seed: int = 0
@@ -99,6 +122,13 @@ class LearnerConfig:
              f"dual_clip must be None or > 1, got {self.dual_clip}; verl uses 3.0.")
         need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}.")
         need(self.entropy_coef >= 0, f"entropy_coef must be >= 0, got {self.entropy_coef}.")
+        need(self.nll_coef >= 0, f"nll_coef must be >= 0, got {self.nll_coef}; VAPO uses 0.1.")
+        need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}.")
+        for name in ("lam_policy", "lam_critic"):
+            need(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}.")
+        need(self.lam_alpha >= 0, f"lam_alpha must be >= 0 (0: fixed lam_policy), got {self.lam_alpha}.")
+        need(self.value_lr > 0, f"value_lr must be > 0, got {self.value_lr}; VAPO uses 2e-6.")
+        need(self.value_pretrain_steps >= 0, f"value_pretrain_steps must be >= 0, got {self.value_pretrain_steps}.")
         for name in ("num_minibatches", "ppo_epochs", "micro_batch_size"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}.")
         need(self.max_grad_norm is None or self.max_grad_norm > 0,
@@ -128,7 +158,7 @@ class Learner:
     """
 
     def __init__(self, model: nn.Module, config: LearnerConfig, accelerator: Accelerator,
-                 ref_model: nn.Module | None = None):
+                 ref_model: nn.Module | None = None, critic: Critic | None = None):
         if accelerator.gradient_accumulation_steps != 1:
             raise ConfigError("Learner accumulates micro-batches itself; build the Accelerator "
                               "with gradient_accumulation_steps=1 and set micro_batch_size instead.")
@@ -144,6 +174,7 @@ class Learner:
         if ref_model is not None:
             ref_model.requires_grad_(False)
             self.ref_model = accelerator.prepare_model(ref_model, evaluation_mode=True)
+        self.critic = critic  # VAPO's value model (advantage "gae"); trained after each policy update
         self.advantage_fn = ADVANTAGES.get(config.advantage)
         self.policy_loss_fn = POLICY_LOSSES.get(config.policy_loss)
         self.kl_fn = KL_ESTIMATORS.get(config.kl_estimator)
@@ -172,6 +203,14 @@ class Learner:
             h = lz - (torch.softmax(z, dim=-1) * z).sum(dim=-1)  # (b, l-1)
         return logp, h
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs besides the weights: optimizer moments and the mini-batch shuffle RNG."""
+        return {"optimizer": self.optimizer.state_dict(), "shuffle_rng": self._shuffle_gen.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self._shuffle_gen.set_state(state["shuffle_rng"])
+
     @torch.no_grad()
     def logprobs(self, batch: TrainBatch, model: nn.Module | None = None) -> Tensor:
         """Log-probs (B, L-1) of `batch`'s targets under `model` (default: the policy) at T.
@@ -194,26 +233,56 @@ class Learner:
     # ----------------------------------------------------------------------- update
 
     def prepare_batch(self, trajectories: list[Trajectory], pad_id: int,
-                      advantages: Tensor | list[list[float]] | None = None) -> TrainBatch:
+                      advantages: Tensor | list[list[float]] | None = None,
+                      old_logprobs: bool = True) -> TrainBatch:
         """Advantages, padding, π_old and (if kl_coef > 0) π_ref: everything before the steps.
 
         Without `advantages`, outcome advantages come from `traj.reward` and
         `traj.group` through the configured estimator, over the trajectories
         that are not infra failures. Otherwise pass them aligned with
         `trajectories`: (N,) per trajectory, or token-level lists (see `make_batch`).
+        With ``old_logprobs=False`` π_old is left to the training forward
+        (`update` does so when `reuses_training_forward`).
         """
-        if advantages is None:
-            keep = [i for i, t in enumerate(trajectories) if not t.infra_failure]
-            advantages = torch.zeros(len(trajectories))
-            if keep:
-                rewards = torch.tensor([trajectories[i].reward for i in keep], dtype=torch.float32)
-                groups = torch.tensor([trajectories[i].group for i in keep], dtype=torch.long)
-                advantages[keep] = self.advantage_fn(rewards, groups, self.config).float()  # (N,)
+        given = advantages is not None
+        if not given:
+            advantages = torch.zeros(len(trajectories))  # placeholder until π_old / π_ref exist
         batch = make_batch(trajectories, advantages, pad_id)
-        batch.old_logprobs = self.logprobs(batch)
+        if old_logprobs:
+            batch.old_logprobs = self.logprobs(batch)
         if self.config.kl_coef > 0:
             batch.ref_logprobs = self.logprobs(batch, model=self.ref_model)
+        if self.critic is not None:
+            batch.values = self.critic.values(batch)
+        if not given:
+            batch.advantages = self.compute_advantages(batch)
         return batch
+
+    @property
+    def reuses_training_forward(self) -> bool:
+        """Fully on-policy (one epoch, one mini-batch, no KL in the reward): π_old is the training
+        forward's own log-probs, detached, so the separate no-grad pass is skipped (as TRL does
+        when num_iterations == 1). The ratio is then exactly 1 and the gradient unchanged."""
+        cfg = self.config
+        return cfg.ppo_epochs == 1 and cfg.num_minibatches == 1 and not (cfg.kl_in_reward and cfg.kl_coef > 0)
+
+    def compute_advantages(self, batch: TrainBatch) -> Tensor:
+        """The configured estimator on `batch` (after infra failures were dropped); (B, L-1).
+
+        With ``kl_in_reward`` the reward is first lowered by β Σ_t KL_t of the
+        sampled response (π_old against π_ref), as RLOO and REINFORCE++ do.
+        """
+        cfg, mask = self.config, batch.loss_mask
+        rewards, token_rewards = batch.rewards, batch.token_rewards
+        if cfg.kl_in_reward and cfg.kl_coef > 0:
+            kl = self.kl_fn(batch.old_logprobs, batch.ref_logprobs) * mask  # (B, L-1)
+            rewards = rewards - cfg.kl_coef * kl.sum(-1)  # sequence-level, as TRL's RLOOTrainer
+            token_rewards = token_rewards - cfg.kl_coef * kl  # per token, as REINFORCE++ eq. 5
+        if getattr(self.advantage_fn, "token_level", False):
+            adv = self.advantage_fn(dataclasses.replace(batch, token_rewards=token_rewards), cfg)
+            return adv.float() * mask  # (B, L-1)
+        adv = self.advantage_fn(rewards, batch.group_ids, cfg).float()  # (B,)
+        return adv[:, None] * mask  # (B, L-1)
 
     def backward_minibatch(self, mini: TrainBatch) -> dict[str, Tensor] | None:
         """Set `.grad` to the gradient of one mini-batch's loss; no optimizer step.
@@ -224,17 +293,20 @@ class Learner:
         (on every process) holds no policy token.
         """
         cfg, acc = self.config, self.accelerator
-        local = torch.tensor([mini.loss_mask.sum().item(), len(mini)], dtype=torch.float64,
-                             device=acc.device)
-        global_tokens, global_seqs = acc.reduce(local, reduction="sum").tolist()
+        pos_tokens = (mini.loss_mask * mini.positive[:, None]).sum().item() if cfg.nll_coef > 0 else 0.0
+        local = torch.tensor([mini.loss_mask.sum().item(), len(mini), pos_tokens],
+                             dtype=torch.float64, device=acc.device)
+        global_tokens, global_seqs, global_pos = acc.reduce(local, reduction="sum").tolist()
         if global_tokens == 0:
             return None
         self.optimizer.zero_grad(set_to_none=True)
         agg = dict(mode=cfg.loss_agg, global_tokens=global_tokens, global_seqs=global_seqs,
                    constant=cfg.loss_agg_constant)
         sums = {k: torch.zeros((), device=acc.device) for k in
-                ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens")}
+                ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens",
+                           "nll")}
         micro = split_batch(mini, cfg.micro_batch_size)
+        self._old_pieces: list[Tensor] = []
         self.model.train()
         for k, mb in enumerate(micro):
             mb = mb.to(acc.device)
@@ -243,10 +315,13 @@ class Learner:
             with contextlib.nullcontext() if sync else acc.no_sync(self.model):
                 logp, entropy = self._forward(self.model, mb, entropy=True,
                                                entropy_grad=cfg.entropy_coef > 0)
+                if mb.old_logprobs is None:  # on-policy: π_old is this forward (see reuses_training_forward)
+                    mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
+                    self._old_pieces.append(mb.old_logprobs.cpu())
                 pg, clipped = self.policy_loss_fn(logp, mb.old_logprobs, mb.advantages, mask, cfg)
                 pg_loss = aggregate(pg, mask, **agg)
                 loss = pg_loss
-                if cfg.kl_coef > 0:
+                if cfg.kl_coef > 0 and not cfg.kl_in_reward:
                     kl = self.kl_fn(logp, mb.ref_logprobs)  # (b, l-1)
                     kl_loss = aggregate(kl, mask, **agg)
                     loss = loss + cfg.kl_coef * kl_loss  # GRPO: KL in the loss (arXiv 2402.03300 eq. 3)
@@ -254,6 +329,10 @@ class Learner:
                     sums["kl_ref"] += (kl.detach() * mask).sum()
                 if cfg.entropy_coef > 0:
                     loss = loss - cfg.entropy_coef * aggregate(entropy, mask, **agg)
+                if cfg.nll_coef > 0:  # VAPO: L = L_PPO + μ·L_NLL (arXiv 2504.05118 eq. 9)
+                    nll = nll_loss(logp, mask, mb.positive, global_pos)
+                    loss = loss + cfg.nll_coef * nll
+                    sums["nll"] += nll.detach()
                 acc.backward(loss * acc.num_processes)  # DDP averages; our normaliser is global
             with torch.no_grad():
                 log_ratio = torch.where(mask > 0, logp.detach() - mb.old_logprobs, 0.0)  # (b, l-1)
@@ -264,6 +343,13 @@ class Learner:
                 sums["tokens"] += mask.sum()
                 sums["loss"] += loss.detach()
                 sums["pg_loss"] += pg_loss.detach()
+        if self._old_pieces:  # keep π_old on the batch for the metrics (training–inference mismatch)
+            out = torch.zeros(mini.loss_mask.shape)
+            start = 0
+            for piece in self._old_pieces:
+                out[start:start + len(piece), :piece.shape[1]] = piece
+                start += len(piece)
+            mini.old_logprobs = out
         return sums
 
     def update(self, trajectories: list[Trajectory], pad_id: int,
@@ -281,7 +367,8 @@ class Learner:
         n_dropped = sum(t.infra_failure for t in trajectories)
         if n_dropped == len(trajectories):
             return {"train/infra_dropped": float(n_dropped)}
-        batch = self.prepare_batch(trajectories, pad_id, advantages)
+        batch = self.prepare_batch(trajectories, pad_id, advantages,
+                                   old_logprobs=not self.reuses_training_forward)
         if len(batch) < cfg.num_minibatches:
             raise ConfigError(f"{len(batch)} trajectories cannot fill num_minibatches="
                               f"{cfg.num_minibatches}; lower it or collect a larger batch.")
@@ -291,7 +378,11 @@ class Learner:
             order = (torch.randperm(len(batch), generator=self._shuffle_gen) if cfg.shuffle
                      else torch.arange(len(batch)))
             for rows in torch.tensor_split(order, cfg.num_minibatches):
-                sums = self.backward_minibatch(batch.select(rows))
+                mini = batch.select(rows)
+                sums = self.backward_minibatch(mini)
+                if batch.old_logprobs is None and mini.old_logprobs is not None:  # one mini-batch: all rows
+                    batch.old_logprobs = torch.zeros_like(batch.loss_mask)
+                    batch.old_logprobs[rows] = mini.old_logprobs
                 if sums is None:
                     continue
                 norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or math.inf)
@@ -300,7 +391,16 @@ class Learner:
                 grad_norms.append(torch.as_tensor(norm, dtype=torch.float32).detach().cpu())
                 for k, v in sums.items():
                     totals[k] = totals.get(k, 0) + v
-        return self._metrics(batch, totals, grad_norms)
+        metrics = self._metrics(batch, totals, grad_norms)
+        if self.critic is not None:  # decoupled GAE: the critic regresses on λ_critic returns (VAPO §3.2)
+            metrics.update(self.critic.update(batch, self.value_targets(batch), epochs=cfg.ppo_epochs))
+        return metrics
+
+    def value_targets(self, batch: TrainBatch) -> Tensor:
+        """The critic's targets: GAE returns with λ_critic (1: Monte-Carlo), (B, L-1)."""
+        values = batch.values if batch.values is not None else torch.zeros_like(batch.loss_mask)
+        _, returns = gae(batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic)
+        return returns
 
     # ----------------------------------------------------------------------- metrics
 
@@ -310,10 +410,13 @@ class Learner:
         acc, dev = self.accelerator, self.accelerator.device
         mask = batch.loss_mask  # (B, L-1)
         has = batch.has_sampler_logprobs[:, None] & (mask > 0)  # (B, L-1)
+        if batch.old_logprobs is None:  # no step was taken (no policy token anywhere)
+            batch.old_logprobs, has = torch.zeros_like(mask), torch.zeros_like(has)
         gap = (batch.old_logprobs - batch.sampler_logprobs).abs() * has  # (B, L-1)
         adv = batch.advantages * mask
         _, r_std, r_count, _ = group_moments(batch.rewards, batch.group_ids)  # (G,)
-        names = ["loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens"]
+        names = ["loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens",
+                 "nll"]
         local = torch.stack([totals.get(k, torch.zeros((), device=dev)).float().to(dev) for k in names] + [
             torch.tensor(float(v), device=dev) for v in (
                 len(grad_norms), gap.sum(), has.sum(), adv.sum(), (adv ** 2).sum(), mask.sum(),
@@ -321,7 +424,8 @@ class Learner:
         s = dict(zip(names + ["steps", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups",
                               "dropped"], acc.reduce(local, reduction="sum").tolist()))
         gap_max = acc.reduce(gap.max().to(dev), reduction="max").item()
-        steps, tok = max(s["steps"], 1.0), max(s["tokens"], 1.0)
+        # every process takes the same optimizer steps: the reduced sum counts them `num_processes` times
+        steps, tok = max(s["steps"] / acc.num_processes, 1.0), max(s["tokens"], 1.0)
         adv_mean = s["adv"] / max(s["adv_n"], 1.0)
         out = {
             "train/loss": s["loss"] / steps,
@@ -334,11 +438,13 @@ class Learner:
             "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean ** 2, 0.0)),
             "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
             "train/infra_dropped": s["dropped"],
-            "train/optimizer_steps": s["steps"],
+            "train/optimizer_steps": s["steps"] / acc.num_processes,
         }
         if self.config.kl_coef > 0:
             out["train/kl_ref"] = s["kl_ref"] / tok
             out["train/kl_loss"] = s["kl_loss"] / steps
+        if self.config.nll_coef > 0:
+            out["train/nll_loss"] = s["nll"] / steps
         if s["gap_n"] > 0:
             out["train/logprob_mismatch_mean"] = s["gap"] / s["gap_n"]
             out["train/logprob_mismatch_max"] = gap_max

@@ -3,7 +3,8 @@
 Three registries, each filled by name so presets only pick names:
 - policy losses (`@register_policy_loss("ppo_clip")`) map log-probs and
   advantages to a per-token loss (B, T) and a mask of the tokens whose
-  gradient a clip removed;
+  gradient a clip removed: "ppo_clip" (per-token ratio), "gspo" (sequence
+  ratio, arXiv 2507.18071) and "gspo_token";
 - KL estimators (`@register_kl("k3")`) give a per-token KL to the reference;
 - aggregations reduce a per-token loss (B, T) to a scalar.
 
@@ -50,21 +51,21 @@ AGGREGATIONS: Registry = Registry("loss aggregation mode")
 
 # --------------------------------------------------------------------------- policy losses
 
-def ppo_clip_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, clip_low: float = 0.2,
-                  clip_high: float = 0.2, dual_clip: float | None = None) -> tuple[Tensor, Tensor]:
-    """PPO's clipped surrogate, per token, as a loss to minimise.
+def clipped_surrogate(log_ratio: Tensor, adv: Tensor, clip_low: float = 0.2, clip_high: float = 0.2,
+                      dual_clip: float | None = None) -> tuple[Tensor, Tensor]:
+    """PPO's clipped surrogate as a loss to minimise, from a log importance ratio.
 
-    L = max(−Â·ρ, −Â·clip(ρ, 1 − ε_low, 1 + ε_high)),  ρ = exp(logp − old_logp)
+    L = max(−Â·ρ, −Â·clip(ρ, 1 − ε_low, 1 + ε_high)),  ρ = exp(log_ratio)
       (PPO, arXiv 1707.06347 eq. 7; decoupled ε_low/ε_high "clip-higher", DAPO arXiv 2503.14476 eq. 10)
     and, with ``dual_clip=c`` (c > 1), for Â < 0: L = min(L, −Â·c)
       (dual-clip PPO, arXiv 1912.09729 eq. 5; verl's `clip_ratio_c`).
 
-    All inputs are (B, T) (or broadcastable). Returns ``(loss (B, T), clipped (B, T) bool)``,
-    where `clipped` marks the tokens whose gradient a clip set to zero (the
-    quantity behind `train/clip_frac`); mask padding yourself.
+    `log_ratio` is (B, T) per token or (B, 1) per sequence (GSPO); it broadcasts
+    against `adv` (B, T). Returns ``(loss, clipped)`` of the broadcast shape,
+    where `clipped` marks the entries whose gradient a clip set to zero.
     """
-    log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # verl's ±20
-    ratio = torch.exp(log_ratio)  # (B, T)
+    log_ratio = log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # verl's ±20
+    ratio = torch.exp(log_ratio)  # (B, T) or (B, 1)
     unclipped = -adv * ratio
     clipped_loss = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     loss = torch.maximum(unclipped, clipped_loss)  # arXiv 1707.06347 eq. 7 (negated)
@@ -77,6 +78,26 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, clip_low: float =
     return loss, clipped
 
 
+def ppo_clip_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, clip_low: float = 0.2,
+                  clip_high: float = 0.2, dual_clip: float | None = None) -> tuple[Tensor, Tensor]:
+    """The clipped surrogate with the per-token ratio ρ_t = π_θ(y_t)/π_old(y_t), all (B, T).
+
+    Returns ``(loss (B, T), clipped (B, T) bool)``; mask padding yourself.
+    """
+    return clipped_surrogate(logp - old_logp, adv, clip_low, clip_high, dual_clip)
+
+
+def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's length-normalised sequence log-ratio, (B, 1).
+
+    log s_i = (1/|y_i|) Σ_t M_{i,t} (log π_θ − log π_old)  (GSPO, arXiv 2507.18071 eq. 7);
+    |y_i| counts policy tokens; a row without policy tokens gets 0.
+    """
+    m = mask.to(logp.dtype)
+    diff = torch.where(m > 0, logp - old_logp, torch.zeros_like(logp))  # (B, T)
+    return (diff.sum(-1) / m.sum(-1).clamp(min=1.0)).unsqueeze(-1)  # (B, 1)
+
+
 @register_policy_loss("ppo_clip")
 def _ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
               config: LearnerConfig) -> tuple[Tensor, Tensor]:
@@ -84,9 +105,48 @@ def _ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
     return ppo_clip_loss(logp, old_logp, adv, config.clip_low, config.clip_high, config.dual_clip)
 
 
+@register_policy_loss("gspo")
+def _gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
+          config: LearnerConfig) -> tuple[Tensor, Tensor]:
+    """GSPO: one clipped ratio s_i per sequence (arXiv 2507.18071 eq. 5), broadcast to its tokens.
+
+    With outcome advantages and seq-mean-token-mean aggregation this is exactly
+    (1/G) Σ_i min(s_i Â_i, clip(s_i) Â_i), as TRL's importance_sampling_level="sequence".
+    """
+    log_s = sequence_log_ratio(logp, old_logp, mask)  # (B, 1)
+    loss, clipped = clipped_surrogate(log_s, adv, config.clip_low, config.clip_high, config.dual_clip)
+    return loss.expand_as(logp), clipped.expand_as(logp)  # (B, T)
+
+
+@register_policy_loss("gspo_token")
+def _gspo_token(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
+                config: LearnerConfig) -> tuple[Tensor, Tensor]:
+    """GSPO-token: s_{i,t} = sg[s_i] · π_θ(y_t) / sg[π_θ(y_t)] (arXiv 2507.18071 eq. 13).
+
+    Its value is s_i and, with Â_{i,t} = Â_i, its gradient is GSPO's; it allows
+    per-token advantages (multi-turn, process rewards).
+    """
+    log_s = sequence_log_ratio(logp, old_logp, mask).detach()  # (B, 1)
+    log_ratio = log_s + logp - logp.detach()  # (B, T): value log s_i, gradient ∇log π_θ(y_t)
+    return clipped_surrogate(log_ratio, adv, config.clip_low, config.clip_high, config.dual_clip)
+
+
+def nll_loss(logp: Tensor, mask: Tensor, positive: Tensor, global_positive_tokens: float) -> Tensor:
+    """VAPO's LM loss on positive samples, summed here, normalised over the global batch.
+
+    L_NLL = −(1/Σ_{o∈T}|o|) Σ_{o∈T} Σ_t log π_θ(o_t)  (VAPO, arXiv 2504.05118 eq. 8),
+    T the correct responses of the batch. `positive` is (B,) bool; returns a
+    scalar that is 0 (with a graph) when no sample is positive.
+    """
+    m = mask.to(logp.dtype) * positive.to(logp.dtype)[:, None]  # (B, T)
+    total = torch.where(m > 0, -logp, torch.zeros_like(logp)).sum()
+    return total / max(float(global_positive_tokens), 1.0)
+
+
 # --------------------------------------------------------------------------- KL estimators
 # Schulman, "Approximating KL Divergence" (2020, blog): k1, k2, k3 estimate KL(π_θ‖π_ref)
-# from samples of π_θ. Used as a loss term (GRPO, arXiv 2402.03300 eq. 4), not in the reward.
+# from samples of π_θ. Used as a loss term (GRPO, arXiv 2402.03300 eq. 4) or, with
+# `kl_in_reward`, summed over a response and subtracted from its reward (RLOO, REINFORCE++).
 
 @register_kl("k1")
 def kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,25 @@ def _cached_eval(trainer: Trainer, name: str) -> dict[str, Any]:
     out = {"step": trainer.step, "accuracy": result.mean, "ci": [result.ci_low, result.ci_high], "n": result.n,
            "mean_reward": result.mean_reward, "seconds": round(time.perf_counter() - t0, 1)}
     path.write_text(json.dumps(out, indent=2))
+    result.training_run = {**result.training_run, "step": trainer.step}
     (trainer.run_dir / f"eval_{name}_episodes.json").write_text(json.dumps(result.to_dict()))
     return out
 
 
+def _submit_eval(trainer: Trainer, name: str, submit: Callable[[dict[str, Any]], Any] | None) -> None:
+    """Hand the full result of the `name` evaluation (provenance and episodes) to `submit`."""
+    if submit is not None:
+        submit(json.loads((trainer.run_dir / f"eval_{name}_episodes.json").read_text()))
+
+
 def run_quickstart(out_dir: str = "runs/quickstart", overrides: list[str] | tuple[str, ...] = (),
-                   console: Any = None) -> dict[str, Any]:
-    """Train and evaluate; writes config, metrics, checkpoint, learning curve and summary.json to `out_dir`."""
+                   console: Any = None, submit: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+    """Train and evaluate; writes config, metrics, checkpoint, learning curve and summary.json to `out_dir`.
+
+    `submit`, if given, receives the before and after evaluation results (``EvalResult.to_dict()``);
+    the CLI passes `argym.leaderboards.submit`, so the quickstart leaves a two-row board
+    (resubmitting a resumed run's cached result stores nothing new).
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -44,11 +57,13 @@ def run_quickstart(out_dir: str = "runs/quickstart", overrides: list[str] | tupl
     trainer = Trainer(cfg, console)
     try:
         before = _cached_eval(trainer, "before")
+        _submit_eval(trainer, "before", submit)
         console.print(f"Held-out accuracy after the warm start: {before['accuracy']:.3f} (n={before['n']}).")
         t_train = time.perf_counter()
         trainer.fit()
         train_s = time.perf_counter() - t_train
         after = _cached_eval(trainer, "after")
+        _submit_eval(trainer, "after", submit)
     finally:
         trainer.close()
     records = trainer.metrics.records()

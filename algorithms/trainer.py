@@ -10,6 +10,7 @@ exactly as the uninterrupted one would have.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -29,6 +30,8 @@ from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, 
 from argym.algorithms.config import TrainConfig
 from argym.algorithms.learner import Learner
 from argym.algorithms.metrics import MetricsLog, plot_learning_curve
+from argym.algorithms.sampling import apply_overlong, draw_informative
+from argym.algorithms.value import Critic, ValueModel
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.errors import ConfigError
 
@@ -41,6 +44,13 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def _mixed_precision(setting: str) -> str:
+    """accelerate's mixed_precision for `policy.mixed_precision` ("auto": bf16 on a GPU that has it)."""
+    if setting == "auto":
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    return setting
 
 
 def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
@@ -65,21 +75,32 @@ class Trainer:
         self.run_dir = Path(cfg.out_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_config()
-        self.accelerator = Accelerator()
+        self.accelerator = Accelerator(mixed_precision=_mixed_precision(cfg.policy.mixed_precision))
         self.task_rng = np.random.default_rng(cfg.seed)
         ckpt = find_checkpoint(self.run_dir)
         state = load_state(ckpt) if ckpt is not None else None
         seed_everything(cfg.seed)
         self.policy = build_policy(cfg, ckpt)
         self.policy.model.to(self.accelerator.device)
+        if cfg.policy.gradient_checkpointing:
+            self.policy.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.step = 0
         if state is None and cfg.warm_start.steps > 0:
             self._warm_start()
-        self.learner = Learner(self.policy.model, cfg.algorithm, self.accelerator)
+        # GRPO's KL term needs a frozen copy of the policy as it starts RL (after the warm start)
+        ref_model = copy.deepcopy(self.policy.model) if cfg.algorithm.kl_coef > 0 else None
+        # VAPO: a value model on the policy's architecture with its own weights and lr
+        critic = (Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
+                  if cfg.algorithm.advantage == "gae" else None)
+        self.learner = Learner(self.policy.model, cfg.algorithm, self.accelerator, ref_model=ref_model,
+                               critic=critic)
         if state is not None:
             self.step = int(state["step"])
-            self.learner.optimizer.load_state_dict(state["optimizer"])
+            self.learner.load_state_dict(state["learner"])
             set_rng_state(state["rng"], self.task_rng)
+            if critic is not None and state.get("critic") is not None:
+                critic.model.load_state_dict(state["critic"])
+                critic.optimizer.load_state_dict(state["critic_optimizer"])
             self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
         else:
             self.save()
@@ -88,6 +109,8 @@ class Trainer:
                                        max_new_tokens=cfg.rollout.max_new_tokens)
         self.engine = RolloutEngine(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, self.policy, self.sampling,
                                     max_total_tokens=cfg.rollout.max_total_tokens)
+        if state is None and critic is not None and cfg.algorithm.value_pretrain_steps > 0:
+            self._pretrain_value()
 
     def _check_config(self) -> None:
         """A run dir belongs to one config: resuming with another would mix two runs."""
@@ -110,9 +133,26 @@ class Trainer:
         self.console.print(f"Warm start: {cfg.warm_start.steps} steps on {len(seqs)} oracle trajectories, "
                            f"loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s).")
 
+    def _pretrain_value(self) -> None:
+        """VAPO's value pretraining (arXiv 2504.05118 §3.1): fit the critic to Monte-Carlo returns
+        of the initial policy, one rollout batch per step, before any policy update."""
+        t0, m = time.perf_counter(), {}
+        for k in range(self.cfg.algorithm.value_pretrain_steps):
+            trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
+            batch = self.learner.prepare_batch(trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)),
+                                               old_logprobs=False)
+            m = self.learner.critic.update(batch, self.learner.value_targets(batch))
+        self.console.print(f"Value pretraining: {self.cfg.algorithm.value_pretrain_steps} steps, loss "
+                           f"{m.get('value/loss', 0):.4f}, explained variance {m.get('value/explained_var', 0):.2f} "
+                           f"({time.perf_counter() - t0:.0f} s).")
+        self.save()
+
     def save(self) -> None:
+        critic = getattr(getattr(self, "learner", None), "critic", None)
         state = {"step": self.step, "rng": rng_state(self.task_rng),
-                 "optimizer": self.learner.optimizer.state_dict() if hasattr(self, "learner") else None}
+                 "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
+                 "critic": critic.model.state_dict() if critic is not None else None,
+                 "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None}
         save_checkpoint(self.run_dir, self.policy, state)
 
     def evaluate(self, episodes: int | None = None) -> Any:
@@ -123,14 +163,35 @@ class Trainer:
                         split="test", episodes=episodes or cfg.eval.episodes, seed=cfg.seed, sampling=sampling,
                         max_total_tokens=cfg.rollout.max_total_tokens)
 
+    def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
+        """Roll out this step's groups and score them (DESIGN.md "score → update", steps 1 and 3).
+
+        Reward components are summed first (the DAPO overlong penalty, in policy
+        tokens); dynamic sampling then drops groups whose *outcome* rewards are
+        all equal and draws again until `tasks_per_step` groups are kept.
+        """
+        cfg, sc = self.cfg, self.cfg.sampling
+
+        def draw(k: int) -> tuple[list, list[float]]:
+            tasks = [self.engine.task_source.sample(self.task_rng, "train") for _ in range(cfg.rollout.tasks_per_step)]
+            trajs = self.engine.run(tasks, group_size=cfg.rollout.group_size,
+                                    seed=cfg.seed * 1_000_003 + self.step + offset + 7_919 * k)
+            outcome = [t.reward for t in trajs]
+            if sc.overlong:
+                trajs = apply_overlong(trajs, *sc.overlong_limits(cfg.rollout.max_new_tokens), sc.overlong_factor)
+            return trajs, outcome
+
+        if not sc.dynamic:
+            return draw(0)[0], {}
+        return draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
+
     def train_step(self) -> dict[str, float]:
-        """One RL step: draw tasks, roll out groups, update the learner."""
-        cfg = self.cfg
+        """One RL step: draw tasks, roll out groups, score, update the learner."""
         t0 = time.perf_counter()
-        tasks = [self.engine.task_source.sample(self.task_rng, "train") for _ in range(cfg.rollout.tasks_per_step)]
-        trajs = self.engine.run(tasks, group_size=cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + self.step)
+        trajs, sampling_metrics = self.collect()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
+        metrics.update(sampling_metrics)
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update({
@@ -148,7 +209,7 @@ class Trainer:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cfg = self.cfg
-        columns = [TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        columns = [TextColumn(f"[bold]{(cfg.algo or 'GRPO').upper()}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.description}")]
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)

@@ -2,7 +2,8 @@
 
     argym envs
     argym play argym/Math-v0 [key=value ...] [--seed S]
-    argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE]
+    argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE] [--submit]
+    argym board [ENV_ID] [--split S]            # leaderboards: also `board export`, `board serve`
     argym train CONFIG.yaml [key=value ...]
     argym quickstart [--out DIR] [key=value ...]
 
@@ -210,9 +211,14 @@ def _read_reply(console: Any) -> str | None:
               help="Token budget of a whole episode (prompt, turns and env replies).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the result as JSON (success rate under 'mean', episode count under 'n').")
+@click.option("--submit", is_flag=True, help="Submit the result to the local leaderboard (`argym board`).")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Leaderboard file for --submit (default: $ARGYM_LEADERBOARD, else "
+                   "~/.local/share/argym/leaderboard.sqlite).")
 def eval_(env_id: str, env_kwargs: tuple[str, ...], agent_spec: str, episodes: int | None,
           samples_per_task: int, seed: int, split: str | None, temperature: float | None,
-          max_new_tokens: int | None, max_total_tokens: int, out: str | None) -> None:
+          max_new_tokens: int | None, max_total_tokens: int, out: str | None, submit: bool,
+          db: str | None) -> None:
     """Evaluate an agent on ENV_ID's split, in order, and print the score.
 
     ENV_KWARGS are the env's key=value arguments, e.g. tasks=file.jsonl max_attempts=3.
@@ -240,6 +246,29 @@ def eval_(env_id: str, env_kwargs: tuple[str, ...], agent_spec: str, episodes: i
         tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
         _console().print(f"wrote {path}", markup=False)
+    if submit:
+        _submit(result.to_dict(), db)
+
+
+def _submit(result: dict[str, Any], db: str | None, strict: bool = True) -> None:
+    """Submit one evaluation result to the leaderboard and say where it landed.
+
+    A refused submission exits with status 2, or (``strict=False``, the quickstart) prints a warning.
+    """
+    from argym.leaderboards import Store
+
+    try:
+        with Store(db) as store:
+            rec = store.submit(result)
+            where = store.path
+    except ArgymError as e:
+        if strict:
+            _fail(str(e))
+        _console(stderr=True).print(f"warning: not submitted to the leaderboard: {e}", style="yellow", markup=False)
+        return
+    verb = "submitted as" if rec["created"] else "already on the board as"
+    _console().print(f"{verb} #{rec['id']} on board {rec['board']} ({rec['label']}) in {where}; "
+                     f"see it with: argym board {result['env_id']}", markup=False)
 
 
 def _print_result(result: Any) -> None:
@@ -265,6 +294,113 @@ def _print_result(result: Any) -> None:
         _console(stderr=True).print(
             f"warning: {result.infra_failures} episode(s) were infrastructure failures and are not scored.",
             style="yellow", markup=False)
+
+
+# ---- leaderboards --------------------------------------------------------------------
+
+class _BoardGroup(click.Group):
+    """`argym board [ENV_ID]` shows boards; `argym board export|serve` are subcommands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+_db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
+                          help="Leaderboard file (default: $ARGYM_LEADERBOARD, else $ARGYM_HOME/leaderboard.sqlite, "
+                               "else ~/.local/share/argym/leaderboard.sqlite).")
+
+
+def _filter_options(f: Any) -> Any:
+    for opt in reversed([
+        click.option("--split", default=None, help="Only boards of this split."),
+        click.option("--best", "best_per_agent", is_flag=True, help="Each agent's best row only."),
+        click.option("--agent", default=None, help="Only agents whose spec contains this text."),
+        click.option("--since", default=None, help="Only submissions on or after this date (2026-11-30)."),
+        click.option("--until", default=None, help="Only submissions on or before this date."),
+        click.option("--key", default=None, help="Only the board with this key (a prefix is enough)."),
+        _db_option,
+    ]):
+        f = opt(f)
+    return f
+
+
+def _load_boards(env_id: str | None, env_kwargs: tuple[str, ...] = (), **filters: Any) -> list[Any]:
+    """The boards of `env_id` (all if None) whose env kwargs include `env_kwargs` (key=value strings)."""
+    from argym.leaderboards import boards
+
+    with user_errors():
+        return boards(env_id, env_kwargs=parse_kwargs(env_kwargs), **filters)
+
+
+@cli.group(cls=_BoardGroup)
+def board() -> None:
+    """Local leaderboards: `argym board [ENV_ID] [--split S]`, `board export`, `board serve`."""
+
+
+@board.command(name="show")
+@click.argument("env_id", required=False)
+@click.argument("env_kwargs", nargs=-1)
+@_filter_options
+@click.option("--json", "as_json", is_flag=True, help="Print the boards as JSON.")
+def board_show(env_id: str | None, env_kwargs: tuple[str, ...], as_json: bool, **filters: Any) -> None:
+    """Show the boards (of ENV_ID, if given), ranked, one table each.
+
+    ENV_KWARGS (key=value) keep only the boards whose env kwargs include them.
+    """
+    found = _load_boards(env_id, env_kwargs, **filters)
+    if as_json:
+        click.echo(json.dumps([b.to_dict() for b in found], indent=1))
+        return
+    from argym.leaderboards.render import print_boards
+
+    print_boards(found, _console())
+
+
+@board.command(name="export")
+@click.argument("env_id", required=False)
+@click.argument("env_kwargs", nargs=-1)
+@_filter_options
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a static HTML page (self-contained: opens offline).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG bar chart with intervals.")
+def board_export(env_id: str | None, env_kwargs: tuple[str, ...], html_path: str | None, plot_path: str | None,
+                 **filters: Any) -> None:
+    """Export the boards (of ENV_ID, if given) as a static HTML page and/or a PNG plot."""
+    if not html_path and not plot_path:
+        _fail("say what to export: --html FILE and/or --plot FILE.")
+    from argym.leaderboards import Store
+    from argym.leaderboards.render import write_html, write_plot
+
+    found = _load_boards(env_id, env_kwargs, **filters)
+    if html_path:
+        with user_errors(), Store(filters["db"]) as store:
+            details = [store.submission(r.id) for b in found for r in b.rows]
+        _console().print(f"wrote {write_html(html_path, found, details)}", markup=False)
+    if plot_path:
+        _console().print(f"wrote {write_plot(plot_path, found)}", markup=False)
+
+
+@board.command(name="serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port (0 picks a free one).")
+@_db_option
+def board_serve(host: str, port: int, db: str | None) -> None:
+    """Serve the boards as a local web page with a read-only JSON API (/api/boards)."""
+    from argym.leaderboards.server import make_server
+
+    with user_errors():
+        server = make_server(db, host, port)
+    h, p = server.server_address[:2]
+    _console().print(f"argym boards at http://{h}:{p}/  (JSON: /api/boards; Ctrl-C stops)", markup=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 @cli.command()
@@ -295,8 +431,11 @@ def train(config: str, overrides: tuple[str, ...]) -> None:
 @cli.command()
 @click.option("--out", "out_dir", default="runs/quickstart", show_default=True,
               help="Run directory: checkpoints, logs, evaluation results.")
+@click.option("--submit/--no-submit", default=True, show_default=True,
+              help="Submit the before/after evaluations to the local leaderboard (`argym board`).")
+@_db_option
 @click.argument("overrides", nargs=-1)
-def quickstart(out_dir: str, overrides: tuple[str, ...]) -> None:
+def quickstart(out_dir: str, overrides: tuple[str, ...], submit: bool, db: str | None) -> None:
     """Train the tiny model on arithmetic on the CPU and show it learn (a few minutes).
 
     OVERRIDES are key=value changes to the quickstart recipe.
@@ -306,7 +445,36 @@ def quickstart(out_dir: str, overrides: tuple[str, ...]) -> None:
     from argym.algorithms.quickstart import run_quickstart
 
     with user_errors():
-        run_quickstart(out_dir, pairs)  # prints its own before/after table and writes summary.json
+        # prints its own before/after table and writes summary.json
+        run_quickstart(out_dir, pairs, submit=(lambda r: _submit(r, db, strict=False)) if submit else None)
+
+
+@cli.group()
+def sandbox() -> None:
+    """The Docker sandbox: build its image, remove leftover containers."""
+
+
+@sandbox.command(name="build-image")
+@click.option("--tag", default=None, help="Image name (default $ARGYM_SANDBOX_IMAGE or argym-sandbox:latest).")
+@click.option("--base", default="python:3.11-slim", show_default=True, help="Base image to build from.")
+@click.option("--debootstrap", "suite", default=None,
+              help="Build from Debian packages instead (e.g. bookworm), when no registry is reachable.")
+def sandbox_build_image(tag: str | None, base: str, suite: str | None) -> None:
+    """Build the image the docker sandbox backend runs."""
+    from argym.envs.sandbox.docker import IMAGE
+    from argym.envs.sandbox.image import build_image
+
+    with user_errors():
+        click.echo(f"built {build_image(tag or IMAGE, base=base, debootstrap=suite)}")
+
+
+@sandbox.command(name="cleanup")
+def sandbox_cleanup() -> None:
+    """Remove every container labelled argym.sandbox (leftovers of crashed runs)."""
+    from argym.envs.sandbox.docker import cleanup
+
+    with user_errors():
+        click.echo(f"removed {cleanup()} container(s)")
 
 
 if __name__ == "__main__":

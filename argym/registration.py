@@ -27,6 +27,11 @@ ENVS: tuple[EnvEntry, ...] = (
         "argym.envs.math.env:MathEnv",
         "Answer a math question in \\boxed{}; graded by math-verify against the gold answer.",
     ),
+    EnvEntry(
+        "argym/Code-v0",
+        "argym.envs.code.env:CodeEnv",
+        "Write a Python function; graded by hidden tests in a sandbox (HumanEval by default).",
+    ),
 )
 
 

@@ -130,6 +130,10 @@ class TextEnv(gym.Env[list[Message], Action]):
         """A correct action for the current state (scripted oracle agent, SFT warm start)."""
         raise NotImplementedError(f"{type(self).__name__} has no oracle.")
 
+    def grader_versions(self) -> dict[str, str]:
+        """The versions of the libraries that grade this env (part of a leaderboard's board key)."""
+        return {}
+
     # ---- the contract --------------------------------------------------------
     @property
     def task(self) -> Task:

@@ -198,6 +198,8 @@ class Executors:
 
     verifier: WorkerPool | None = None
     """Runs `argym.envs.math.verifier:grade`; envs given None use the process-wide default."""
+    sandbox: Any = None
+    """An `argym.envs.sandbox.Sandbox` shared by the code envs; envs given None use the process-wide one."""
 
     @classmethod
     def default(cls) -> "Executors":

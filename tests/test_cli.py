@@ -156,9 +156,12 @@ def test_train_smoke(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not _has("argym.algorithms.quickstart"), reason="the quickstart is not there yet")
 def test_quickstart_smoke(tmp_path):
-    out = run("quickstart", "--out", str(tmp_path / "qs"), *TINY_RUN)
+    db = str(tmp_path / "board.sqlite")  # never the user's leaderboard
+    out = run("quickstart", "--out", str(tmp_path / "qs"), "--db", db, *TINY_RUN)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "qs" / "summary.json").is_file()
+    boards = json.loads(run("board", "--json", "--db", db).stdout)  # the before/after evaluations
+    assert len(boards) == 1 and [r["training_run"]["step"] for r in boards[0]["rows"]] in ([0, 1], [1, 0])
 
 
 def test_bad_yaml_config_exits_2(tmp_path):

@@ -90,6 +90,15 @@ class MathEnv(TextEnv):
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, reward, terminated or truncated, False, info
 
+    def grader_versions(self) -> dict[str, str]:
+        """math-verify decides equivalence, so its version is part of the board key."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return {"math-verify": version("math-verify")}
+        except PackageNotFoundError:
+            return {"math-verify": "unknown"}
+
     def oracle_action(self) -> str:
         return f"\\boxed{{{self.task.answer}}}"
 

@@ -196,3 +196,18 @@ def test_tiny_tokenizer_roundtrip():
     text = "What is 12 + 30?\n  \\boxed{42} {}[]"
     assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
     assert len(tok.encode(text, add_special_tokens=False)) == len(text)
+
+
+def test_tiny_checkpoint_round_trip(tmp_path):
+    """A saved tiny policy reloads with the same tokenizer pipeline and generates the same ids."""
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=3), tok)
+    policy.save(tmp_path)
+    again = HFPolicy.load(tmp_path)
+    text = "<|im_start|>user\nWhat is 12 + 30?\n  \\boxed{}<|im_end|>"
+    assert again.tokenizer.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False)
+    msgs = [{"role": "user", "content": "What is 1 + 2?"}]
+    prompt = policy.renderer.prompt_ids(msgs)
+    assert again.renderer.prompt_ids(msgs) == prompt
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
+    assert [c.token_ids for c in again.generate([prompt], greedy)] == [c.token_ids for c in policy.generate([prompt], greedy)]

@@ -67,3 +67,126 @@ def test_registry_lookup_and_config():
     torch.testing.assert_close(adv, torch.tensor([0.5, -0.5]))
     with pytest.raises(ConfigError, match="Did you mean: grpo"):
         get_advantage("grop")
+
+
+# --------------------------------------------------------------------------- the other estimators
+
+from argym.algorithms.advantages import (  # noqa: E402
+    discounted_returns,
+    gae,
+    length_adaptive_lambda,
+    whiten,
+)
+from argym.algorithms.batch import make_batch  # noqa: E402
+from argym.types import Trajectory  # noqa: E402
+
+CFG = LearnerConfig()
+
+
+def test_all_equal_rewards_give_zero_for_every_group_estimator():
+    r, g = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]), torch.tensor([0, 0, 0, 1, 1])
+    for name in ("grpo", "drgrpo", "rloo", "reinforce++_baseline"):
+        torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(5), msg=name)
+    # REINFORCE++ whitens over the batch, not per group: these are not zero
+    mean, std = r.mean(), r.std()
+    torch.testing.assert_close(get_advantage("reinforce++")(r, g, CFG), (r - mean) / (std + 1e-6))
+
+
+def test_groups_of_size_one_get_zero():
+    r, g = torch.tensor([5.0, 2.0]), torch.tensor([0, 1])
+    for name in ("grpo", "drgrpo", "rloo", "reinforce++_baseline"):
+        torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(2), msg=name)
+
+
+def test_drgrpo_ignores_adv_std():
+    r, g = torch.tensor([3.0, 1.0, 2.0]), torch.tensor([0, 0, 0])
+    torch.testing.assert_close(get_advantage("drgrpo")(r, g, LearnerConfig(adv_std=True)),
+                               torch.tensor([1.0, -1.0, 0.0]))
+
+
+def test_rloo_hand_computed():
+    r, g = torch.tensor([1.0, 0.0, 0.0, 4.0, 2.0]), torch.tensor([0, 0, 0, 1, 1])
+    # group 0: 1 − (0+0)/2 = 1; 0 − (1+0)/2 = −0.5 (twice); group 1: 4 − 2 = 2, 2 − 4 = −2
+    torch.testing.assert_close(get_advantage("rloo")(r, g, CFG),
+                               torch.tensor([1.0, -0.5, -0.5, 2.0, -2.0]))
+
+
+def test_reinforce_pp_baseline_is_centred_then_whitened():
+    r, g = torch.tensor([1.0, 0.0, 3.0, 1.0]), torch.tensor([0, 0, 1, 1])
+    centred = torch.tensor([0.5, -0.5, 1.0, -1.0])  # per-group mean removed
+    want = (centred - centred.mean()) / (centred.std() + 1e-6)
+    torch.testing.assert_close(get_advantage("reinforce++_baseline")(r, g, CFG), want)
+    assert whiten(torch.tensor([3.0])).tolist() == [0.0]
+
+
+def test_discounted_returns_skip_env_tokens():
+    # policy, policy, env, env, policy(end turn 2); rewards 1 at t=1 (end of turn 1), 2 at t=4
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 0.0, 2.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0]])
+    ret = discounted_returns(rewards, mask, gamma=0.5)
+    # t=4: 2; t=1: 1 + 0.5·2 = 2 (env tokens are not discounted steps); t=0: 0.5·2 = 1
+    torch.testing.assert_close(ret, torch.tensor([[1.0, 2.0, 0.0, 0.0, 2.0]]))
+    torch.testing.assert_close(discounted_returns(rewards, mask, 1.0), torch.tensor([[3.0, 3.0, 0, 0, 2.0]]))
+    # empty mask: all zeros
+    torch.testing.assert_close(discounted_returns(rewards, torch.zeros_like(mask)), torch.zeros_like(mask))
+
+
+def test_length_adaptive_lambda():
+    lam = length_adaptive_lambda(torch.tensor([1.0, 20.0, 40.0, 200.0, 1e9]))
+    # 1 − 1/(0.05·l): l=40 → 0.5, l=200 → 0.9; l ≤ 20 → ≤ 0 → clamped to 0; huge → 0.999
+    torch.testing.assert_close(lam, torch.tensor([0.0, 0.0, 0.5, 0.9, 0.999]))
+
+
+def test_gae_hand_computed_and_lambda_one_is_monte_carlo():
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0]])
+    values = torch.tensor([[0.5, 9.0, 0.25, 0.75]])  # 9.0 sits on an env token: never used
+    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
+    adv, ret = gae(rewards, values, mask, gamma=1.0, lam=0.5)
+    # t=3: δ = 1 − 0.75 = 0.25, Â = 0.25; t=2: δ = 0 + 0.75 − 0.25 = 0.5, Â = 0.5 + 0.5·0.25 = 0.625
+    # t=0 (next policy token is t=2): δ = 0.25 − 0.5 = −0.25, Â = −0.25 + 0.5·0.625 = 0.0625
+    torch.testing.assert_close(adv, torch.tensor([[0.0625, 0.0, 0.625, 0.25]]))
+    torch.testing.assert_close(ret, torch.tensor([[0.5625, 0.0, 0.875, 1.0]]))
+    _, mc = gae(rewards, values, mask, gamma=1.0, lam=1.0)
+    torch.testing.assert_close(mc, torch.tensor([[1.0, 0.0, 1.0, 1.0]]))  # λ = 1: the MC return
+    # per-row λ
+    adv2, _ = gae(rewards.repeat(2, 1), values.repeat(2, 1), mask.repeat(2, 1), lam=torch.tensor([0.5, 1.0]))
+    torch.testing.assert_close(adv2[0], adv[0])
+    torch.testing.assert_close(adv2[1], mc[0] - values[0] * mask[0])
+
+
+def _traj(prompt, completion_mask, reward, group=0, turn_rewards=(), turn_ends=(), success=False):
+    n = len(prompt) + len(completion_mask)
+    return Trajectory(task_id="t", messages=[], reward=reward, success=success, turns=1, terminated=True,
+                      truncated=False, token_ids=list(range(1, n + 1)), loss_mask=[0] * len(prompt) + list(completion_mask),
+                      group=group, turn_rewards=list(turn_rewards), turn_ends=list(turn_ends))
+
+
+def test_token_rewards_from_turns_and_returns_estimator():
+    # multi-turn: prompt(2) | turn 1: 2 policy tokens | env: 2 | turn 2: 1 policy token; the outcome
+    # reward 1 arrives with turn 2; turn 1 has a process reward 0.5. A length-1 response in group 1.
+    a = _traj([1, 2], [1, 1, 0, 0, 1], 1.5, group=0, turn_rewards=[0.5, 1.0], turn_ends=[3, 6])
+    b = _traj([1, 2], [1, 1, 0, 0, 1], 0.5, group=0, turn_rewards=[0.5, 0.0], turn_ends=[3, 6])
+    c = _traj([1], [1], 1.0, group=1)
+    batch = make_batch([a, b, c], torch.zeros(3), pad_id=0)
+    # target-aligned: column p − 1 holds token p (turn ends 3 and 6 → columns 2 and 5)
+    assert batch.token_rewards[0].tolist() == [0, 0, 0.5, 0, 0, 1.0]
+    assert batch.loss_mask[0].tolist() == [0, 1, 1, 0, 0, 1]
+    assert batch.token_rewards[2].tolist() == [1.0, 0, 0, 0, 0, 0]
+    fn = get_advantage("returns")
+    raw = fn(batch, LearnerConfig(adv_baseline=False))
+    assert raw[0].tolist() == [0.0, 1.5, 1.5, 0.0, 0.0, 1.0]
+    assert raw[2].tolist() == [1.0, 0, 0, 0, 0, 0]
+    base = fn(batch, LearnerConfig())
+    # group 0's mean first-token return (1.5 + 0.5)/2 = 1 is subtracted; group 1 has one sample: no baseline
+    assert base[0].tolist() == [0.0, 0.5, 0.5, 0.0, 0.0, 0.0]
+    assert base[1].tolist() == [0.0, -0.5, -0.5, 0.0, 0.0, -1.0]  # returns 0.5, 0.5, 0
+    assert base[2].tolist() == [1.0, 0, 0, 0, 0, 0]
+
+
+def test_gae_estimator_needs_values():
+    batch = make_batch([_traj([1], [1, 1], 1.0)], torch.zeros(1), pad_id=0)
+    with pytest.raises(ConfigError, match="value model"):
+        get_advantage("gae")(batch, LearnerConfig())
+    batch.values = torch.zeros_like(batch.loss_mask)
+    adv = get_advantage("gae")(batch, LearnerConfig(lam_alpha=0.0, lam_policy=1.0))
+    assert adv.tolist() == [[1.0, 1.0]]

@@ -147,9 +147,12 @@ def test_old_logprobs_match_manual_computation_at_temperature():
             assert (got[i, n - 1:] == 0).all()
 
 
-@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
-def test_gradient_is_independent_of_micro_batch_size(loss_agg):
-    cfg = dict(loss_agg=loss_agg, loss_agg_constant=16.0, kl_coef=0.05, entropy_coef=0.01)
+@pytest.mark.parametrize("loss_agg,policy_loss", [
+    ("token-mean", "ppo_clip"), ("seq-mean-token-mean", "ppo_clip"), ("seq-mean-token-sum-norm", "ppo_clip"),
+    ("seq-mean-token-mean", "gspo"), ("token-mean", "gspo_token")])
+def test_gradient_is_independent_of_micro_batch_size(loss_agg, policy_loss):
+    cfg = dict(loss_agg=loss_agg, loss_agg_constant=16.0, kl_coef=0.05, entropy_coef=0.01, nll_coef=0.1,
+               policy_loss=policy_loss, clip_low=0.05, clip_high=0.08)
     trajs = random_trajs()
     results = []
     for mbs in (8, 3, 1):
@@ -276,3 +279,102 @@ def test_gradient_is_independent_of_process_count(tmp_path):
         for rank in (0, 1):
             for a, b in zip(torch.load(tmp_path / f"{loss_agg}_2_{rank}.pt"), single):
                 torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_kl_in_reward_lowers_rewards_before_the_estimator():
+    trajs = random_trajs()
+    lrn = learner(ref=True, kl_coef=0.5, kl_estimator="k1", kl_in_reward=True, advantage="rloo")
+    batch = lrn.prepare_batch(trajs, PAD)
+    kl = ((batch.old_logprobs - batch.ref_logprobs) * batch.loss_mask).sum(-1)  # (B,) k1 summed per response
+    from argym.algorithms.advantages import rloo_advantage
+
+    want = rloo_advantage(batch.rewards - 0.5 * kl, batch.group_ids, lrn.config)
+    torch.testing.assert_close(batch.advantages, want[:, None] * batch.loss_mask)
+    metrics = lrn.update(trajs, PAD)
+    assert "train/kl_loss" in metrics and metrics["train/kl_loss"] == 0.0  # not in the loss as well
+
+
+def test_nll_on_positive_samples_only():
+    trajs = random_trajs()
+    for t in trajs:
+        t.success = False
+    lrn = learner(nll_coef=1.0)
+    batch = lrn.prepare_batch(trajs, PAD)
+    batch.advantages.zero_()
+    assert lrn.backward_minibatch(batch)["nll"].item() == 0.0  # no positive sample: no NLL
+    batch.positive[:] = torch.tensor([True] + [False] * (len(batch) - 1))
+    sums = lrn.backward_minibatch(batch)
+    want = -(batch.old_logprobs[0] * batch.loss_mask[0]).sum() / batch.loss_mask[0].sum()
+    assert sums["nll"].item() == pytest.approx(want.item(), rel=1e-5)
+
+
+LAUNCH_SCRIPT = textwrap.dedent('''
+    import sys
+    import torch
+    from accelerate import Accelerator
+    sys.path.insert(0, {test_dir!r})
+    from test_learner import PAD, random_trajs, tiny_model
+    from argym.algorithms.learner import Learner, LearnerConfig
+    from argym.algorithms.presets import get_preset
+
+    out = sys.argv[1]
+    acc = Accelerator(cpu=True)
+    rank, world = acc.process_index, acc.num_processes
+    assert world == int(sys.argv[2]), (world, sys.argv[2])
+    mine = [t for t in random_trajs(12, group_size=3) if t.group % world == rank]
+    for name in ("grpo", "dapo", "gspo", "drgrpo"):
+        base = get_preset(name).learner
+        cfg = LearnerConfig(**{{**base.__dict__, "lr": 1e-3, "micro_batch_size": 2, "num_minibatches": 2,
+                                "ppo_epochs": 2, "shuffle": False, "kl_coef": 0.0, "loss_agg_constant": 16.0}})
+        lrn = Learner(tiny_model(), cfg, acc)
+        metrics = lrn.update(mine, PAD)
+        params = [p.detach().cpu().clone() for p in acc.unwrap_model(lrn.model).parameters()]
+        torch.save((params, metrics["train/loss"]), f"{{out}}/{{name}}_{{world}}_{{rank}}.pt")
+''')
+
+
+@pytest.mark.slow
+def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
+    """`accelerate launch` with 2 CPU processes (gloo): a whole update (2 epochs × 2 mini-batches,
+    AdamW, grad clipping) of the GRPO, DAPO, GSPO and Dr.GRPO presets ends at the single-process
+    parameters to 1e-5. Each process holds whole groups, so group advantages agree; mini-batches
+    are split per process (rows 0..k of each), i.e. the same global rows as the single process."""
+    import shutil
+
+    script = tmp_path / "launch.py"
+    script.write_text(LAUNCH_SCRIPT.format(test_dir=str(pathlib.Path(__file__).parent)))
+    accelerate = shutil.which("accelerate", path=str(pathlib.Path(sys.executable).parent)) or "accelerate"
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    for n in (1, 2):
+        # --cpu takes accelerate's single-process launcher; --multi_gpu starts torchrun, and the
+        # script's Accelerator(cpu=True) then runs the processes on the CPU over gloo
+        mode = ["--cpu"] if n == 1 else ["--multi_gpu"]
+        proc = subprocess.run([accelerate, "launch", *mode, "--num_processes", str(n), "--num_machines", "1",
+                               "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(tmp_path), str(n)],
+                              timeout=300, capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("grpo", "dapo", "gspo", "drgrpo"):
+        single, loss1 = torch.load(tmp_path / f"{name}_1_0.pt")
+        for rank in (0, 1):
+            params, loss2 = torch.load(tmp_path / f"{name}_2_{rank}.pt")
+            assert loss2 == pytest.approx(loss1, abs=1e-5), name
+            for a, b in zip(params, single):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=name)
+
+
+def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch):
+    """One epoch, one mini-batch: skipping the separate π_old pass changes nothing but the time."""
+    trajs = random_trajs()
+    for t in trajs:
+        t.sampler_logprobs = [0.0] * len(t.token_ids)  # so the mismatch metric is computed
+    out = []
+    for reuse in (True, False):
+        lrn = learner(micro_batch_size=3, lr=1e-3)
+        monkeypatch.setattr(Learner, "reuses_training_forward", property(lambda self, r=reuse: r))
+        m = lrn.update(trajs, PAD)
+        out.append((m, [p.detach().clone() for p in lrn.model.parameters()]))
+    (m1, p1), (m2, p2) = out
+    for key in ("train/loss", "train/grad_norm", "train/logprob_mismatch_mean", "train/clip_frac"):
+        assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-6), key
+    for a, b in zip(p1, p2):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)

@@ -131,3 +131,72 @@ def test_aggregate_errors():
         aggregate(L, M, "token_mean", 5, 2)
     with pytest.raises(ValueError, match="shape"):
         aggregate(L, M[:, :3], "token-mean", 5, 2)
+
+
+# --------------------------------------------------------------------------- GSPO, NLL, edge cases
+
+from argym.algorithms.losses import nll_loss, sequence_log_ratio  # noqa: E402
+
+
+def test_sequence_log_ratio_is_masked_mean():
+    logp = torch.log(torch.tensor([[2.0, 8.0, 5.0], [3.0, 1.0, 1.0], [1.0, 1.0, 1.0]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    log_s = sequence_log_ratio(logp, torch.zeros_like(logp), mask)
+    # row 0: geometric mean of 2 and 8 = 4; row 1 (length 1): 3; row 2 (empty): 1
+    torch.testing.assert_close(log_s.exp(), torch.tensor([[4.0], [3.0], [1.0]]))
+
+
+def test_gspo_clips_the_sequence_ratio():
+    cfg = LearnerConfig(policy_loss="gspo", clip_low=3e-4, clip_high=4e-4)
+    logp = torch.log(torch.tensor([[1.1, 1.0], [1.0, 1.0]])).requires_grad_()
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0]]) * mask
+    loss, clipped = get_policy_loss("gspo")(logp, torch.zeros_like(logp), adv, mask, cfg)
+    s0 = math.sqrt(1.1)  # > 1 + 4e-4: clipped, no gradient
+    torch.testing.assert_close(loss.detach(), torch.tensor([[-(1 + 4e-4)] * 2, [1.0, 0.0]]))
+    assert clipped[0].all() and not clipped[1].any()
+    aggregate(loss, mask, "seq-mean-token-mean", 3, 2).backward()
+    # row 1: s = exp(logp_0) (length 1), loss = −Â·s, d/dlogp_0 = s = 1 → /2 for the seq mean
+    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, 0.0], [0.5, 0.0]]))
+    assert s0 > 1 + 4e-4
+
+
+def test_gspo_token_equals_gspo_value_and_gradient_with_outcome_advantages():
+    g = torch.Generator().manual_seed(0)
+    old = torch.randn(3, 5, generator=g) * 0.1
+    base = old + torch.randn(3, 5, generator=g) * 0.01
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 1, 0, 0, 0]], dtype=torch.float32)
+    adv = torch.tensor([[0.7], [-1.2], [0.3]]).expand(3, 5) * mask
+    cfg = LearnerConfig(clip_low=0.2, clip_high=0.2)
+    out = {}
+    for name in ("gspo", "gspo_token"):
+        logp = base.clone().requires_grad_()
+        loss, _ = get_policy_loss(name)(logp, old, adv, mask, cfg)
+        agg = aggregate(loss, mask, "seq-mean-token-mean", mask.sum(), 3)
+        agg.backward()
+        out[name] = (agg.detach(), logp.grad)
+    torch.testing.assert_close(out["gspo"][0], out["gspo_token"][0])
+    torch.testing.assert_close(out["gspo"][1], out["gspo_token"][1])
+
+
+def test_ppo_on_empty_mask_contributes_nothing():
+    logp = torch.zeros(2, 3, requires_grad=True)
+    mask = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    loss, _ = get_policy_loss("ppo_clip")(logp, torch.zeros_like(logp), torch.ones(2, 3) * mask, mask,
+                                          LearnerConfig())
+    agg = aggregate(loss, mask, "token-mean", 1, 2)
+    agg.backward()
+    assert agg.item() == pytest.approx(-1.0)
+    assert logp.grad[0].abs().sum() == 0 and logp.grad[1].tolist() == [-1.0, 0.0, 0.0]
+
+
+def test_nll_only_on_positive_samples_with_global_count():
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.1, 0.1]])).requires_grad_()
+    mask = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+    positive = torch.tensor([True, False])
+    loss = nll_loss(logp, mask, positive, global_positive_tokens=4)  # e.g. 2 more in another micro-batch
+    assert loss.item() == pytest.approx((math.log(2) + math.log(4)) / 4)
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[-0.25, -0.25], [0.0, 0.0]]))
+    none = nll_loss(logp, mask, torch.tensor([False, False]), 0)
+    assert none.item() == 0.0 and none.requires_grad

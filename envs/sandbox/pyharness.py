@@ -1,0 +1,372 @@
+"""The test harness that runs *inside* the sandbox (stdlib only; its source is passed with ``-c``).
+
+Two processes, so that the candidate never shares memory with the tests:
+- the **candidate** process is a fresh interpreter (fork, then execve with a
+  clean environment, stdin from /dev/null and only its two pipes), so its
+  memory never held the tests and it holds no verdict descriptor; with
+  ``$ARGYM_CANDIDATE_UID`` (docker, where the harness is root) it also runs as
+  another uid. It runs the program and answers calls ``(name, args, kwargs)`` with the
+  return value as `marshal` bytes (exact builtin types only: an object whose
+  ``__eq__`` is always true cannot be marshalled, so it wins nothing);
+- the **harness** process makes itself non-dumpable (the candidate, same uid
+  and no capabilities, cannot ptrace it or read ``/proc/PID/mem``), reads the
+  job (program, tests, entry point, nonce) from stdin, runs the tests with a
+  proxy that forwards each call to the candidate, counts every ``assert``,
+  and writes one JSON record with the nonce to the result descriptor
+  (``$ARGYM_RESULT_FD``: a pipe for the process backend, stdout for docker), which
+  only it holds; the candidate's output is relayed to stderr.
+
+The host reads the verdict from that channel only; what the candidate prints
+and the exit code it picks are never read as a grade. If the candidate kills
+the harness, there is no record and the run is failed.
+"""
+
+import ast
+import json
+import marshal
+import os
+import select
+import struct
+import sys
+import time
+import traceback
+
+VERDICT_FD = int(os.environ.get("ARGYM_RESULT_FD", "3"))
+MAX_MSG = 16 << 20
+MAX_TEXT = 2000
+
+
+def _send(fd, obj):
+    data = marshal.dumps(obj)
+    data = struct.pack("<Q", len(data)) + data
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+def _recv_exact(fd, n, deadline):
+    buf = b""
+    while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def _recv(fd, deadline=None):
+    (n,) = struct.unpack("<Q", _recv_exact(fd, 8, deadline))
+    if n > MAX_MSG:
+        raise ValueError("message too large")
+    return marshal.loads(_recv_exact(fd, n, deadline))
+
+
+def _plain(x, depth=0):
+    """True if `x` holds only exact builtin data types (marshal also accepts code objects)."""
+    if depth > 100:
+        return False
+    t = type(x)
+    if t in (int, float, complex, str, bytes, bool, type(None)):
+        return True
+    if t in (list, tuple, set, frozenset):
+        return all(_plain(v, depth + 1) for v in x)
+    if t is dict:
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in x.items())
+    return False
+
+
+def _short(text):
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT // 2] + "\n...\n" + text[-MAX_TEXT // 2:]
+
+
+def _tb():
+    """The current exception's traceback, without the harness's own frames (bounded)."""
+    te = traceback.TracebackException(*sys.exc_info())
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != "<string>"][-3:])
+    return _short("".join(te.format()))
+
+
+def candidate_main(rfd, wfd):
+    """The candidate side: load the program, then answer calls until EOF."""
+    ns = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        msg = _recv(rfd)
+        code = compile(msg[1], "solution.py", "exec")
+    except SyntaxError:
+        _send(wfd, ("syntax_error", _short(traceback.format_exc(limit=0))))
+        return
+    try:
+        exec(code, ns)
+    except BaseException:  # noqa: BLE001 -- SystemExit, KeyboardInterrupt included
+        _send(wfd, ("load_error", _tb()))
+        return
+    _send(wfd, ("loaded",))
+    while True:
+        try:
+            msg = _recv(rfd)
+        except (EOFError, OSError):
+            return
+        _, name, args, kwargs = msg
+        try:
+            fn = ns[name]
+            value = fn(*args, **kwargs)
+            if not _plain(value):
+                raise TypeError(f"{name} returned a {type(value).__name__}, which is not plain builtin data "
+                                f"(int, float, str, bool, None, bytes, list, tuple, dict, set)")
+            reply = ("ok", marshal.dumps(value))
+        except BaseException:  # noqa: BLE001
+            reply = ("exc", _tb())
+        _send(wfd, reply)
+
+
+class CandidateError(Exception):
+    """The candidate raised, returned non-builtin data, or died; raised by the proxy."""
+
+    def __init__(self, kind, text):
+        super().__init__(text)
+        self.kind = kind
+
+
+class _Counter(ast.NodeTransformer):
+    """Rewrite ``assert X, M`` into ``__argym_check(lambda: X, LINE, lambda: M)``."""
+
+    def visit_Assert(self, node):
+        msg = node.msg if node.msg is not None else ast.Constant(None)
+        call = ast.Call(func=ast.Name("__argym_check", ast.Load()),
+                        args=[ast.Lambda(_noargs(), node.test), ast.Constant(node.lineno), ast.Lambda(_noargs(), msg)],
+                        keywords=[])
+        return ast.copy_location(ast.Expr(call), node)
+
+
+def _noargs():
+    return ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+
+
+def harness_main(pid, to_child, from_child):
+    record = {"passed": 0, "failed": 0, "kind": "ok", "message": ""}
+    if "ARGYM_JOB_PARTS" in os.environ:  # docker: the job comes in root-only environment variables
+        import base64
+
+        parts = int(os.environ.pop("ARGYM_JOB_PARTS"))
+        data = "".join(os.environ.pop(f"ARGYM_JOB_{i}") for i in range(parts))
+        job = json.loads(base64.b64decode(data).decode("utf-8"))
+    else:
+        job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    os.close(0)
+    record["nonce"] = job["nonce"]
+    deadline = time.monotonic() + float(job["timeout_s"])
+    test_lines = job["tests"].splitlines()
+    state = {"dead": None}
+
+    def finish(kind=None, message=""):
+        if kind is not None and record["kind"] == "ok":
+            record["kind"], record["message"] = kind, _short(message)
+        out = json.dumps(record).encode("utf-8")
+        os.write(VERDICT_FD, out)
+        os.close(VERDICT_FD)
+        os.close(to_child)  # the candidate sees EOF, flushes its output and exits; else it is killed
+        end = time.monotonic() + 0.5
+        while state["dead"] is None and time.monotonic() < end and os.waitpid(pid, os.WNOHANG) == (0, 0):
+            time.sleep(0.002)
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+        os._exit(0)
+
+    def died(what):
+        end = time.monotonic() + 0.5
+        if FLOOD:
+            os.waitpid(pid, 0)
+            return CandidateError("output_limit", f"the program wrote more than {FLOOD[0]} bytes of output")
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > end:  # alive, yet its channel broke: it wrote garbage into it
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                return CandidateError("crash", f"the program broke the test harness's channel {what}")
+            time.sleep(0.002)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            # SIGXCPU, or SIGKILL at the deadline: the CPU limit; SIGKILL before it: the memory cgroup
+            late = time.monotonic() >= deadline - 0.5
+            kind = "timeout" if sig == 24 or (sig == 9 and late) else "memory" if sig == 9 else "crash"
+            return CandidateError(kind, f"the program was killed by signal {sig} {what}")
+        return CandidateError("exit", f"the program exited with status {os.WEXITSTATUS(status)} {what}")
+
+    def ask(msg):
+        try:
+            _send(to_child, msg)
+            return _recv(from_child, deadline)
+        except TimeoutError:
+            raise CandidateError("timeout", f"time limit of {job['timeout_s']:g} s exceeded") from None
+        except (EOFError, OSError, ValueError, struct.error):
+            raise died("instead of returning") from None
+
+    try:
+        reply = ask(("load", job["program"]))
+    except CandidateError as e:
+        finish(e.kind, str(e))
+    if reply[0] in ("syntax_error", "load_error"):
+        finish(reply[0], reply[1])
+
+    def proxy(*args, **kwargs):
+        if state["dead"] is not None:
+            raise state["dead"]
+        if not (_plain(args) and _plain(kwargs)):
+            raise CandidateError("harness", "a test passed non-builtin arguments, which cannot be sent")
+        try:
+            r = ask(("call", job["entry_point"], args, kwargs))
+        except CandidateError as e:
+            if e.kind != "exception":
+                state["dead"] = e
+            raise
+        if r[0] == "exc":
+            kind = "memory" if "MemoryError" in r[1].splitlines()[-1:][0] else "exception"
+            raise CandidateError(kind, r[1])
+        value = marshal.loads(r[1])
+        if not _plain(value):
+            raise CandidateError("exception", "the program returned data that is not plain builtin types")
+        return value
+
+    def check(test, line, msg):
+        try:
+            ok = test()
+        except CandidateError as e:
+            record["failed"] += 1
+            if record["kind"] == "ok":
+                record["kind"], record["message"] = e.kind, _short(str(e))
+            if state["dead"] is not None:
+                finish()
+            return
+        except Exception:  # noqa: BLE001 -- the test itself raised on the candidate's value
+            ok, err = False, traceback.format_exc(limit=0).strip()
+        else:
+            err = ""
+        if ok:
+            record["passed"] += 1
+            return
+        record["failed"] += 1
+        if record["kind"] == "ok":
+            src = test_lines[line - 1].strip() if 0 < line <= len(test_lines) else ""
+            try:
+                note = msg()
+            except Exception:  # noqa: BLE001
+                note = None
+            text = f"line {line}: {src}" + (f"\n{note}" if note else "") + (f"\n{err}" if err else "")
+            record["kind"], record["message"] = "wrong_answer", _short(text)
+
+    env = {"__name__": "__argym_tests__", "__argym_check": check}
+    try:
+        exec(compile(job["context"], "prompt.py", "exec"), env)
+        env[job["entry_point"]] = proxy  # tests may name the function instead of using `candidate`
+        tree = _Counter().visit(ast.parse(job["tests"], "tests.py"))
+        exec(compile(ast.fix_missing_locations(tree), "tests.py", "exec"), env)
+        env["check"](proxy)
+    except CandidateError as e:
+        record["failed"] += 1
+        finish(e.kind, str(e))
+    except Exception:  # noqa: BLE001
+        record["failed"] += 1
+        finish("test_error", traceback.format_exc(limit=-2))
+    if record["passed"] + record["failed"] == 0:
+        finish("test_error", "the tests checked nothing")
+    finish()
+
+
+def _own_source():
+    """This file's text: the argument after ``-c`` on our command line."""
+    with open("/proc/self/cmdline", "rb") as f:
+        args = f.read().split(b"\0")
+    return args[args.index(b"-c") + 1].decode("utf-8")
+
+
+FLOOD = []
+
+
+def _relay(fd, pid, cap):
+    """Copy the candidate's output to our stderr (never to the verdict channel); kill it past `cap` bytes."""
+    total = 0
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        total += len(chunk)
+        if total > cap:
+            FLOOD.append(cap)
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+            return
+        try:
+            os.write(2, chunk)
+        except OSError:
+            pass
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "candidate":
+        try:
+            candidate_main(int(sys.argv[2]), int(sys.argv[3]))
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:  # noqa: BLE001
+                    pass
+            os._exit(0)
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace or /proc/PID/mem by the candidate
+    source = _own_source()
+    c_r, p_w = os.pipe()
+    p_r, c_w = os.pipe()
+    o_r, o_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        # A fresh interpreter (execve): the candidate's memory never held the job. It gets
+        # its two pipes, output to the relay, /dev/null for stdin, and no other descriptor.
+        try:
+            uid = os.environ.get("ARGYM_CANDIDATE_UID")
+            if uid:
+                os.setgroups([])
+                os.setgid(int(uid))
+                os.setuid(int(uid))
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(o_w, 1)
+            os.dup2(o_w, 2)
+            os.set_inheritable(c_r, True)
+            os.set_inheritable(c_w, True)
+            keep = ("PATH", "HOME", "LANG", "OMP_NUM_THREADS", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED")
+            env = {k: os.environ[k] for k in keep if k in os.environ}
+            for fd in range(3, 1024):
+                if fd not in (c_r, c_w):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", source, "candidate", str(c_r), str(c_w)], env)
+        finally:
+            os._exit(127)
+    for fd in (c_r, c_w, o_w):
+        os.close(fd)
+    cap = int(os.environ.get("ARGYM_OUTPUT_CAP", str(1 << 20)))
+    threading.Thread(target=_relay, args=(o_r, pid, cap), daemon=True).start()
+    harness_main(pid, p_w, p_r)
+
+
+if __name__ == "__main__":
+    main()

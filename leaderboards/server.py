@@ -1,0 +1,121 @@
+"""`argym board serve`: a small, read-only web server over the store (standard library only).
+
+    GET /                       the boards (HTML)
+    GET /submissions/{id}       one submission: provenance and per-episode results (HTML)
+    GET /api/boards             every board with its ranked rows (JSON)
+    GET /api/boards/{key}       one board (a key prefix is enough) (JSON)
+    GET /api/submissions/{id}   one submission with its episodes (JSON)
+
+Every request opens the store afresh, so new submissions show on reload. There
+are no write routes: submissions go through `argym eval --submit` or
+`argym.leaderboards.submit`, which validate. Binds 127.0.0.1 by default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from argym.leaderboards import boards as load_boards
+from argym.leaderboards.render import boards_html, submission_page
+from argym.leaderboards.store import Store
+
+
+class _Handler(BaseHTTPRequestHandler):
+    db: Path
+    server_version = "argym-board"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet by default
+        pass
+
+    def _send(self, status: int, body: str, ctype: str) -> None:
+        data = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", f"{ctype}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _json(self, obj: Any, status: int = 200) -> None:
+        self._send(status, json.dumps(obj, indent=1), "application/json")
+
+    def _not_found(self, what: str, api: bool) -> None:
+        if api:
+            self._json({"error": f"no {what}"}, HTTPStatus.NOT_FOUND)
+        else:
+            self._send(HTTPStatus.NOT_FOUND, f"<!doctype html><title>not found</title><p>No {what}. "
+                       f'<a href="/">All boards</a></p>', "text/html")
+
+    def do_GET(self) -> None:  # noqa: N802
+        url = urlparse(self.path)
+        path = unquote(url.path).rstrip("/") or "/"
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        filters = {"agent": q.get("agent"), "since": q.get("since"), "until": q.get("until"),
+                   "best_per_agent": q.get("best") in ("1", "true", "yes", "on")}
+        try:
+            if path == "/":
+                found = load_boards(db=self.db, env_id=q.get("env"), split=q.get("split"), **filters)
+                page = boards_html(found, link=lambda r: f"/submissions/{r.id}", query=q)
+                self._send(200, page, "text/html")
+            elif path == "/api/boards":
+                found = load_boards(db=self.db, env_id=q.get("env"), split=q.get("split"), **filters)
+                self._json({"boards": [b.to_dict() for b in found]})
+            elif m := re.fullmatch(r"/api/boards/([0-9a-f]{1,64})", path):
+                found = load_boards(db=self.db, key=m.group(1), **filters)
+                if len(found) == 1:
+                    self._json(found[0].to_dict())
+                elif not found:
+                    self._not_found(f"board {m.group(1)}", True)
+                else:
+                    self._json({"error": f"key prefix {m.group(1)} matches {len(found)} boards",
+                                "keys": [b.key for b in found]}, HTTPStatus.BAD_REQUEST)
+            elif m := re.fullmatch(r"/(api/)?submissions/(\d+)", path):
+                with Store(self.db) as store:
+                    sub = store.submission(int(m.group(2)))
+                if sub is None:
+                    self._not_found(f"submission {m.group(2)}", bool(m.group(1)))
+                elif m.group(1):
+                    self._json(sub)
+                else:
+                    self._send(200, submission_page(sub), "text/html")
+            else:
+                self._not_found(f"page {path}", path.startswith("/api/"))
+        except ValueError as e:  # a bad filter (e.g. since=not-a-date)
+            self._json({"error": str(e)}, HTTPStatus.BAD_REQUEST)
+
+    do_HEAD = do_GET
+
+    def _read_only(self) -> None:
+        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+        self.send_header("Allow", "GET, HEAD")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _read_only
+
+
+def make_server(db: str | Path | None = None, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:
+    """A server bound to `host:port` (port 0 picks a free one: see ``server.server_address``)."""
+    with Store(db) as store:  # create or migrate the file once, up front
+        path = store.path
+    handler = type("Handler", (_Handler,), {"db": path})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_in_thread(db: str | Path | None = None, host: str = "127.0.0.1",
+                    port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+    """Start a server in a daemon thread; returns it and its base URL (tests, notebooks)."""
+    server = make_server(db, host, port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    h, p = server.server_address[:2]
+    return server, f"http://{h}:{p}"

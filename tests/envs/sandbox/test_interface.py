@@ -1,0 +1,59 @@
+"""The `Sandbox.run` interface on every backend, the process backend's refusals, and the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from argym.envs.sandbox import Limits, SandboxUnavailable, make_sandbox
+
+
+def test_run_files_stdin_and_limits(sandbox) -> None:
+    r = sandbox.run(["python", "-c", "import sys; print(open('data.txt').read(), sys.stdin.read())"],
+                    stdin=b"from-stdin", files={"data.txt": "from-file"})
+    assert (r.exit_code, r.timed_out, r.output_truncated) == (0, False, False)
+    assert r.stdout.split() == ["from-file", "from-stdin"] and r.result is None
+    r = sandbox.run(["python", "-c", "import time; time.sleep(30)"], limits=sandbox.limits.with_(timeout_s=1))
+    assert r.timed_out and r.wall_s < 15
+    r = sandbox.run(["python", "-c", "print('x' * 10**6)"], limits=sandbox.limits.with_(output_bytes=1000))
+    assert r.output_truncated and len(r.stdout) <= 1000
+    r = sandbox.run(["python", "-c", "import sys; sys.exit(3)"])
+    assert r.exit_code == 3
+
+
+def test_result_channel_is_separate_from_the_output(sandbox) -> None:
+    code = ("import os, sys\nprint('noise')\nfd = int(os.environ['ARGYM_RESULT_FD'])\n"
+            "os.write(fd, b'RECORD') if fd != 1 else sys.stdout.write('RECORD')")
+    r = sandbox.run(["python", "-c", code], result_channel=True)
+    assert r.result is not None and b"RECORD" in r.result
+
+
+def test_process_backend_refuses_without_bubblewrap(monkeypatch) -> None:
+    import argym.envs.sandbox.process as process
+
+    monkeypatch.setattr(process.shutil, "which", lambda name: None if name == "bwrap" else "/usr/bin/" + name)
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap.*allow_weak=True"):
+        process.ProcessSandbox()
+    weak = process.ProcessSandbox(allow_weak=True, limits=Limits(timeout_s=5))
+    try:
+        r = weak.run(["python", "-c", "print(6 * 7)"])
+        assert r.stdout.strip() == "42"
+    finally:
+        weak.close()
+
+
+def test_unknown_backend() -> None:
+    with pytest.raises(ValueError, match="process' or 'docker"):
+        make_sandbox("vm")
+
+
+def test_cli_sandbox_commands() -> None:
+    out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "build-image" in out.stdout and "cleanup" in out.stdout
+    if os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock"):
+        out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "cleanup"], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode in (0, 2), out.stderr

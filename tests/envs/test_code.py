@@ -1,0 +1,197 @@
+"""argym/Code-v0: task sources, code extraction, grading, multi-turn feedback (DESIGN.md, "Env families").
+
+The hostile-code cases live in tests/envs/sandbox/test_hostile.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import argym
+from argym.envs.code.env import CodeEnv
+from argym.envs.code.grader import extract_code, program_for
+from argym.envs.code.tasks import code_task, code_tasks, functions_source, humaneval_source
+from argym.envs.sandbox import SandboxError
+
+CODE = "argym/Code-v0"
+
+if shutil.which("bwrap") is None:
+    pytestmark = pytest.mark.skipif(os.environ.get("CI") != "true",
+                                    reason="bubblewrap is not installed (apt-get install bubblewrap)")
+
+
+class PassAgent:
+    name = "pass"
+
+    def act(self, messages, env):
+        return "```python\npass\n```"
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = argym.make(CODE, max_attempts=2)
+    yield e
+    e.close()
+
+
+# ---- tasks -----------------------------------------------------------------------
+def test_humaneval_has_164_test_tasks_with_tests_and_solutions() -> None:
+    src = humaneval_source()
+    tasks = src.take("test", None)
+    assert len(tasks) == 164 and src.take("train", None) == []
+    t = src.get("HumanEval/0")
+    assert t.meta["entry_point"] == "has_close_elements" and "def check(candidate)" in t.tests
+    assert "def has_close_elements" in t.prompt[0]["content"] and t.answer.strip()
+    assert "check(" not in t.prompt[0]["content"] and t.answer not in t.prompt[0]["content"]
+
+
+def test_functions_source_splits_train_and_test_disjointly() -> None:
+    src = functions_source(test_size=30)
+    test = src.take("test", None)
+    train = src.take("train", 200)
+    assert len(test) == 30 and all(t.split == "test" for t in test)
+    prompts = lambda ts: {t.prompt[0]["content"] for t in ts}  # noqa: E731
+    assert not prompts(test) & prompts(train)
+    assert src.get(train[5].id) == train[5] and "assert candidate(" in train[5].tests
+
+
+def test_jsonl_source(tmp_path) -> None:
+    rows = [{"prompt": "def sq(x):\n    \"\"\"Square x.\"\"\"\n", "tests": "def check(candidate):\n    assert candidate(3) == 9\n",
+             "entry_point": "sq", "solution": "    return x * x\n", "split": "train"},
+            {"id": "cube", "prompt": "def cube(x):\n", "tests": "def check(candidate):\n    assert candidate(2) == 8\n",
+             "entry_point": "cube"}]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    src = code_tasks(str(path))
+    assert [t.id for t in src.take("all", None)] == ["mine#1", "cube"]
+    e = CodeEnv(tasks=str(path), split="train")
+    e.reset(options={"task_id": "mine#1"})
+    assert e.step(e.oracle_action())[1] == 1.0
+    e.reset(options={"task_id": "cube"})
+    assert e.step("def cube(x):\n    return x ** 3\n")[1] == 1.0  # plain code, no fence
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": "assert True", "entry_point": "f"}) + "\n")
+    with pytest.raises(argym.ConfigError, match="bad.jsonl:1"):
+        code_tasks(str(bad))
+
+
+# ---- extraction -------------------------------------------------------------------
+@pytest.mark.parametrize("text, code", [
+    ("```python\nx = 1\n```", "x = 1\n"),
+    ("prose\n```py\na\n```\nmore\n```python\nb\n```", "b\n"),
+    ("```\nbare\n```", "bare\n"),
+    ("```python\nunclosed\n", "unclosed\n"),
+    ("```bash\nls\n```", "```bash\nls\n```"),
+    ("def f(): return 1", "def f(): return 1"),
+])
+def test_extract_code(text: str, code: str) -> None:
+    assert extract_code(text) == code
+
+
+def test_a_body_continues_the_stub_and_a_function_replaces_it() -> None:
+    t = code_task("t", 'import math\ndef f(x):\n    """Doc."""\n', "def check(candidate):\n    assert True\n", "f")
+    assert program_for(t, "    return x\n").endswith('"""Doc."""\n    return x\n')
+    full = program_for(t, "def f(x):\n    return math.pi\n")
+    assert full.startswith("import math") and full.endswith("def f(x):\n    return math.pi\n")
+
+
+# ---- the env ----------------------------------------------------------------------
+def test_oracle_pass_and_multi_turn_feedback(env) -> None:
+    obs, info = env.reset(options={"task_id": "HumanEval/0"})
+    assert info["split"] == "test" and obs[0]["role"] == "user"
+    obs, reward, terminated, truncated, info = env.step("```python\n    return False\n```")
+    assert (reward, terminated, truncated, info["success"]) == (0.0, False, False, False)
+    v = info["verdict"]
+    assert v["kind"] == "wrong_answer" and v["failed"] >= 1 and v["passed"] >= 1
+    assert "assert candidate(" in v["message"] and obs[-1]["role"] == "user"
+    assert obs[-1]["content"].startswith("A hidden test failed") and len(obs) == 3
+    obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+    assert (reward, terminated, info["success"], info["reward_parts"]) == (1.0, True, True, {"outcome": 1.0})
+    assert info["verdict"]["kind"] == "ok" and info["verdict"]["failed"] == 0
+
+
+def test_last_failed_attempt_terminates_with_the_verdict(env) -> None:
+    env.reset(options={"task_id": "HumanEval/2"})
+    _, _, terminated, _, info = env.step("```python\n    return (\n```")
+    assert not terminated and info["verdict"]["kind"] == "syntax_error"
+    assert "does not parse" in env.unwrapped._messages[-1]["content"]
+    _, reward, terminated, truncated, info = env.step("no code at all, just words")
+    assert (reward, terminated, truncated) == (0.0, True, False) and info["verdict"]["kind"] in ("syntax_error", "no_code")
+
+
+@pytest.mark.parametrize("answer, kind", [
+    ("```python\n    raise ValueError('boom')\n```", "exception"),
+    ("```python\n    return None\n```", "wrong_answer"),
+    ("```python\n\n```", "no_code"),
+    ("```python\ndef other(x):\n    return 1\n```", "wrong_answer"),  # the stub stays: returns None
+])
+def test_failure_kinds(answer: str, kind: str) -> None:
+    e = CodeEnv(timeout_s=3.0)
+    e.reset(options={"task_id": "HumanEval/4"})
+    _, reward, terminated, _, info = e.step(answer)
+    assert (reward, terminated, info["success"], info["verdict"]["kind"]) == (0.0, True, False, kind), info
+
+
+def test_partial_credit_is_the_fraction_of_checks_passed() -> None:
+    t = code_task("p", "def f(x):\n", "def check(candidate):\n    for x in range(4):\n        assert candidate(x) == x\n", "f")
+    e = CodeEnv(tasks=[t], partial_credit=True)
+    e.reset(options={"task_id": "p"})
+    _, reward, _, _, info = e.step("    return 0 if x < 1 else -1\n")
+    assert reward == 0.25 and not info["success"] and (info["verdict"]["passed"], info["verdict"]["failed"]) == (1, 3)
+
+
+def test_a_sandbox_fault_is_an_infrastructure_failure() -> None:
+    class Broken:
+        backend = "broken"
+        limits = argym.envs.sandbox.Limits()
+
+        def run(self, *a, **k):
+            raise SandboxError("no sandbox today")
+
+    from argym.envs.executors import Executors
+
+    e = CodeEnv(executors=Executors(sandbox=Broken()))
+    e.reset(options={"task_id": "HumanEval/0"})
+    _, reward, terminated, _, info = e.step(e.oracle_action())
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+
+
+def test_snapshot_restore_replays_the_verdicts(env) -> None:
+    env.reset(options={"task_id": "HumanEval/0"})
+    env.step("```python\n    return False\n```")
+    state = env.unwrapped.snapshot()
+    fresh = CodeEnv(max_attempts=2)
+    fresh.restore(state)
+    assert fresh._messages == env.unwrapped._messages and fresh.turn == 1
+
+
+def test_procedural_oracle_and_pass_agent() -> None:
+    from argym.agents.evaluate import evaluate
+
+    kw = {"tasks": "functions(test_size=20)"}
+    assert evaluate(CODE, kw, "oracle").mean == 1.0
+    assert evaluate(CODE, kw, PassAgent(), agent_spec="pass").mean == 0.0
+    assert evaluate(CODE, {**kw, "split": "train"}, "oracle", episodes=10).mean == 1.0
+
+
+@pytest.mark.slow
+def test_humaneval_oracle_is_164_of_164_and_pass_is_0() -> None:
+    from argym.agents.evaluate import evaluate
+
+    r = evaluate(CODE, {}, "oracle")
+    assert (r.n, r.mean, r.infra_failures) == (164, 1.0, 0)
+    r = evaluate(CODE, {}, PassAgent(), agent_spec="pass")
+    assert (r.n, r.mean) == (164, 0.0)
+
+
+def test_cli_eval_oracle_smoke() -> None:
+    out = subprocess.run([sys.executable, "-m", "argym.cli", "eval", CODE, "--agent", "oracle", "--episodes", "5"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "1.000" in out.stdout
