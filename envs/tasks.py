@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -198,6 +199,31 @@ def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
             k, v = part.split("=", 1)
             kwargs[k.strip()] = parse_value(v)
     return name, kwargs
+
+
+def resolve_source(tasks: Any, *, row_to_task: Callable[[dict[str, Any], str], Task],
+                   named: Callable[[str, dict[str, Any]], TaskSource], kind: str) -> TaskSource:
+    """The `tasks=` kwarg every env takes, as a task source.
+
+    A `TaskSource` is used as is; a list of `Task` becomes a `ListSource`; a
+    path to a JSONL file is read with `row_to_task(row, default_id)` (default
+    id ``<file stem>#<line>``); any other string is a spec ``name(k=v,...)``
+    that the env's `named(name, kwargs)` resolves.
+    """
+    if isinstance(tasks, TaskSource):
+        return tasks
+    if isinstance(tasks, (list, tuple)):
+        if not tasks or not all(isinstance(t, Task) for t in tasks):
+            raise ConfigError("tasks= as a list must be a non-empty list of argym.Task.")
+        return ListSource(tasks, name="tasks")
+    if isinstance(tasks, os.PathLike) or (isinstance(tasks, str) and (tasks.endswith(".jsonl") or os.path.isfile(tasks))):
+        path = Path(tasks)
+        return read_jsonl(path, lambda row, line: row_to_task(row, f"{path.stem}#{line}"))
+    if not isinstance(tasks, str):
+        raise ConfigError(f"tasks= must be a {kind} source spec, a JSONL path, a TaskSource or a list of Task; "
+                          f"got {type(tasks).__name__}.")
+    name, kwargs = parse_source_spec(tasks)
+    return named(name, kwargs)
 
 
 def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task]) -> ListSource:

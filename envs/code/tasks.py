@@ -19,14 +19,12 @@ Sources (`code_tasks`):
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 from typing import Any
 
 from argym.errors import ConfigError
 from argym.types import Task
-from argym.envs.tasks import ListSource, ProceduralSource, TaskSource, parse_source_spec, read_jsonl
+from argym.envs.tasks import ListSource, ProceduralSource, TaskSource, resolve_source
 
 INSTRUCTION = ("Complete the Python function below. Answer with one ```python code block holding either the "
                "complete function or only its body (indented, continuing the stub).")
@@ -112,19 +110,11 @@ def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
 
 def code_tasks(tasks: Any) -> TaskSource:
     """The `tasks=` kwarg of `CodeEnv` as a task source (see the module docstring)."""
-    if isinstance(tasks, TaskSource):
-        return tasks
-    if isinstance(tasks, (list, tuple)):
-        if not tasks or not all(isinstance(t, Task) for t in tasks):
-            raise ConfigError("tasks= as a list must be a non-empty list of argym.Task.")
-        return ListSource(tasks, name="tasks")
-    if isinstance(tasks, os.PathLike) or (isinstance(tasks, str) and (tasks.endswith(".jsonl") or os.path.isfile(tasks))):
-        path = Path(tasks)
-        return read_jsonl(path, lambda row, line: _jsonl_task(row, f"{path.stem}#{line}"))
-    if not isinstance(tasks, str):
-        raise ConfigError(f"tasks= must be a source spec, a JSONL path, a TaskSource or a list of Task; "
-                          f"got {type(tasks).__name__}.")
-    name, kwargs = parse_source_spec(tasks)
+    return resolve_source(tasks, row_to_task=_jsonl_task, named=lambda name, kwargs: _named_source(tasks, name, kwargs),
+                          kind="code")
+
+
+def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
     try:
         if name == "humaneval" and not kwargs:
             return humaneval_source()

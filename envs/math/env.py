@@ -22,8 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from argym.errors import ConfigError, InfrastructureError
@@ -32,7 +30,7 @@ from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.verifier import BOXED_INSTRUCTION, MathVerifier
-from argym.envs.tasks import ListSource, TaskSource, parse_source_spec, read_jsonl
+from argym.envs.tasks import TaskSource, resolve_source
 
 RETRY_MESSAGE = f"Incorrect, try again. {BOXED_INSTRUCTION}"
 
@@ -105,19 +103,11 @@ class MathEnv(TextEnv):
 
 def math_tasks(tasks: Any) -> TaskSource:
     """The `tasks=` kwarg of `MathEnv` as a task source (see the module docstring)."""
-    if isinstance(tasks, TaskSource):
-        return tasks
-    if isinstance(tasks, (list, tuple)):
-        if not tasks or not all(isinstance(t, Task) for t in tasks):
-            raise ConfigError("tasks= as a list must be a non-empty list of argym.Task.")
-        return ListSource(tasks, name="tasks")
-    if isinstance(tasks, os.PathLike) or (isinstance(tasks, str) and (tasks.endswith(".jsonl") or os.path.isfile(tasks))):
-        path = Path(tasks)
-        return read_jsonl(path, lambda row, line: _jsonl_task(row, f"{path.stem}#{line}"))
-    if not isinstance(tasks, str):
-        raise ConfigError(f"tasks= must be a source spec, a JSONL path, a TaskSource or a list of Task; "
-                          f"got {type(tasks).__name__}.")
-    name, kwargs = parse_source_spec(tasks)
+    return resolve_source(tasks, row_to_task=_jsonl_task, named=lambda name, kwargs: _named_source(tasks, name, kwargs),
+                          kind="math")
+
+
+def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
     if name == "arithmetic":
         try:
             return arithmetic_source(**kwargs)
