@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import gymnasium as gym
@@ -162,17 +161,8 @@ def test_score_all_infra_failures_is_loud():
 
 
 
-def _has_math_env() -> bool:
-    try:
-        return importlib.util.find_spec("argym.envs.math.env") is not None
-    except ModuleNotFoundError:
-        return False
 
 
-needs_math = pytest.mark.skipif(not _has_math_env(), reason="argym.envs.math.env is not there yet")
-
-
-@needs_math
 def test_math_oracle_and_order():
     a = evaluate("argym/Math-v0", {}, "oracle", episodes=10)
     b = evaluate("argym/Math-v0", {}, "oracle", episodes=10)
@@ -180,14 +170,12 @@ def test_math_oracle_and_order():
     assert [e["task_id"] for e in a.episodes] == [e["task_id"] for e in b.episodes]
 
 
-@needs_math
 def test_math_procedural_train_split_needs_episodes():
     with pytest.raises(ConfigError, match="endless"):
         evaluate("argym/Math-v0", {}, "oracle", split="train")
     assert evaluate("argym/Math-v0", {}, "oracle", split="train", episodes=3).n == 3
 
 
-@needs_math
 def test_math_jsonl_split_all_and_episodes_past_the_end(tmp_path):
     path = tmp_path / "qa.jsonl"
     rows = [{"id": f"r{i}", "question": f"What is {i} + 1?", "answer": str(i + 1),

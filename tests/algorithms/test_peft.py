@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from accelerate import Accelerator
 
@@ -29,7 +28,7 @@ def test_gradient_checkpointing_gives_the_same_gradient():
 
 
 def test_lora_trains_only_the_adapters():
-    peft = pytest.importorskip("peft")
+    import peft
     model = peft.get_peft_model(tiny_model(), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
                                                                lora_dropout=0.0))
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}

@@ -245,7 +245,6 @@ def test_unknown_sources_are_config_errors(tmp_path) -> None:
     "reasoning_gym/gsm_symbolic", "reasoning_gym/fraction_simplification",
 ])
 def test_reasoning_gym_oracle_verifies(spec: str, verifier: MathVerifier) -> None:
-    pytest.importorskip("reasoning_gym")
     env = gym.make(MATH, tasks=spec)
     src = env.unwrapped.tasks
     assert src.name == spec
@@ -267,7 +266,6 @@ def test_reasoning_gym_missing_names_the_extra(monkeypatch) -> None:
 
 
 def test_reasoning_gym_errors() -> None:
-    pytest.importorskip("reasoning_gym")
     with pytest.raises(argym.ConfigError, match="chain_sum"):
         MathEnv(tasks="reasoning_gym/chain_summ")
     with pytest.raises(argym.ConfigError, match="rejects the config"):
