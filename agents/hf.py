@@ -8,6 +8,7 @@ them; the learner recomputes π_old anyway).
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ import torch
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
 from argym.errors import ConfigError
+
+ADAPTER_DIR = "adapter"
+"""Where a LoRA policy's checkpoint keeps its adapter, inside the merged checkpoint directory."""
 
 
 def load_tokenizer(path: str | Path) -> Any:
@@ -62,7 +66,13 @@ class HFPolicy:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one bar per checkpoint drowns the run's own progress
-        self.model.save_pretrained(path)
+        if hasattr(self.model, "peft_config"):
+            # LoRA: `path` stays an ordinary (merged) checkpoint that every agent loads; the
+            # adapter goes beside it for resuming (algorithms/lora.py)
+            self.model.save_pretrained(Path(path) / ADAPTER_DIR)
+            copy.deepcopy(self.model).merge_and_unload().save_pretrained(path)
+        else:
+            self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
 
     @property

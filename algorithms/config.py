@@ -52,12 +52,25 @@ class PolicyConfig:
     """Recompute activations in the backward pass (less memory, ~30% more compute), as TRL's option."""
     mixed_precision: str = "no"
     """Autocast of the forward passes: no | bf16 | auto (bf16 where the device supports it, i.e. a recent GPU)."""
+    lora_r: int = 0
+    """LoRA rank through peft (TRL's `lora_r`); 0 trains all weights. The adapters wrap the policy before the
+    warm start, so the base weights stay as built; the KL reference is the policy with its adapters off."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (TRL's default)."""
+    lora_dropout: float = 0.05
+    """Dropout on the LoRA input (TRL's default)."""
+    lora_target_modules: list[str] | None = None
+    """Module names to adapt, e.g. [q_proj, v_proj]; None: every linear layer but the output head."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("tiny", "hf"):
             raise ConfigError(f"policy.kind must be 'tiny' or 'hf', got {self.kind!r}.")
         if self.mixed_precision not in ("no", "bf16", "auto"):
             raise ConfigError(f"policy.mixed_precision must be no, bf16 or auto, got {self.mixed_precision!r}.")
+        if isinstance(self.lora_target_modules, str):  # a command-line override: "q_proj,v_proj" or "[q_proj, v_proj]"
+            self.lora_target_modules = [m.strip() for m in self.lora_target_modules.strip("[]").split(",") if m.strip()]
+        if self.lora_r < 0:
+            raise ConfigError(f"policy.lora_r must be >= 0 (0: no LoRA), got {self.lora_r}.")
         if self.kind == "hf" and not self.path:
             raise ConfigError("policy.kind is 'hf' but policy.path is empty; set policy.path=DIR.")
 

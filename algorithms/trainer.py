@@ -22,13 +22,14 @@ import torch
 import yaml
 
 from argym.agents.evaluate import evaluate
-from argym.agents.hf import HFPolicy
+from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig
 from argym.algorithms.learner import Learner
+from argym.algorithms.lora import AdapterOffReference, apply_lora
 from argym.algorithms.metrics import MetricsLog, plot_learning_curve
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.value import Critic, ValueModel
@@ -54,13 +55,24 @@ def _mixed_precision(setting: str) -> str:
 
 
 def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
-    """The policy from the checkpoint if resuming, else freshly built or loaded."""
-    if checkpoint is not None:
-        return HFPolicy.load(checkpoint / "policy")
-    if cfg.policy.kind == "tiny":
+    """The policy from the checkpoint if resuming, else freshly built or loaded.
+
+    With LoRA the base is always rebuilt from the config (its weights never
+    train) and the adapters come fresh or from the checkpoint's `policy/adapter/`.
+    """
+    pc = cfg.policy
+    if checkpoint is not None and pc.lora_r == 0:
+        return HFPolicy.load(checkpoint / "policy", dtype=pc.dtype)
+    if pc.kind == "tiny":
         tok = build_tiny_tokenizer()
-        return HFPolicy(build_tiny_model(tok, cfg.policy.tiny, seed=cfg.seed), tok, name="tiny")
-    return HFPolicy.load(cfg.policy.path, dtype=cfg.policy.dtype)
+        policy = HFPolicy(build_tiny_model(tok, pc.tiny, seed=cfg.seed), tok, name="tiny")
+    else:
+        policy = HFPolicy.load(pc.path, dtype=pc.dtype)
+    if pc.lora_r > 0:
+        adapter = checkpoint / "policy" / ADAPTER_DIR if checkpoint is not None else None
+        policy.model = apply_lora(policy.model, pc.lora_r, pc.lora_alpha, pc.lora_dropout, pc.lora_target_modules,
+                                  adapter_dir=adapter)
+    return policy
 
 
 class Trainer:
@@ -87,8 +99,7 @@ class Trainer:
         self.step = 0
         if state is None and cfg.warm_start.steps > 0:
             self._warm_start()
-        # GRPO's KL term needs a frozen copy of the policy as it starts RL (after the warm start)
-        ref_model = copy.deepcopy(self.policy.model) if cfg.algorithm.kl_coef > 0 else None
+        ref_model = self._reference(resumed=state is not None) if cfg.algorithm.kl_coef > 0 else None
         # VAPO: a value model on the policy's architecture with its own weights and lr
         critic = (Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
                   if cfg.algorithm.advantage == "gae" else None)
@@ -111,6 +122,28 @@ class Trainer:
                                     max_total_tokens=cfg.rollout.max_total_tokens)
         if state is None and critic is not None and cfg.algorithm.value_pretrain_steps > 0:
             self._pretrain_value()
+
+    def _reference(self, resumed: bool) -> torch.nn.Module:
+        """GRPO's KL reference: the policy as it starts RL (after the warm start), frozen.
+
+        It is saved once in `run_dir/reference/`, so a resumed run keeps the same
+        reference rather than copying the resumed policy. A LoRA policy needs no
+        copy: its reference is the same model with the adapters off.
+        """
+        if self.cfg.policy.lora_r > 0:
+            return AdapterOffReference(self.policy.model)
+        path = self.run_dir / "reference"
+        if resumed:
+            if (path / "config.json").is_file():
+                from transformers import AutoModelForCausalLM
+
+                return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.cfg.policy.dtype)).to(
+                    self.accelerator.device)
+            self.console.print(f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]")
+        ref = copy.deepcopy(self.policy.model)
+        if not resumed:
+            ref.save_pretrained(path)
+        return ref
 
     def _check_config(self) -> None:
         """A run dir belongs to one config: resuming with another would mix two runs."""

@@ -85,10 +85,15 @@ def _params(run_dir):
     return {k: v.clone() for k, v in HFPolicy.load(Path(run_dir) / "checkpoint" / "policy").model.state_dict().items()}
 
 
-def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("extra", [
+    [],
+    ["algorithm.kl_coef=0.05"],  # the KL reference must be the one RL started from, not the resumed policy
+    ["policy.lora_r=4", "algorithm.kl_coef=0.05"],  # LoRA: base rebuilt, adapters reloaded, reference = adapters off
+], ids=["full", "kl", "lora-kl"])
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, extra):
     # An entropy bonus gives every step a gradient even when no sample is rewarded, so a resume
-    # that reloaded anything differently (weights, tokenizer, optimizer, RNG) would show.
-    cfg = SMALL + ["steps=4", "algorithm.entropy_coef=0.01"]
+    # that reloaded anything differently (weights, tokenizer, optimizer, RNG, reference) would show.
+    cfg = SMALL + ["steps=4", "algorithm.entropy_coef=0.01"] + extra
     straight = load_config(None, cfg + [f"out_dir={tmp_path / 'a'}"])
     _fit(straight)
     killed = load_config(None, cfg + [f"out_dir={tmp_path / 'b'}"])
@@ -110,6 +115,27 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     for x, y in zip(ra, rb):
         for key in ("train/reward", "train/loss", "train/entropy", "train/response_tokens"):
             assert x[key] == y[key], (key, x["step"])
+
+
+def test_lora_checkpoint_is_an_ordinary_merged_model(tmp_path):
+    """With LoRA only the adapters train; the checkpoint's policy/ loads without peft and computes the same logits."""
+    from argym.agents.hf import ADAPTER_DIR, HFPolicy
+
+    cfg = load_config(None, SMALL + ["steps=1", "policy.lora_r=4", "policy.lora_dropout=0.0",
+                                     "policy.lora_target_modules=[q_proj, v_proj]", f"out_dir={tmp_path}"])
+    trainer = _fit(cfg)
+    model = trainer.policy.model
+    trained = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trained and all("lora_" in n for n in trained)
+    assert (tmp_path / "checkpoint" / "policy" / ADAPTER_DIR / "adapter_config.json").is_file()
+    merged = HFPolicy.load(tmp_path / "checkpoint" / "policy").model
+    assert not hasattr(merged, "peft_config")
+    ids = torch.tensor([[1, 5, 9, 12, 7]])
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5, rtol=1e-4)
+        with model.disable_adapter():  # the adapters did learn something
+            assert not torch.allclose(model(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-6)
 
 
 def test_run_dir_refuses_another_config(tmp_path):
