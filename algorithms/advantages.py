@@ -138,7 +138,7 @@ def reinforce_pp_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerCo
     """REINFORCE++: the return (here the outcome reward, γ = 1), whitened over the batch.
 
     Â = (G − mean_batch G) / std_batch G  (arXiv 2501.03262 eq. 7; global, not per group).
-    Simplification: the batch is this process's batch (not all processes').
+    Under several processes the learner passes every process's rewards (`Learner._global_sequence_advantages`).
     """
     return whiten(rewards, config.adv_eps)
 

@@ -281,8 +281,31 @@ class Learner:
         if getattr(self.advantage_fn, "token_level", False):
             adv = self.advantage_fn(dataclasses.replace(batch, token_rewards=token_rewards), cfg)
             return adv.float() * mask  # (B, L-1)
-        adv = self.advantage_fn(rewards, batch.group_ids, cfg).float()  # (B,)
+        adv = self._global_sequence_advantages(rewards, batch.group_ids).float()  # (B,)
         return adv[:, None] * mask  # (B, L-1)
+
+    def _global_sequence_advantages(self, rewards: Tensor, group_ids: Tensor) -> Tensor:
+        """The sequence-level estimator over the rewards of *all* processes, this process's rows back.
+
+        Batch-wide statistics (REINFORCE++'s whitening, arXiv 2501.03262 eq. 7) must be
+        global, so one process's share of the batch gives the single-process result;
+        group ids are made unique per process, since each numbers its groups from 0.
+        """
+        acc, cfg = self.accelerator, self.config
+        if acc.num_processes == 1:
+            return self.advantage_fn(rewards, group_ids, cfg)
+        n = torch.tensor([len(rewards)], device=rewards.device)
+        sizes = acc.gather(n).tolist()  # (P,) rows per process
+        width = max(sizes)
+        r = acc.gather(acc.pad_across_processes(rewards, dim=0)).view(len(sizes), width)
+        g = acc.gather(acc.pad_across_processes(group_ids, dim=0)).view(len(sizes), width)
+        span = int(g.max().item()) + 1
+        g = g + span * torch.arange(len(sizes), device=g.device)[:, None]  # (P, width), unique per process
+        rows = [(k, i) for k, size in enumerate(sizes) for i in range(size)]
+        ks, is_ = torch.tensor([k for k, _ in rows]), torch.tensor([i for _, i in rows])
+        adv = self.advantage_fn(r[ks, is_], g[ks, is_], cfg)  # over every process's rows, in process order
+        start = sum(sizes[:acc.process_index])
+        return adv[start:start + len(rewards)]
 
     def backward_minibatch(self, mini: TrainBatch) -> dict[str, Tensor] | None:
         """Set `.grad` to the gradient of one mini-batch's loss; no optimizer step.

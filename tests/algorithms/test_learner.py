@@ -322,7 +322,7 @@ LAUNCH_SCRIPT = textwrap.dedent('''
     rank, world = acc.process_index, acc.num_processes
     assert world == int(sys.argv[2]), (world, sys.argv[2])
     mine = [t for t in random_trajs(12, group_size=3) if t.group % world == rank]
-    for name in ("grpo", "dapo", "gspo", "drgrpo"):
+    for name in ("grpo", "dapo", "gspo", "drgrpo", "reinforce++"):
         base = get_preset(name).learner
         cfg = LearnerConfig(**{{**base.__dict__, "lr": 1e-3, "micro_batch_size": 2, "num_minibatches": 2,
                                 "ppo_epochs": 2, "shuffle": False, "kl_coef": 0.0, "loss_agg_constant": 16.0}})
@@ -336,7 +336,7 @@ LAUNCH_SCRIPT = textwrap.dedent('''
 @pytest.mark.slow
 def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
     """`accelerate launch` with 2 CPU processes (gloo): a whole update (2 epochs × 2 mini-batches,
-    AdamW, grad clipping) of the GRPO, DAPO, GSPO and Dr.GRPO presets ends at the single-process
+    AdamW, grad clipping) of the GRPO, DAPO, GSPO, Dr.GRPO and REINFORCE++ presets ends at the single-process
     parameters to 1e-5. Each process holds whole groups, so group advantages agree; mini-batches
     are split per process (rows 0..k of each), i.e. the same global rows as the single process."""
     import shutil
@@ -353,7 +353,7 @@ def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
                                "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(tmp_path), str(n)],
                               timeout=300, capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in ("grpo", "dapo", "gspo", "drgrpo"):
+    for name in ("grpo", "dapo", "gspo", "drgrpo", "reinforce++"):  # reinforce++: whitening over all processes
         single, loss1 = torch.load(tmp_path / f"{name}_1_0.pt")
         for rank in (0, 1):
             params, loss2 = torch.load(tmp_path / f"{name}_2_{rank}.pt")
