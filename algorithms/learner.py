@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from argym.algorithms.advantages import ADVANTAGES, gae, group_moments
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
+from argym.algorithms.prefix import place, plan_shared_prefix, shared_prefix_logits
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
@@ -104,6 +105,9 @@ class LearnerConfig:
     """Clip of the value update around the old values (PPO's clipped value loss); None: off."""
     value_pretrain_steps: int = 50
     """Critic steps on Monte-Carlo returns of the initial policy before any policy update (VAPO §3.1)."""
+    share_prompt_forward: bool = True
+    """Run each group's shared prompt once per micro-batch and reuse its key/value cache for the
+    group's samples (algorithms/prefix.py); same log-probs and gradients, fewer tokens."""
     shuffle: bool = True
     """Shuffle trajectories into mini-batches each epoch (seeded by `seed`)."""
     seed: int = 0
@@ -190,17 +194,34 @@ class Learner:
         H = logsumexp(z/T) − Σ softmax(z/T)·z/T reuses the same logits, without
         grad unless `entropy_grad` (an entropy bonus is being trained).
         """
-        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                       use_cache=False).logits[:, :-1]  # (b, l-1, V): position t predicts t+1
+        plan = plan_shared_prefix(mb) if self._shares_prefix(model) else None
+        if plan is None:
+            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
+                           use_cache=False).logits[:, :-1]  # (b, l-1, V): position t predicts t+1
+            return self._logp_entropy(logits, mb.input_ids[:, 1:], entropy, entropy_grad)
+        logits, targets, columns, valid = shared_prefix_logits(model, mb, plan)  # (b, s, V)
+        logp, h = self._logp_entropy(logits, targets, entropy, entropy_grad)
+        width = mb.input_ids.shape[1] - 1
+        return place(logp, columns, valid, width), (place(h, columns, valid, width) if h is not None else None)
+
+    def _shares_prefix(self, model: nn.Module) -> bool:
+        """Group prompts run once (algorithms/prefix.py) unless turned off or the model recomputes
+        activations (gradient checkpointing keeps no key/value cache)."""
+        inner = self.accelerator.unwrap_model(model)
+        name = "is_activation_checkpointing" if hasattr(type(inner), "is_activation_checkpointing") \
+            else "is_gradient_checkpointing"  # renamed in transformers 5.24
+        return self.config.share_prompt_forward and not getattr(inner, name, False)
+
+    def _logp_entropy(self, logits: Tensor, targets: Tensor, entropy: bool,
+                      entropy_grad: bool) -> tuple[Tensor, Tensor | None]:
         logits = logits.float() / self.config.temperature
-        log_z = torch.logsumexp(logits, dim=-1)  # (b, l-1)
-        targets = mb.input_ids[:, 1:, None]  # (b, l-1, 1)
-        logp = logits.gather(-1, targets).squeeze(-1) - log_z  # (b, l-1)
+        log_z = torch.logsumexp(logits, dim=-1)  # (b, l)
+        logp = logits.gather(-1, targets[..., None]).squeeze(-1) - log_z  # (b, l)
         if not entropy:
             return logp, None
         z, lz = (logits, log_z) if entropy_grad else (logits.detach(), log_z.detach())
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            h = lz - (torch.softmax(z, dim=-1) * z).sum(dim=-1)  # (b, l-1)
+            h = lz - (torch.softmax(z, dim=-1) * z).sum(dim=-1)  # (b, l)
         return logp, h
 
     def state_dict(self) -> dict[str, Any]:
