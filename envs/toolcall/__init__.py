@@ -1,0 +1,1 @@
+"""`argym/ToolCall-v0`: BFCL tasks and executable multi-step tool tasks."""

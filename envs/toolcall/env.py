@@ -1,0 +1,247 @@
+"""`argym/ToolCall-v0`: call tools, read their results, answer.
+
+The system message lists the task's tools as OpenAI function schemas and says
+how to call them. Each turn the agent either calls tools, in any form
+`argym.envs.tools.calls` reads (OpenAI ``tool_calls`` on a message dict,
+OpenAI-style JSON as the text, Hermes/Qwen ``<tool_call>`` tags), or answers
+in plain text. Two task sources (``tasks=``):
+
+- ``executable(test_size=200[, kinds=a+b])`` (default): multi-step tasks with
+  real tools (`argym.envs.toolcall.tools`); each call runs and its result comes
+  back as a ``tool`` message; a turn without calls is the final answer, graded
+  against the task's answer (numbers by value, the last number in the text;
+  weekdays by name; where the task asks to save a value, the key-value store
+  must hold it). Reward 1 for a correct answer; ``info["reward_parts"]``
+  also has ``format`` (``format_weight`` × the turn's calls were all valid)
+  and ``calls`` (``call_weight`` × the number of calls), 0 by default.
+- ``bfcl``, ``bfcl/CATEGORY`` or ``bfcl(categories=a+b, per_category=N)``:
+  BFCL's single-turn categories (`argym.envs.toolcall.bfcl`); one turn, graded
+  by argym's AST checker against BFCL's possible answers (irrelevance: no call).
+
+Bad calls (malformed JSON, trailing text, unknown tools, missing or mistyped
+arguments, 10,000 calls, deep nesting, huge strings, a tool that raises or
+runs past ``timeout_s``) are answered with an error that says what was wrong,
+and the episode goes on until ``max_turns`` (then reward 0). Only a sandbox
+that cannot start or run is an infrastructure failure (the episode ends, marked).
+
+Example::
+
+    env = argym.make("argym/ToolCall-v0")
+    obs, info = env.reset(seed=0)   # [system (tools), user (question)]
+    obs, r, term, trunc, info = env.step('<tool_call>{"name": "search_docs", "arguments": {"query": "Deleskford"}}</tool_call>')
+    # obs[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "search_docs", "content": "[doc-00] Deleskford: ..."}
+    obs, r, term, trunc, info = env.step("The population is 27503.")
+    # r == 1.0 if that answers the question; info["verdict"] == {"answer": "27503", "expected": "27503", ...}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from argym.errors import ConfigError
+from argym.types import Message, Task
+from argym.envs.base import Reply, TextEnv
+from argym.envs.sandbox.base import Sandbox, SandboxError, SandboxUnavailable, episode_sandbox
+from argym.envs.tasks import TaskSource, resolve_source
+from argym.envs.tools.calls import (CallLimits, ToolCall, check_call, format_calls, parse_tool_calls,
+                                    tool_message)
+from argym.envs.toolcall import bfcl
+from argym.envs.toolcall.bfcl_checker import check_calls
+from argym.envs.toolcall.executable import WEEKDAYS, executable_source
+from argym.envs.toolcall.tools import TOOLS, ToolContext, ToolError
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+PROMPT = ("You can call these tools (OpenAI function schemas):\n{schemas}\n\n"
+          "To call tools, reply with one <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call> block per "
+          "call (or the JSON object, or a list of them, alone). Results come back as tool messages. {finish}")
+SHORT_PROMPT = ("Tools: {names}. Call one with <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>. "
+                "{finish}")
+FINISH_EXECUTABLE = "When you know the answer, reply with it in plain text and no tool call."
+FINISH_BFCL = "Reply with the call(s) that answer the request; if no tool fits it, reply in plain text."
+
+
+def toolcall_tasks(tasks: Any) -> TaskSource:
+    """The `tasks=` kwarg: ``executable(...)``, ``bfcl``, ``bfcl/CATEGORY``, ``bfcl(categories=..., per_category=N)``."""
+    def named(name: str, kwargs: dict[str, Any]) -> TaskSource:
+        if name == "executable":
+            return executable_source(**kwargs)
+        if name == "bfcl" or name.startswith("bfcl/"):
+            cats = kwargs.pop("categories", None) or (name.split("/", 1)[1] if "/" in name else None)
+            if isinstance(cats, str):
+                cats = cats.split("+")
+            unknown = set(kwargs) - {"per_category"}
+            if unknown:
+                raise ConfigError(f"bfcl takes categories= and per_category=, not {sorted(unknown)}.")
+            return bfcl.bfcl_source(cats, kwargs.get("per_category"))
+        raise ConfigError(f"Unknown ToolCall task source {name!r}; use executable(test_size=N), bfcl, "
+                          f"bfcl/CATEGORY (one of {', '.join(bfcl.CATEGORIES)}) or bfcl(categories=a+b).")
+
+    def row(row: dict[str, Any], default_id: str) -> Task:
+        raise ConfigError("ToolCall tasks come from `executable` or `bfcl`; JSONL task files are not supported.")
+
+    return resolve_source(tasks, row_to_task=row, named=named, kind="ToolCall")
+
+
+class ToolCallEnv(TextEnv):
+    """Tool calling: BFCL's single-turn categories and executable multi-step tasks.
+
+    ``schemas_in_prompt=False`` names the tools in the system message without
+    their schemas: for agents whose chat template renders ``tools=`` itself
+    (the rollout engine passes ``task.tools``), and for small contexts.
+
+    `info["verdict"]` keys: ``calls`` (names called this turn), ``errors`` (what
+    was wrong), ``format_ok``; on the final turn ``answer`` and ``expected``
+    (executable) or ``check`` (BFCL's AST verdict) and ``category``.
+    """
+
+    def __init__(self, tasks: Any = "executable", split: str = "test", max_turns: int = 8,
+                 timeout_s: float = 5.0, sandbox: str | Sandbox = "process", format_weight: float = 0.0,
+                 call_weight: float = 0.0, oracle_style: str = "hermes", schemas_in_prompt: bool = True,
+                 render_mode: str | None = None, executors: Any = None):
+        if not timeout_s or float(timeout_s) <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}.")
+        if oracle_style not in ("hermes", "json", "openai"):
+            raise ConfigError(f"oracle_style must be hermes, json or openai, got {oracle_style!r}.")
+        self.timeout_s = float(timeout_s)
+        self.format_weight = float(format_weight)
+        self.call_weight = float(call_weight)
+        self.oracle_style = oracle_style
+        self.schemas_in_prompt = bool(schemas_in_prompt)
+        self.limits = CallLimits()
+        self._sandbox_spec = sandbox
+        self._ctx = ToolContext()
+        self._calls_made = 0
+        super().__init__(tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode,
+                         executors=executors)
+
+    def load_tasks(self, tasks: Any) -> TaskSource:
+        return toolcall_tasks(tasks)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The engine's shared sandbox if it handed one in, else the process-wide one of the named backend."""
+        return episode_sandbox(self.executors, self._sandbox_spec)
+
+    def begin(self, task: Task) -> list[Message]:
+        if not task.tools and task.meta.get("source") != "bfcl":  # a few BFCL irrelevance tasks offer no tool
+            raise ConfigError(f"ToolCall task {task.id!r} has no tools.")
+        self._ctx = ToolContext(store=dict(task.meta.get("store") or {}), sandbox=lambda: self.sandbox,
+                                timeout_s=self.timeout_s)
+        self._calls_made = 0
+        finish = FINISH_BFCL if task.meta.get("source") == "bfcl" else FINISH_EXECUTABLE
+        if self.schemas_in_prompt:
+            system = PROMPT.format(schemas="\n".join(json.dumps(t) for t in task.tools or ()) or "(none)", finish=finish)
+        else:  # the agent's chat template renders `task.tools` itself (or the context is small)
+            names = ", ".join((t.get("function") or t).get("name", "?") for t in task.tools or ()) or "none"
+            system = SHORT_PROMPT.format(names=names, finish=finish)
+        messages = [dict(m) for m in task.prompt]
+        if messages and messages[0].get("role") == "system":  # BFCL live tasks bring their own system message
+            messages[0]["content"] = system + "\n\n" + str(messages[0].get("content", ""))
+            return messages  # type: ignore[return-value]
+        return [{"role": "system", "content": system}, *messages]  # type: ignore[list-item]
+
+    def respond(self, action: Message) -> Reply:
+        turn = parse_tool_calls(action, self.limits)
+        if self.task.meta.get("source") == "bfcl":
+            return self._grade_bfcl(turn)
+        verdict: dict[str, Any] = {"calls": [c.name for c in turn.calls], "errors": list(turn.errors),
+                                   "format_ok": turn.ok}
+        if turn.is_final_answer:
+            return self._final(turn.text, verdict)
+        messages: list[Message] = []
+        if turn.errors:
+            messages.append({"role": "user", "content": "Your tool call could not be read; nothing was run for it: "
+                             + " ".join(turn.errors)})
+        try:
+            for call in turn.calls:
+                messages.append(tool_message(call, self._run(call, verdict)))
+        except (SandboxError, SandboxUnavailable) as e:  # the sandbox could not run: a harness fault
+            verdict["errors"].append(f"infrastructure: {e}")
+            return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, verdict=verdict,
+                         infra_failure=True)
+        verdict["format_ok"] = not verdict["errors"]
+        self._calls_made += len(turn.calls)
+        return Reply(messages=messages, reward_parts=self._shaping(verdict), verdict=verdict)
+
+    def _run(self, call: ToolCall, verdict: dict[str, Any]) -> str:
+        problem = check_call(call, self.task.tools or ())
+        if problem is None and call.name not in TOOLS:
+            problem = f"The tool '{call.name}' cannot run in this env."
+        if problem is None:
+            try:
+                return TOOLS[call.name].run(call.arguments, self._ctx)
+            except ToolError as e:
+                problem = f"{call.name} failed: {e}"
+            except (SandboxError, SandboxUnavailable):
+                raise
+            except Exception as e:  # a tool's own bug on odd arguments is still the agent's failure to avoid
+                problem = f"{call.name} failed: {type(e).__name__}: {e}"
+        verdict["errors"].append(problem)
+        return f"Error: {problem}"
+
+    def _shaping(self, verdict: dict[str, Any]) -> dict[str, float]:
+        return {"format": self.format_weight * float(verdict["format_ok"]),
+                "calls": self.call_weight * len(verdict["calls"])}
+
+    def _final(self, text: str, verdict: dict[str, Any]) -> Reply:
+        expected = str(self.task.answer)
+        if self.task.meta.get("answer_type") == "weekday":
+            named = [d for d in WEEKDAYS if re.search(rf"\b{d}\b", text, re.IGNORECASE)]
+            answer = named[0] if len(named) == 1 else ", ".join(named)
+            correct = named == [expected]
+        else:
+            numbers = _NUMBER.findall(text)
+            answer = numbers[-1].replace(",", "") if numbers else ""
+            try:
+                correct = bool(answer) and abs(float(answer) - float(expected)) <= 1e-6 * max(1.0, abs(float(expected)))
+            except ValueError:
+                correct = False
+        verdict.update(answer=answer, expected=expected, correct=correct, total_calls=self._calls_made)
+        success = correct
+        expect_store = self.task.meta.get("expect_store") or {}
+        if expect_store:  # the task also asked for values to be saved in the key-value store
+            verdict["store_ok"] = all(str(self._ctx.store.get(k, "")).strip() == v for k, v in expect_store.items())
+            success = correct and verdict["store_ok"]
+        parts = {"outcome": 1.0 if success else 0.0, **self._shaping(verdict)}
+        return Reply(reward_parts=parts, terminated=True, success=success, verdict=verdict)
+
+    def _grade_bfcl(self, turn: Any) -> Reply:
+        verdict: dict[str, Any] = {"calls": [c.name for c in turn.calls], "errors": list(turn.errors),
+                                   "format_ok": turn.ok, "category": self.task.meta["category"]}
+        if turn.errors:
+            result_ok, why = False, "the calls could not be read: " + " ".join(turn.errors)
+        else:
+            res = check_calls(self.task.meta["functions"], [(c.name, c.arguments) for c in turn.calls],
+                              self.task.meta["ground_truth"])
+            result_ok, why = res.valid, res.error
+        verdict["check"] = why or "ok"
+        parts = {"outcome": 1.0 if result_ok else 0.0, **self._shaping(verdict)}
+        return Reply(reward_parts=parts, terminated=True, success=result_ok, verdict=verdict)
+
+    def oracle_action(self) -> str | Message:
+        task = self.task
+        if task.meta.get("source") == "bfcl":
+            calls = bfcl.oracle_calls(task)
+            if not calls:
+                return "None of the available tools can do this."
+            return format_calls([ToolCall(n, a, f"call_{i}") for i, (n, a) in enumerate(calls)], self.oracle_style)
+        plan = task.meta["plan"]
+        done = sum(1 for m in self._messages if m.get("role") == "assistant")
+        if done < len(plan):
+            calls = [ToolCall(c["name"], c["arguments"], f"call_{done}_{i}") for i, c in enumerate(plan[done])]
+            return format_calls(calls, self.oracle_style)
+        return f"The answer is {task.answer}."
+
+    def grader_versions(self) -> dict[str, str]:
+        """BFCL's data version and a hash of argym's checker (BFCL); a hash of the tools (executable tasks)."""
+        import hashlib
+        from pathlib import Path
+
+        here = Path(__file__).parent
+        if getattr(self.tasks, "name", "").startswith("bfcl"):
+            checker = hashlib.sha256((here / "bfcl_checker.py").read_bytes()).hexdigest()[:12]
+            return {"bfcl-eval": bfcl.BFCL_VERSION, "argym-bfcl-checker": checker}
+        tools = hashlib.sha256((here / "tools.py").read_bytes() + (here / "env.py").read_bytes()).hexdigest()[:12]
+        return {"argym-toolcall-tools": tools}

@@ -1,0 +1,227 @@
+"""argym/ToolCall-v0 on the executable source: real tools, every call form, bad input, oracle and random agents."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+
+import argym
+from argym.agents.scripted import OracleAgent, RandomAgent
+from argym.envs.sandbox.base import Sandbox, SandboxError
+from argym.envs.toolcall.executable import KINDS, executable_source, make_task
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+                                 reason="bubblewrap is not installed (apt-get install bubblewrap)")
+
+
+def _call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def _play(env, agent, task):
+    obs, _ = env.reset(options={"task": task})
+    while True:
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs, env))
+        if terminated or truncated:
+            return obs, reward, info
+
+
+def _task(kind: str, split: str = "test"):
+    return executable_source(test_size=3, kinds=kind).take(split, 1)[0]
+
+
+@pytest.fixture
+def env():
+    e = argym.make("argym/ToolCall-v0", tasks="executable(test_size=40)", timeout_s=2.0)
+    yield e
+    e.close()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("style", ["hermes", "json", "openai"])
+def test_oracle_solves_every_kind_in_every_call_form(style):
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=40)", oracle_style=style)
+    tasks = [_task(k) for k in KINDS] + env.unwrapped.tasks.take("test", 20)
+    for task in tasks:
+        obs, reward, info = _play(env, OracleAgent(), task)
+        assert (reward, info["success"]) == (1.0, True), (task.id, obs[-3:])
+        assert 2 <= info["verdict"]["total_calls"] <= 6
+        assert any(m["role"] == "tool" for m in obs) and obs[0]["role"] == "system"
+
+
+def test_random_agent_scores_near_zero(env):
+    agent = RandomAgent(seed=0)
+    wins = sum(_play(env, agent, t)[2]["success"] for t in env.unwrapped.tasks.take("test", 40))
+    assert wins <= 1
+
+
+def test_system_message_lists_the_tools_and_the_call_forms(env):
+    obs, _ = env.reset(options={"task": _task("order_total")})
+    system = obs[0]["content"]
+    assert '"name": "kv_get"' in system and '"name": "calculator"' in system and "<tool_call>" in system
+    assert '"name": "python"' not in system  # only the task's tools
+    assert obs[1]["role"] == "user" and "price:" in obs[1]["content"]
+
+
+def test_a_worked_episode_with_real_tools(env):
+    task = _task("order_total")
+    env.reset(options={"task": task})
+    store = task.meta["store"]
+    key = next(iter(store))
+    obs, reward, terminated, truncated, info = env.step(_call("kv_get", key=key))
+    assert obs[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "kv_get", "content": store[key]}
+    assert (reward, terminated, truncated) == (0.0, False, False) and info["verdict"]["format_ok"]
+    obs, *_ = env.step({"role": "assistant", "content": "", "tool_calls": [
+        {"id": "abc", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6 * (3 + 4)"}'}}]})
+    assert obs[-1]["tool_call_id"] == "abc" and obs[-1]["content"] == "42"
+    _, _, terminated, _, info = env.step(f"The total is {int(task.answer):,}.")  # right, but not saved yet
+    assert terminated and not info["success"] and info["verdict"]["correct"] is True
+    assert info["verdict"]["answer"] == task.answer and info["verdict"]["store_ok"] is False
+    env.reset(options={"task": task})
+    env.step(_call("kv_set", key="order:total", value=task.answer))
+    obs, reward, terminated, truncated, info = env.step(f"The total is {int(task.answer):,}.")
+    assert (reward, terminated, info["success"]) == (1.0, True, True) and info["verdict"]["total_calls"] == 1
+    assert info["reward_parts"] == {"outcome": 1.0, "format": 0.0, "calls": 0.0}  # shaping off by default
+
+
+def test_wrong_final_answer_scores_zero(env):
+    task = _task("order_total")
+    env.reset(options={"task": task})
+    _, reward, terminated, _, info = env.step(f"It costs {int(task.answer) + 1}.")
+    assert (reward, terminated, info["success"]) == (0.0, True, False)
+
+
+def test_weekday_answers_must_name_one_day(env):
+    task = _task("anniversary_weekday")
+    other = next(d for d in ("Monday", "Tuesday") if d != task.answer)
+    for text, ok in ((f"It was a {task.answer}.", True), (f"{task.answer} or {other}", False), ("no idea", False)):
+        env.reset(options={"task": task})
+        assert env.step(text)[4]["success"] is ok
+
+
+def test_shaping_weights_add_format_and_call_parts():
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", format_weight=0.1, call_weight=-0.01)
+    env.reset(options={"task": _task("order_total")})
+    _, reward, _, _, info = env.step(_call("kv_get", key="nope") + _call("calculator", expression="1+1"))
+    assert info["reward_parts"] == {"format": 0.0, "calls": -0.02} and reward == pytest.approx(-0.02)
+    _, reward, _, _, info = env.step(_call("calculator", expression="2+2"))
+    assert info["reward_parts"] == {"format": 0.1, "calls": -0.01}
+
+
+# ---- bad input: an observation that says what was wrong; the episode goes on ------------------------
+
+BIG = "x" * 1_000_000
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("action, expected", [
+    ('{"name": "calculator", "arguments": {"expression": "1+1"', "not valid JSON"),
+    ('{"name": "calculator", "arguments": {"expression": "1+1"}} thanks!', "Text after the tool call JSON"),
+    (_call("fly", to="moon"), "Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set."),
+    (_call("kv_get"), "missing required argument 'key'"),
+    (_call("calculator", expression=12), "argument 'expression' must be string, got a number"),
+    (_call("kv_get", key="a", extra=1), "unknown argument 'extra'"),
+    (_call("calculator", expression="1+1") * 10_000, "10,000 tool calls; at most 32"),
+    ('{"name": "kv_get", "arguments": {"key": ' + DEEP + "}}", "nested too deeply"),
+    (_call("kv_get", key=BIG), "over the limit of 100,000 characters"),
+    (_call("calculator", expression="1/0"), "calculator failed: Division by zero."),
+    (_call("calculator", expression="__import__('os').system('true')"), "calculator failed: Unsupported"),
+    (_call("calculator", expression="9**9**9"), "calculator failed: The power is too large."),
+    (_call("kv_get", key="price:unobtainium"), "kv_get failed: No key 'price:unobtainium'"),
+])
+def test_bad_calls_become_error_observations(env, action, expected):
+    env.reset(options={"task": _task("order_total")})
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert not terminated and not truncated and reward == 0.0 and not info["infra_failure"]
+    assert expected in obs[-1]["content"] and obs[-1]["content"].startswith(("Error:", "Your tool call could not"))
+    assert not info["verdict"]["format_ok"] and any(expected in e for e in info["verdict"]["errors"])
+    obs, reward, terminated, *_ = env.step(_call("calculator", expression="2+3"))  # the episode goes on
+    assert obs[-1]["content"] == "5" and not terminated
+
+
+def test_valid_calls_in_a_turn_run_even_when_another_is_bad(env):
+    env.reset(options={"task": _task("order_total")})
+    obs, *_ = env.step(_call("calculator", expression="2*21") + _call("fly"))
+    assert [m["content"] for m in obs[-2:]] == ["42", "Error: Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set."]
+
+
+@needs_bwrap
+def test_python_tool_runs_in_the_sandbox_and_hangs_are_the_agents_failure(env):
+    env.reset(options={"task": _task("prime_count")})
+    obs, *_ = env.step(_call("python", code="print(sum(range(10)))"))
+    assert obs[-1]["content"].strip() == "45"
+    obs, reward, terminated, truncated, info = env.step(_call("python", code="while True:\n    pass"))
+    assert "did not finish within 2 s" in obs[-1]["content"] and not info["infra_failure"] and not terminated
+    obs, *_ = env.step(_call("python", code="raise ValueError('boom')"))
+    assert "ValueError: boom" in obs[-1]["content"] and obs[-1]["content"].startswith("Error: python failed")
+    obs, *_ = env.step(_call("python", code="import socket; socket.create_connection(('1.1.1.1', 53), 1)"))
+    assert obs[-1]["content"].startswith("Error: python failed")  # no network in the sandbox
+
+
+def test_turn_limit_ends_with_reward_zero():
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", max_turns=2)
+    env.reset(options={"task": _task("order_total")})
+    env.step(_call("calculator", expression="1"))
+    _, reward, terminated, truncated, info = env.step(_call("calculator", expression="2"))
+    assert (reward, terminated, truncated, info["success"]) == (0.0, False, True, False)
+
+
+# ---- tasks, splits, snapshots ---------------------------------------------------------------------
+
+def test_tasks_are_seeded_and_splits_disjoint():
+    src = executable_source(test_size=100)
+    assert make_task(17) == make_task(17) and make_task(17).meta == make_task(17).meta
+    test_prompts = {json.dumps(t.prompt) for t in src.take("test", None)}
+    train = list(itertools.islice(src.iter_split("train"), 1000))
+    assert len(test_prompts) == 100 and not test_prompts & {json.dumps(t.prompt) for t in train}
+    kinds = collections.Counter(t.meta["kind"] for t in train)
+    assert set(kinds) == set(KINDS)
+    for t in train[:200]:  # every plan needs 2-6 calls
+        assert 2 <= sum(len(turn) for turn in t.meta["plan"]) <= 6
+
+
+def test_unknown_kinds_and_sources_are_clear_errors():
+    with pytest.raises(argym.ConfigError, match="Unknown executable task kinds"):
+        argym.make("argym/ToolCall-v0", tasks="executable(kinds=juggling)")
+    with pytest.raises(argym.ConfigError, match="Unknown ToolCall task source 'nope'"):
+        argym.make("argym/ToolCall-v0", tasks="nope")
+
+
+def test_snapshot_restores_the_key_value_store_into_a_fresh_env(env):
+    env.reset(options={"task": _task("order_total")})
+    env.step(_call("kv_set", key="note", value="7"))
+    state = pickle.loads(pickle.dumps(env.unwrapped.snapshot()))
+    fresh = argym.make("argym/ToolCall-v0", tasks="executable(test_size=40)")
+    fresh.unwrapped.restore(state)
+    obs, *_ = fresh.step(_call("kv_get", key="note"))
+    assert obs[-1]["content"] == "7"
+
+
+class _BrokenSandbox(Sandbox):
+    """A sandbox whose harness fails (what a lost container looks like to the env)."""
+
+    backend = "broken"
+
+    def run(self, argv, **kwargs):
+        raise SandboxError("the container was lost")
+
+
+def test_a_sandbox_that_fails_is_an_infrastructure_failure():
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)", sandbox=_BrokenSandbox())
+    env.reset(options={"task": _task("prime_count")})
+    _, reward, terminated, _, info = env.step(_call("python", code="print(1)"))
+    assert info["infra_failure"] and terminated and reward == 0.0
+    assert "infrastructure: the container was lost" in info["verdict"]["errors"]
+
+
+def test_schemas_can_be_left_to_the_agents_template():
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", schemas_in_prompt=False)
+    obs, _ = env.reset(options={"task": _task("order_total")})
+    assert obs[0]["content"].startswith("Tools: kv_get, kv_set, calculator.") and '"parameters"' not in obs[0]["content"]
+    assert env.unwrapped.task.tools[0]["function"]["name"] == "kv_get"  # what the rollout engine renders with
