@@ -1,0 +1,292 @@
+"""A repository per episode, inside a sandbox: the agent's workspace and the grader's fresh one.
+
+`Workspace.exec(argv, stdin=...)` runs one command in the repository
+(``/testbed``) with the sandbox's containment; nothing else touches the tree.
+Two backends:
+
+- `ProcessWorkspace` (``process``): a fresh copy of the base repository on the
+  host, bound read-write at ``/testbed`` into a `ProcessSandbox` run (bubblewrap:
+  no network, own PID namespace, a per-slot uid, rlimits, the tree killed after
+  every command, so daemons do not outlive it). Python's pytest comes from a
+  read-only copy of argym's own pytest install at ``/opt/argym/site``.
+- `DockerWorkspace` (``docker``): one container per workspace from the SWE
+  image (``argym-swe``: Debian's python3, pytest and git), the repository copied
+  into ``/testbed``, commands run as a uid of the workspace's own; after every
+  command all of that uid's processes are killed.
+
+Both bind the base commit's pristine git directory read-only at
+``/opt/argym/base.git`` (the grader diffs against it, whatever the agent did to
+``.git``). `snapshot()` copies the work tree (process) or commits the container
+(docker); `Workspace.restore` builds a new workspace from it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import secrets
+import shutil
+import stat
+import tarfile
+import tempfile
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from argym.errors import ConfigError
+from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError
+from argym.envs.swe.project import cache_root
+
+ROOT = "/testbed"
+BASE_GIT = "/opt/argym/base.git"
+SWE_IMAGE = os.environ.get("ARGYM_SWE_IMAGE", "argym-swe:git-pytest-1")
+GIT_SAFE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1"}
+DEFAULT_LIMITS = Limits(timeout_s=60.0, memory_mb=2048, processes=128, file_size_mb=32, disk_mb=256,
+                        output_bytes=1 << 20)
+
+
+class Workspace(ABC):
+    """One repository at ``/testbed`` in a sandbox; `exec` is the only way in."""
+
+    backend: str = "?"
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+
+    @abstractmethod
+    def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        """Run `argv` in ``/testbed``; the command's hang, flood or crash is reported, never raised."""
+
+    def shell(self, command: str, *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        return self.exec(["bash", "-c", command], stdin=stdin, timeout_s=timeout_s)
+
+    @abstractmethod
+    def snapshot(self) -> dict[str, Any]:
+        """A picklable handle on a real copy of the workspace (a tree copy or a committed image)."""
+
+    @abstractmethod
+    def over_disk_limit(self) -> bool:
+        """True if the work tree has grown past the disk limit (the agent's failure)."""
+
+    def close(self) -> None:
+        """Remove the workspace."""
+
+
+# ---- process backend -------------------------------------------------------------------
+_ENV_LOCK = threading.Lock()
+
+
+def test_env(python: str) -> Path:
+    """``site/`` (pytest and what it needs, copied from this interpreter's install) and ``bin/python``.
+
+    The sandbox masks every site-packages directory, so the tests get exactly this.
+    """
+    root = cache_root() / "testenv"
+    with _ENV_LOCK:
+        if root.exists():
+            return root
+        tmp = Path(tempfile.mkdtemp(dir=cache_root()))
+        site = tmp / "site"
+        todo, seen = ["pytest"], set()
+        while todo:
+            name = todo.pop()
+            key = name.lower().replace("-", "_")
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                dist = metadata.distribution(name)
+            except metadata.PackageNotFoundError:
+                continue
+            for f in dist.files or []:
+                if f.parts[0] == ".." or "__pycache__" in f.parts:
+                    continue
+                src = Path(dist.locate_file(f))
+                if src.is_file():
+                    dest = site / f
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dest)
+            for req in dist.requires or []:
+                if "extra ==" not in req:
+                    todo.append(req.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0]
+                                .split("!")[0].split("~")[0].strip())
+        (tmp / "bin").mkdir()
+        for name in ("python", "python3"):
+            os.symlink(python, tmp / "bin" / name)
+        for p in [tmp, *tmp.rglob("*")]:
+            if not p.is_symlink():
+                os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        tmp.rename(root)
+        return root
+
+
+def _copy_regular(src: str, dst: str) -> None:
+    """copytree's copy function for trees an agent touched: regular files only (no FIFOs, devices)."""
+    if stat.S_ISREG(os.lstat(src).st_mode):
+        shutil.copy2(src, dst)
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, symlinks=True, copy_function=_copy_regular)
+
+
+class ProcessWorkspace(Workspace):
+    """A host copy of the repository bound into bubblewrap runs (see the module docstring)."""
+
+    backend = "process"
+
+    def __init__(self, sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS, tree: Path | None = None):
+        super().__init__(limits)
+        if not hasattr(sandbox, "run_mounted"):
+            raise ConfigError("The process workspace needs a ProcessSandbox.")
+        self.sandbox = sandbox
+        self.base = base
+        self.dir = Path(tempfile.mkdtemp(prefix="ws-", dir=cache_root()))
+        os.chmod(self.dir, 0o711)
+        self.repo = self.dir / "repo"
+        copy_tree(tree if tree is not None else base, self.repo)
+        env_root = test_env(sandbox.python)
+        from argym.envs.sandbox.process import Mount
+
+        self.mounts = (Mount(str(self.repo), ROOT, True), Mount(str(base / ".git"), BASE_GIT),
+                       Mount(str(env_root / "site"), "/opt/argym/site"), Mount(str(env_root / "bin"), "/opt/argym/bin"))
+        self.env = {**GIT_SAFE, "PATH": "/opt/argym/bin:/usr/local/bin:/usr/bin:/bin",
+                    "PYTHONPATH": "/opt/argym/site", "HOME": "/tmp"}
+
+    def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        limits = self.limits.with_(timeout_s=timeout_s or self.limits.timeout_s, cpu_s=None)
+        return self.sandbox.run_mounted(argv, self.mounts, chdir=ROOT, stdin=stdin, env=self.env,  # type: ignore[attr-defined]
+                                        limits=limits)
+
+    def over_disk_limit(self) -> bool:
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(self.repo):
+            for name in filenames:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    pass
+        return total > self.limits.disk_mb << 20
+
+    def snapshot(self) -> dict[str, Any]:
+        dest = _snapshot_dir() / uuid.uuid4().hex
+        copy_tree(self.repo, dest)
+        return {"backend": "process", "tree": str(dest), "base": str(self.base)}
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_SNAPSHOTS: list[Path] = []
+
+
+def _snapshot_dir() -> Path:
+    """Snapshots outlive the env that took them (restore into a fresh env); removed at exit."""
+    if not _SNAPSHOTS:
+        d = Path(tempfile.mkdtemp(prefix="argym-swe-snapshots-"))
+        atexit.register(shutil.rmtree, d, True)
+        _SNAPSHOTS.append(d)
+    return _SNAPSHOTS[0]
+
+
+# ---- docker backend --------------------------------------------------------------------
+_IMAGES: list[tuple[Any, str]] = []
+
+
+def _remove_snapshot_images() -> None:
+    for client, image in _IMAGES:
+        try:
+            client.images.remove(image, force=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _tar_of(tree: Path, arcroot: str, uid: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid = info.gid = uid
+            info.uname = info.gname = ""
+            return info
+
+        tar.add(str(tree), arcname=arcroot, filter=owner)
+    return buf.getvalue()
+
+
+class DockerWorkspace(Workspace):
+    """A container of the SWE image with the repository in ``/testbed`` (see the module docstring)."""
+
+    backend = "docker"
+
+    def __init__(self, sandbox: Any, base: Path | None, limits: Limits = DEFAULT_LIMITS, image: str | None = None,
+                 uid: int | None = None):
+        super().__init__(limits)
+        self.sandbox = sandbox
+        self.base = base
+        # A uid of its own per workspace: the container's nproc rlimit counts per uid across the
+        # whole host, so a shared uid (nobody) would let one workspace's fork bomb starve the others.
+        self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
+        self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb)
+        try:
+            if image is None:  # a fresh workspace: copy the base repository in
+                assert base is not None
+                self.box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), self.uid))
+                self.box.put_archive("/opt/argym", _tar_of(base / ".git", "base.git", 0))
+        except Exception as e:  # noqa: BLE001
+            self.close()
+            raise SandboxError(f"could not copy the repository into the container: {e}") from e
+
+    def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        limits = self.limits.with_(timeout_s=timeout_s or self.limits.timeout_s, cpu_s=None)
+        if stdin is not None:  # exec has no stdin: the data goes in as a root-owned file first
+            name = f"stdin-{uuid.uuid4().hex}"
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(stdin), 0o644
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.addfile(info, io.BytesIO(stdin))
+            self.box.put_archive("/opt/argym", buf.getvalue())
+            argv = ["sh", "-c", f'exec "$@" < /opt/argym/{name}', "sh", *argv]
+        try:
+            return self.sandbox.exec_in(self.box, argv, user=str(self.uid), workdir=ROOT, env=GIT_SAFE,
+                                        limits=limits)
+        finally:
+            self.sandbox.kill_user(self.box, str(self.uid))
+
+    def over_disk_limit(self) -> bool:
+        r = self.sandbox.exec_in(self.box, ["du", "-sm", ROOT], user="0", workdir="/",
+                                 limits=self.limits.with_(timeout_s=30))
+        try:
+            return int(r.stdout.split()[0]) > self.limits.disk_mb
+        except (IndexError, ValueError):
+            return False
+
+    def snapshot(self) -> dict[str, Any]:
+        image = self.box.commit(repository="argym-swe-snapshot", tag=uuid.uuid4().hex[:16])
+        if not _IMAGES:
+            atexit.register(_remove_snapshot_images)
+        _IMAGES.append((self.sandbox.client, image.id))
+        return {"backend": "docker", "image": image.id, "uid": self.uid, "base": str(self.base) if self.base else ""}
+
+    def close(self) -> None:
+        try:
+            self.box.remove(force=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS,
+                   snapshot: dict[str, Any] | None = None) -> Workspace:
+    """A fresh workspace of `base` on `sandbox`'s backend, or one restored from a `snapshot()` handle."""
+    if snapshot is not None and snapshot.get("backend") != sandbox.backend:
+        raise ConfigError(f"A {snapshot.get('backend')} snapshot cannot be restored on the {sandbox.backend} backend.")
+    if sandbox.backend == "docker":
+        return DockerWorkspace(sandbox, base, limits, image=snapshot["image"] if snapshot else None,
+                               uid=snapshot["uid"] if snapshot else None)
+    tree = Path(snapshot["tree"]) if snapshot else None
+    return ProcessWorkspace(sandbox, base, limits, tree=tree)
