@@ -1,0 +1,82 @@
+"""AgentPRM training data from given trajectories: Monte-Carlo Q targets per (state, action).
+
+Choudhury 2025 (arXiv 2502.10325, `compute_prm_target.py`): every (state,
+action) pair — here the conversation up to and including one step, as text —
+gets the average outcome of all rollouts that pass through it. The paper maps
+z = 2·score − 1 ∈ {−1, 1}, averages, and maps back with (Q̂ + 1)/2, which for a
+0/1 score is the plain success rate used here. With γ < 1 the outcome of a
+rollout is discounted by γ^(T−1−t), t the step and T the number of steps (the
+standard form; the authors' code counts t from the start, ALGORITHMS.md §7).
+
+`QTable` accumulates sums and counts, so targets from branched rollouts
+(`argym.algorithms.agent_prm`) merge with those from ordinary ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from argym.types import Trajectory
+from argym.rewards.steps import Step, render_text, split_steps, step_prefix
+
+StepSplitter = Callable[[Trajectory], list[Step]]
+
+
+@dataclass
+class QTable:
+    """Sums and counts of outcomes per state-action text; `target(key)` is the mean in [0, 1]."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, key: str, value: float, n: int = 1) -> None:
+        """Add `n` outcomes summing to `value` for `key`."""
+        self.sums[key] = self.sums.get(key, 0.0) + float(value)
+        self.counts[key] = self.counts.get(key, 0) + int(n)
+
+    def target(self, key: str) -> float:
+        return self.sums[key] / self.counts[key]
+
+    def examples(self) -> tuple[list[str], list[float]]:
+        """(texts, targets) for `train_classifier`, in insertion order."""
+        keys = list(self.sums)
+        return keys, [self.target(k) for k in keys]
+
+    def __len__(self) -> int:
+        return len(self.sums)
+
+
+def step_keys(traj: Trajectory, steps: Sequence[Step] | None = None) -> list[str]:
+    """The state-action text of each step: what the PRM reads for it."""
+    steps = split_steps(traj) if steps is None else steps
+    return [render_text(step_prefix(traj, steps, j)) for j in range(len(steps))]
+
+
+def mc_q_targets(trajectories: Sequence[Trajectory], gamma: float = 1.0, table: QTable | None = None,
+                 splitter: StepSplitter = split_steps) -> QTable:
+    """Average each (state, action)'s outcome over every rollout through it; infra failures are skipped."""
+    if not 0 < gamma <= 1:
+        raise ValueError(f"gamma must be in (0, 1], got {gamma}.")
+    table = table if table is not None else QTable()
+    for t in trajectories:
+        if t.infra_failure:
+            continue
+        keys = step_keys(t, splitter(t))
+        z = 1.0 if t.success else 0.0
+        for j, key in enumerate(keys):
+            table.add(key, z * gamma ** (len(keys) - 1 - j))
+    return table
+
+
+def prefix_labels(trajectories: Sequence[Trajectory],
+                  splitter: StepSplitter = split_steps) -> tuple[list[str], list[bool]]:
+    """Every step prefix of every trajectory, labelled with the trajectory's final success (for AUC)."""
+    texts, labels = [], []
+    for t in trajectories:
+        if t.infra_failure:
+            continue
+        for key in step_keys(t, splitter(t)):
+            texts.append(key)
+            labels.append(bool(t.success))
+    return texts, labels

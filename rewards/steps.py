@@ -1,0 +1,138 @@
+"""A trajectory's steps, each mapped to its token span, so a step reward lands on the right token.
+
+- Multi-turn (more than one assistant turn): a step is an assistant turn.
+- Single turn: the answer is split into segments on a separator (default a
+  blank line, as PURE splits on "\\n\\n"); the separator belongs to the step
+  it ends, so the step's last token is the one that completes the separator
+  (PURE scores at the separator token), and the last step ends on the turn's
+  last policy token (end-of-turn included).
+
+A step reward sits on `Step.end`, an index into `Trajectory.token_ids` (the
+same convention as `turn_ends`). Trajectories without token ids (oracle, HTTP
+agents) still get steps with their text; their spans are -1.
+
+Token spans are found without re-tokenizing: the policy's own ids are decoded
+prefix by prefix, and a step ends at the first token whose decoded prefix
+covers the step's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from argym.types import Message, Trajectory
+
+DEFAULT_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: the assistant turn it is in, its text and its token span (inclusive; -1 without tokens)."""
+
+    turn: int
+    text: str
+    start: int = -1
+    end: int = -1
+
+    @property
+    def num_tokens(self) -> int:
+        return self.end - self.start + 1 if self.end >= 0 else 0
+
+
+def assistant_turns(messages: Sequence[Message]) -> list[int]:
+    """Indices of the assistant messages in a conversation."""
+    return [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+
+
+def split_text(text: str, separator: str = DEFAULT_SEPARATOR) -> list[tuple[int, int]]:
+    """Character spans [a, b) of the segments of `text`, each ending after its separator.
+
+    Empty or whitespace-only pieces (separators in a row, trailing blank lines)
+    join the step before them, so every step has content; text with no
+    content is one step.
+    """
+    if not separator:
+        raise ValueError("the step separator must be a non-empty string.")
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while pos < len(text):
+        hit = text.find(separator, pos)
+        b = len(text) if hit < 0 else hit + len(separator)
+        if spans and not text[pos:b].strip():
+            spans[-1] = (spans[-1][0], b)
+        elif spans and not text[spans[-1][0]:spans[-1][1]].strip():
+            spans[-1] = (spans[-1][0], b)
+        else:
+            spans.append((pos, b))
+        pos = b
+    return spans or [(0, len(text))]
+
+
+def _turn_spans(traj: Trajectory) -> list[tuple[int, int]]:
+    """(first, last) policy-token index of each turn, from `turn_ends` and `loss_mask`."""
+    spans = []
+    prev = -1
+    for end in traj.turn_ends:
+        start = next((p for p in range(prev + 1, end + 1) if traj.loss_mask[p]), end)
+        spans.append((start, end))
+        prev = end
+    return spans
+
+
+def split_steps(traj: Trajectory, separator: str = DEFAULT_SEPARATOR,
+                decode: Callable[[list[int]], str] | None = None) -> list[Step]:
+    """The steps of `traj` (see the module docstring).
+
+    `decode` (the policy tokenizer's decode) is needed to map the segments of a
+    single-turn answer to tokens; without it, or without token ids, steps carry
+    text only, except that whole turns still get their spans from `turn_ends`.
+    """
+    turns = assistant_turns(traj.messages)
+    texts = [traj.messages[i].get("content", "") or "" for i in turns]
+    has_tokens = bool(traj.token_ids) and len(traj.turn_ends) == len(texts)
+    spans = _turn_spans(traj) if has_tokens else [(-1, -1)] * len(texts)
+    if len(texts) != 1:
+        return [Step(turn=k, text=t, start=a, end=b) for k, (t, (a, b)) in enumerate(zip(texts, spans))]
+    text = texts[0]
+    chars = split_text(text, separator)
+    start, end = spans[0]
+    if not has_tokens or decode is None or len(chars) == 1:
+        if len(chars) > 1:
+            return [Step(turn=0, text=text[a:b]) for a, b in chars]
+        return [Step(turn=0, text=text, start=start, end=end)]
+    ids = traj.token_ids[start:end + 1]
+    covered = [len(decode(ids[:k + 1])) for k in range(len(ids))]  # chars decoded after token k
+    steps = []
+    first = start
+    for j, (a, b) in enumerate(chars):
+        if j == len(chars) - 1:
+            last = end  # the last step owns the rest, end-of-turn token included
+        else:
+            k = next((k for k, c in enumerate(covered) if c >= b), len(ids) - 1)
+            last = start + k
+        if last < first:  # a token spanning two separators: merge into the previous step
+            prev = steps.pop()
+            steps.append(Step(turn=0, text=prev.text + text[a:b], start=prev.start, end=max(prev.end, last)))
+            continue
+        steps.append(Step(turn=0, text=text[a:b], start=first, end=last))
+        first = last + 1
+    return steps
+
+
+def step_prefix(traj: Trajectory, steps: Sequence[Step], j: int) -> list[Message]:
+    """The conversation up to and including step j: what a PRM scores for that step.
+
+    Earlier messages are kept as they are; the assistant message of step j's
+    turn holds only the text of that turn's steps up to j.
+    """
+    turns = assistant_turns(traj.messages)
+    step = steps[j]
+    msg_index = turns[step.turn]
+    text = "".join(s.text for s in steps[: j + 1] if s.turn == step.turn)
+    return [dict(m) for m in traj.messages[:msg_index]] + [{"role": "assistant", "content": text}]  # type: ignore[misc]
+
+
+def render_text(messages: Sequence[Message]) -> str:
+    """Plain text of a conversation for a reward model: one ``role: content`` block per message."""
+    return "\n".join(f"{m.get('role', '?')}: {m.get('content', '') or ''}" for m in messages)
