@@ -1,0 +1,49 @@
+"""R³L: reflect on a failed trajectory, retry from the failure point, train on the distilled retry.
+
+Shi et al. 2026, "R³L: Reflect-then-Retry Reinforcement Learning" (arXiv 2601.03715;
+code: shiweijiezero/R3L on Trinity-RFT; ALGORITHMS.md §8). Two parts:
+
+**Rollout strategy** (`R3LRollout`). Per task, half the group are ordinary
+rollouts (recorded with an env snapshot before every turn). Each failed one
+gets a reflection: a summary, the root cause, `retry_from_step` (the earliest
+turn where it went wrong) and a suggestion, parsed from JSON with a clean
+fallback (`parse_reflection`). The reflector is the policy itself
+(`PolicyReflector`, as in the paper) or, for small models and tests,
+`RuleReflector`, which takes the pivot and guidance from the env's verdicts.
+The env is restored to its state before the pivot, the guidance is inserted
+as a message there, and sampling continues. The training data are:
+
+- the retry *with the guidance removed* (context distillation): the original
+  context up to the pivot, then the retried suffix, loss only on the turns
+  from the pivot on ("pivotal credit");
+- the original failed trajectory, likewise masked before the pivot;
+- optionally the reflection itself, rewarded 1 when the retry improved on the
+  original, else 0 (its own group).
+
+**Credit rule** (learner step 5, `amplify_positive`): successful samples'
+advantage is set to 1, other non-negative advantages are multiplied by α
+(3 in the paper's code, `OPMDReweightAdvGroupAdvantage`), negatives are left
+unchanged. ALGORITHMS.md notes the rule is read from the code; argym applies
+it to whatever estimator the preset uses (the paper: A = r − mean, no std).
+
+**Off-policy handling.** The retried suffix was sampled with the guidance in
+the context, but is trained on the context without it. The learner recomputes
+π_old on the training context, so the PPO ratio is honest; the sampling
+distribution μ (with guidance) still differs from π_old. Two answers, both
+selectable: the paper's ratio-free OPMD loss (``policy_loss: opmd``,
+L = −A·log π / (1 + τ), τ = 1), or a truncated importance weight
+``min(π_old / μ, C)`` on each token's advantage (``tis_cap: C``; truncated IS
+as in Espeholt et al. 2018's V-trace ρ̄ and verl's TIS), computed from the
+sampler's log-probs, which the rollout engine keeps.
+
+Modules: `retry` (`R3LConfig`, `R3LRollout`, pivotal credit: `mask_before`,
+`retry_start`, `distill`), `reflection` (prompt, parse, reflectors), `credit`
+(step 5 and the OPMD loss; imported by the learner without the rollout engine).
+"""
+
+from argym.algorithms.r3l.credit import amplify_positive, credit_step, opmd_loss, truncated_is_weight
+from argym.algorithms.r3l.reflection import (PolicyReflector, Reflection, RuleReflector, parse_reflection,
+                                             reflection_prompt)
+
+__all__ = ["PolicyReflector", "Reflection", "RuleReflector", "amplify_positive", "credit_step", "opmd_loss",
+           "parse_reflection", "reflection_prompt", "truncated_is_weight"]
