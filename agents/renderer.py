@@ -11,6 +11,14 @@ template re-renders earlier turns (Qwen3's drops old `<think>` blocks, for
 example), the renderer applies the template to a stand-in conversation
 ``[user, assistant(MARK), *new_messages]`` and keeps the text after MARK's
 end-of-turn string. That text is the env's part (loss mask 0).
+
+Tools: a template with its own tool support (it reads ``tool_calls``, as
+Qwen's do) gets ``tools=`` and renders calls itself. A template without it
+(ChatML as in SmolLM2 and the tiny model) gets argym's fallback: an assistant
+message's ``tool_calls`` are written into its text as Hermes
+``<tool_call>{...}</tool_call>`` blocks (a form every argym env reads), and
+``tool`` messages are rendered by the template like any other role; the
+env's system message already lists the tools' schemas.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 
 from argym.errors import ConfigError
 from argym.types import Message
+from argym.envs.tools.calls import format_calls, parse_tool_calls
 
 _MARK = "ARGYM_ASSISTANT_TURN_MARK"
 
@@ -31,11 +40,15 @@ class ChatRenderer:
             raise ConfigError("The tokenizer has no chat template; set tokenizer.chat_template before rendering.")
         self.tokenizer = tokenizer
         self.eos_text, self.eos_id = _end_of_turn(tokenizer)
+        # the template renders `tool_calls` itself; otherwise argym's fallback writes them as text
+        self.native_tools = "tool_calls" in str(tokenizer.chat_template)
 
     def _template(self, messages: list[Message], tools: Any, add_generation_prompt: bool) -> str:
         kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
         if tools:
             kwargs["tools"] = list(tools)
+        if not self.native_tools:
+            messages = [_with_calls_in_text(m) for m in messages]
         return self.tokenizer.apply_chat_template(list(messages), **kwargs)
 
     def encode(self, text: str) -> list[int]:
@@ -62,11 +75,24 @@ class ChatRenderer:
         ids = self.encode(after)
         return ids if turn_ended else [self.eos_id, *ids]
 
-    def assistant_ids(self, message: Message) -> list[int]:
-        """Ids a policy would generate for `message` (content + end-of-turn); used to train on scripted turns."""
-        if message.get("tool_calls"):
-            raise ConfigError("Rendering tool calls into a policy turn needs the model family's adapter.")
-        return self.encode(message.get("content", "") or "") + [self.eos_id]
+    def assistant_ids(self, message: Message, tools: Any = None) -> list[int]:
+        """Ids a policy would generate for `message` (content + end-of-turn); used to train on scripted turns.
+
+        A message with ``tool_calls`` is written as the model would write it: by
+        the template where it renders calls itself, else as Hermes tags in the text.
+        """
+        if not message.get("tool_calls"):
+            return self.encode(message.get("content", "") or "") + [self.eos_id]
+        if not self.native_tools:
+            return self.encode(_with_calls_in_text(message)["content"]) + [self.eos_id]
+        user: list[Message] = [{"role": "user", "content": "u"}]
+        before = self._template(user, tools, add_generation_prompt=True)
+        full = self._template(user + [message], tools, add_generation_prompt=False)
+        end = full.rfind(self.eos_text)
+        if not full.startswith(before) or end < len(before):
+            raise ConfigError("The chat template renders an assistant turn with tool calls in a way argym cannot "
+                              "split off token-exactly (it does not extend the generation prompt).")
+        return self.encode(full[len(before): end]) + [self.eos_id]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
@@ -83,6 +109,15 @@ def _end_of_turn(tokenizer: Any) -> tuple[str, int]:
     return tokenizer.eos_token, tokenizer.eos_token_id
 
 
+def _with_calls_in_text(message: Message) -> Message:
+    """argym's fallback for templates without tool support: an assistant's `tool_calls` as Hermes tags in its text."""
+    if message.get("role") != "assistant" or not message.get("tool_calls"):
+        return message
+    turn = parse_tool_calls(message)
+    text = format_calls(turn.calls, "hermes", text=message.get("content") or "")
+    return {"role": "assistant", "content": str(text)}
+
+
 def conversation_ids(renderer: ChatRenderer, messages: list[Message], tools: Any = None) -> tuple[list[int], list[int]]:
     """Ids and loss mask of a finished conversation, laid out exactly as a rollout would be.
 
@@ -96,7 +131,7 @@ def conversation_ids(renderer: ChatRenderer, messages: list[Message], tools: Any
     ids = renderer.prompt_ids(messages[: turns[0]], tools=tools)
     mask = [0] * len(ids)
     for k, i in enumerate(turns):
-        own = renderer.assistant_ids(messages[i])
+        own = renderer.assistant_ids(messages[i], tools=tools)
         ids += own
         mask += [1] * len(own)
         if k + 1 < len(turns):

@@ -38,6 +38,7 @@ class _Episode:
     terminated: bool = False
     truncated: bool = False
     finish_reason: str = ""
+    snapshots: list[Any] | None = None  # env state before each turn, when the caller asked for them
 
     @property
     def done(self) -> bool:
@@ -63,7 +64,28 @@ class _Episode:
             token_ids=self.ids, loss_mask=self.mask, sampler_logprobs=self.logprobs,
             turn_rewards=self.turn_rewards, turn_ends=self.turn_ends, group=self.group,
             infra_failure=any(i.get("infra_failure", False) for i in self.infos), finish_reason=self.finish_reason,
+            snapshots=self.snapshots if self.snapshots is not None else [],
         )
+
+
+@dataclass
+class Resume:
+    """An episode to continue from a restored env state (R³L's retry from the failure point).
+
+    `state` is an `EnvState` taken before turn ``len(turn_ends)``; `messages` the
+    conversation at that point; `ids` the exact context to generate from (which
+    may hold text the env never saw, e.g. guidance); the earlier turns' rewards,
+    ends and infos are carried over. Every id given here gets loss mask 0.
+    """
+
+    task: Task
+    group: int
+    state: Any
+    messages: list[Message]
+    ids: list[int]
+    turn_rewards: list[float] = field(default_factory=list)
+    turn_ends: list[int] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RolloutEngine:
@@ -95,38 +117,74 @@ class RolloutEngine:
         return self._env(0).unwrapped.tasks
 
     def run(self, tasks: list[Task], group_size: int = 1, seed: int = 0,
-            sampling: SamplingParams | None = None) -> list[Trajectory]:
-        """Roll out `group_size` episodes per task; results are ordered by task, then sample."""
+            sampling: SamplingParams | None = None, record_snapshots: bool = False) -> list[Trajectory]:
+        """Roll out `group_size` episodes per task; results are ordered by task, then sample.
+
+        With `record_snapshots`, each trajectory's `snapshots[k]` is the env's
+        `snapshot()` before turn k (reached through wrappers), for R³L's retries.
+        """
         episodes = []
         for t, task in enumerate(tasks):
             for s in range(group_size):
                 env = self._env(len(episodes))
                 obs, _ = env.reset(seed=seed + len(episodes), options={"task": task})
-                episodes.append(_Episode(env=env, task=task, group=t, obs=obs))
+                episodes.append(_Episode(env=env, task=task, group=t, obs=obs,
+                                         snapshots=[] if record_snapshots else None))
+        return self._drive(episodes, sampling, seed)
+
+    def resume(self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None) -> list[Trajectory]:
+        """Continue each `Resume` in a pooled env restored to its state; token policies only.
+
+        The returned trajectories hold the given context (mask 0) followed by
+        what was generated and replied from there on.
+        """
+        if self.renderer is None:
+            raise ValueError("resume() continues a token context; it needs a token policy.")
+        episodes = []
+        for i, st in enumerate(starts):
+            env = self._env(i)
+            env.get_wrapper_attr("restore")(st.state)
+            ep = _Episode(env=env, task=st.task, group=st.group, obs=[dict(m) for m in st.messages],  # type: ignore[misc]
+                          turn_rewards=list(st.turn_rewards), turn_ends=list(st.turn_ends), infos=list(st.infos),
+                          reward=float(sum(st.turn_rewards)))
+            ep.extend(list(st.ids), policy=False)
+            episodes.append(ep)
+        return self._drive(episodes, sampling, seed)
+
+    def _drive(self, episodes: list[_Episode], sampling: SamplingParams | None, seed: int) -> list[Trajectory]:
         if self.renderer is not None:
             self._run_tokens(episodes, sampling or self.sampling, seed)
         else:
-            self._run_messages(episodes)
+            self._run_messages(episodes, sampling or self.sampling, seed)
         return [ep.trajectory() for ep in episodes]
 
     def _step_all(self, episodes: list[_Episode], actions: list[Any]) -> None:
+        for ep in episodes:
+            if ep.snapshots is not None:
+                ep.snapshots.append(ep.env.get_wrapper_attr("snapshot")())
         results = list(self._threads.map(lambda ea: ea[0].env.step(ea[1]), zip(episodes, actions)))
         for ep, (obs, reward, terminated, truncated, info) in zip(episodes, results):
             ep.record(reward, terminated, truncated, info, obs)
 
-    def _run_messages(self, episodes: list[_Episode]) -> None:
-        live = episodes
+    def _run_messages(self, episodes: list[_Episode], sampling: SamplingParams, seed: int) -> None:
+        live, turn = episodes, 0
+        act_batch = getattr(self.agent, "act_batch", None)  # HTTP agents: concurrent requests, our sampling
         while live:
-            actions = [self.agent.act(ep.obs, ep.env) for ep in live]  # type: ignore[union-attr]
+            if act_batch is not None:
+                actions = act_batch([ep.obs for ep in live], [ep.env.unwrapped for ep in live], sampling,
+                                    seed + turn * len(episodes))
+            else:
+                actions = [self.agent.act(ep.obs, ep.env) for ep in live]  # type: ignore[union-attr]
             self._step_all(live, actions)
-            live = [ep for ep in live if not ep.done]
+            live, turn = [ep for ep in live if not ep.done], turn + 1
 
     def _run_tokens(self, episodes: list[_Episode], sampling: SamplingParams, seed: int) -> None:
         renderer = self.renderer
         assert renderer is not None
         live = []
         for ep in episodes:
-            ep.extend(renderer.prompt_ids(ep.obs, tools=ep.task.tools), policy=False)
+            if not ep.ids:  # a resumed episode comes with its context
+                ep.extend(renderer.prompt_ids(ep.obs, tools=ep.task.tools), policy=False)
             if len(ep.ids) >= self.max_total_tokens:
                 ep.truncated, ep.finish_reason = True, "prompt_too_long"
             else:

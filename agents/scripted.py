@@ -13,7 +13,7 @@ class OracleAgent:
     name = "oracle"
 
     def act(self, messages: list[Message], env: Any) -> str | Message:
-        return env.unwrapped.oracle_action()
+        return env.get_wrapper_attr("oracle_action")()  # a wrapper's own oracle (DecomposeReasoner) first
 
 
 class RandomAgent:

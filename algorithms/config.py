@@ -20,9 +20,13 @@ from typing import Any, get_type_hints
 import yaml
 
 from argym.agents.tiny import TinyModelConfig
+from argym.agents.vllm import VLLMConfig
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.sampling import SamplingConfig
 from argym.errors import ConfigError
+from argym.rewards.compose import RewardConfig
+from argym.algorithms.decomposer import DecomposerConfig
+from argym.algorithms.r3l.retry import R3LConfig
 from argym.values import parse_value
 
 
@@ -89,6 +93,9 @@ class WarmStartConfig:
     """AdamW learning rate."""
 
 
+BACKENDS = ("hf", "hf-compiled", "vllm")
+
+
 @dataclass
 class RolloutConfig:
     """How groups are sampled each step."""
@@ -105,6 +112,17 @@ class RolloutConfig:
     """Most tokens per turn."""
     max_total_tokens: int = 512
     """Token budget of one episode (prompt, turns and env replies)."""
+    strategy: str = "plain"
+    """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)."""
+    backend: str = "hf"
+    """Who generates: hf (transformers, eager), hf-compiled (transformers' static KV cache + torch.compile),
+    vllm (vLLM's offline engine, `rollout.vllm`; the learner's weights are loaded into it after every update)."""
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    """vLLM engine settings for `backend: vllm`."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"rollout.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
 
 
 @dataclass
@@ -137,6 +155,12 @@ class TrainConfig:
     """The learner's parts and hyper-parameters (the tiny model takes a far larger lr than an LLM's 1e-6)."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """DAPO's dynamic sampling and soft overlong punishment."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Named reward components and weights (outcome, format, overlong, process, sar); 0 = logged only."""
+    r3l: R3LConfig = field(default_factory=R3LConfig)
+    """R³L's reflect-and-retry rollouts (`rollout.strategy: r3l`)."""
+    decomposer: DecomposerConfig = field(default_factory=DecomposerConfig)
+    """Decomposer-Reasoner utility mode (`rollout.strategy: decomposer`)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
     steps: int = 100
@@ -156,6 +180,8 @@ class TrainConfig:
                 f"algorithm.temperature ({self.algorithm.temperature}) must equal rollout.temperature "
                 f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
                 f"Set both.")
+        if self.rollout.strategy not in ("plain", "r3l", "decomposer"):
+            raise ConfigError(f"rollout.strategy must be plain, r3l or decomposer, got {self.rollout.strategy!r}.")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -210,7 +236,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         loaded = yaml.safe_load(path.read_text()) or {}
         if isinstance(loaded, dict) and loaded.get("algo"):
             get_preset(str(loaded["algo"])).apply(data)  # the file's own sections then win
-        _merge(data, loaded)
+        merge_sections(data, loaded)
     presets = [o for o in overrides if o.split("=", 1)[0].strip() == "algo"]
     for o in presets:  # algo=NAME first, so that the other overrides win
         apply_override(data, o)
@@ -226,11 +252,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     return from_dict(TrainConfig, data)
 
 
-def _merge(base: dict[str, Any], new: dict[str, Any]) -> None:
+def merge_sections(base: dict[str, Any], new: dict[str, Any]) -> None:
+    """Merge a recipe's mapping into `base` in place, section by section (env kwargs are replaced whole)."""
     if not isinstance(new, dict):
         raise ConfigError(f"A config file must hold a mapping, got {type(new).__name__}.")
     for k, v in new.items():
         if isinstance(v, dict) and isinstance(base.get(k), dict) and k != "kwargs":
-            _merge(base[k], v)
+            merge_sections(base[k], v)
         else:
             base[k] = v

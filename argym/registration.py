@@ -32,6 +32,24 @@ ENVS: tuple[EnvEntry, ...] = (
         "argym.envs.code.env:CodeEnv",
         "Write a Python function; graded by hidden tests in a sandbox (HumanEval by default).",
     ),
+    EnvEntry(
+        "argym/DecomposeReasoner-v0",
+        "argym.envs.wrappers.decompose:make_decompose_reasoner",
+        "Decompose a task (env=, default Math) into checkable sub-questions, answer each, then the task; "
+        "min-form dense reward.",
+    ),
+    EnvEntry(
+        "argym/SWE-v0",
+        "argym.envs.swe.env:SWEEnv",
+        "Fix an issue in a real repository with tools (view, search, edit, run, submit); graded by its tests "
+        "in a fresh sandbox (SWE-bench format; tasks synthesised from PyPI projects).",
+    ),
+    EnvEntry(
+        "argym/ToolCall-v0",
+        "argym.envs.toolcall.env:ToolCallEnv",
+        "Call tools (OpenAI tool_calls, JSON or <tool_call> tags) and answer; executable multi-step tasks "
+        "(default) or BFCL (tasks=bfcl/CATEGORY).",
+    ),
 )
 
 

@@ -86,6 +86,8 @@ class Trajectory:
     group: int = 0
     infra_failure: bool = False
     finish_reason: str = ""
+    snapshots: list[Any] = field(default_factory=list)
+    """`EnvState` before each turn, only when the rollout engine was asked to record them (R³L)."""
 
     @property
     def num_policy_tokens(self) -> int:

@@ -226,6 +226,22 @@ def resolve_source(tasks: Any, *, row_to_task: Callable[[dict[str, Any], str], T
     return named(name, kwargs)
 
 
+def jsonl_rows(path: str | Path, item: str = "task") -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) for every non-empty line of `path`; errors name the file and the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{item.capitalize()} file {str(path)!r} does not exist.")
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise ConfigError(f"{path}:{n}: cannot read {item}: not valid JSON ({e}).") from None
+            yield n, row
+
+
 def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task]) -> ListSource:
     """Read a JSONL file into a `ListSource`, one task per non-empty line.
 
@@ -233,23 +249,16 @@ def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task])
     assigned to train or test by a stable hash of their id. Errors name the
     file and the line.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"Task file {str(path)!r} does not exist.")
     tasks = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("each line must be a JSON object")
-                task = to_task(row, n)
-                split = check_split(str(row["split"])) if "split" in row else split_of(task.id)
-            except (ValueError, KeyError, TypeError) as e:  # ConfigError (a bad split) is a ValueError
-                raise ConfigError(f"{path}:{n}: cannot read task: {e}") from e
-            tasks.append(_with_split(task, split))
+    for n, row in jsonl_rows(path):
+        try:
+            if not isinstance(row, dict):
+                raise ValueError("each line must be a JSON object")
+            task = to_task(row, n)
+            split = check_split(str(row["split"])) if "split" in row else split_of(task.id)
+        except (ValueError, KeyError, TypeError) as e:  # ConfigError (a bad split) is a ValueError
+            raise ConfigError(f"{path}:{n}: cannot read task: {e}") from e
+        tasks.append(_with_split(task, split))
     if not tasks:
         raise ConfigError(f"Task file {str(path)!r} holds no tasks.")
     return ListSource(tasks, name=str(path))

@@ -34,7 +34,7 @@ from argym.types import Message, Task
 from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.code.grader import feedback, grade
 from argym.envs.code.tasks import code_tasks
-from argym.envs.sandbox.base import Sandbox, default_sandbox
+from argym.envs.sandbox.base import Sandbox, episode_sandbox
 from argym.envs.tasks import TaskSource
 
 
@@ -66,12 +66,7 @@ class CodeEnv(TextEnv):
     @property
     def sandbox(self) -> Sandbox:
         """The engine's shared sandbox if it handed one in, else the process-wide one of the named backend."""
-        shared = getattr(self.executors, "sandbox", None)
-        if shared is not None:
-            return shared
-        if isinstance(self._sandbox_spec, Sandbox):
-            return self._sandbox_spec
-        return default_sandbox(str(self._sandbox_spec))
+        return episode_sandbox(self.executors, self._sandbox_spec)
 
     def load_tasks(self, tasks: Any) -> TaskSource:
         return code_tasks(tasks)

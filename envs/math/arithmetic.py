@@ -47,9 +47,44 @@ def arithmetic_source(digits: int = 2, ops: str = "+", terms: int = 2, test_size
         expr = " ".join([str(operands[0])] + [f"{op} {x}" for op, x in zip(operators, operands[1:])])
         return Task(id="", prompt=({"role": "user", "content": f"What is {expr}? {BOXED_INSTRUCTION}"},),
                     answer=str(evaluate(operands, operators)),
-                    meta={"digits": digits, "ops": ops, "terms": terms})
+                    meta={"digits": digits, "ops": ops, "terms": terms,
+                          "steps": evaluation_steps(operands, operators)})
 
     return ProceduralSource(f"arithmetic(digits={digits},ops={ops},terms={terms})", make, test_size=test_size)
+
+
+def evaluation_steps(operands: list[int], operators: list[str]) -> list[dict[str, int | str]]:
+    """Every intermediate sub-expression, in evaluation order, with its value.
+
+    ``47 + 38 * 12 - 5`` gives ``38 * 12`` (456), ``47 + 38 * 12`` (503) and the
+    whole expression (498): each product as it grows, then each running sum as
+    a term closes. The last step is the whole question. The Decomposer-Reasoner
+    wrapper checks sub-answers against these and builds its oracle decomposition
+    from them.
+    """
+    steps: list[dict[str, int | str]] = []
+    total_text, total, sign = "", 0, 1
+    prod_text, product = str(operands[0]), operands[0]
+
+    def close_term(op: str) -> None:
+        nonlocal total_text, total
+        if total_text:
+            total_text, total = f"{total_text} {op} {prod_text}", total + sign * product
+            steps.append({"expr": total_text, "value": total})
+        else:
+            total_text, total = prod_text, product
+
+    joiner = "+"
+    for op, x in zip(operators, operands[1:]):
+        if op == "*":
+            prod_text, product = f"{prod_text} * {x}", product * x
+            steps.append({"expr": prod_text, "value": product})
+        else:
+            close_term(joiner)
+            joiner, sign = op, (1 if op == "+" else -1)
+            prod_text, product = str(x), x
+    close_term(joiner)
+    return steps
 
 
 def evaluate(operands: list[int], operators: list[str]) -> int:

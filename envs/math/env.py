@@ -4,6 +4,8 @@ With ``max_attempts > 1`` a wrong answer gets a short "try again" and the
 agent answers again; the episode ends at the first correct answer or when the
 attempts run out. Tasks (``tasks=``):
 - ``"arithmetic(digits=2,ops=+-,terms=3)"``: argym's own generator (default);
+- ``"word_problems(max_number=12)"``: multi-step word problems whose intermediate
+  quantities are known (`meta["steps"]`, as arithmetic's sub-expressions);
 - ``"reasoning_gym/NAME(key=value,...)"``: any reasoning-gym dataset;
 - a path to a JSONL file of ``{"question", "answer"}`` rows, with optional
   ``id`` (default ``<file stem>#<line>``) and ``split`` (default: by hash of the id);
@@ -113,11 +115,19 @@ def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
             return arithmetic_source(**kwargs)
         except TypeError as e:
             raise ConfigError(f"{tasks!r}: arithmetic takes digits, ops, terms and test_size ({e}).") from e
+    if name == "word_problems":
+        from argym.envs.math.word_problems import word_problem_source
+
+        try:
+            return word_problem_source(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"{tasks!r}: word_problems takes max_number and test_size ({e}).") from e
     if name.startswith("reasoning_gym/"):
         from argym.envs.math.reasoning_gym import reasoning_gym_source
 
         return reasoning_gym_source(name.split("/", 1)[1], **kwargs)
     raise ConfigError(f"Unknown math task source {tasks!r}. Use 'arithmetic(digits=2,ops=+,terms=2)', "
+                      f"'word_problems(max_number=12)', "
                       f"'reasoning_gym/NAME(key=value,...)' or a path to a JSONL file of question/answer rows.")
 
 

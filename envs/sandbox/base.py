@@ -117,6 +117,17 @@ def default_sandbox(backend: str = "process") -> Sandbox:
         return _DEFAULTS[key]
 
 
+def episode_sandbox(executors: Any, spec: "str | Sandbox") -> Sandbox:
+    """The sandbox an env's episode runs in: the rollout engine's shared one if it handed one in
+    (`executors.sandbox`), else the `spec` itself if it is a sandbox, else the process-wide one of that backend."""
+    shared = getattr(executors, "sandbox", None)
+    if shared is not None:
+        return shared
+    if isinstance(spec, Sandbox):
+        return spec
+    return default_sandbox(str(spec))
+
+
 def make_sandbox(backend: str = "process", **kwargs: Any) -> Sandbox:
     """A sandbox by backend name: ``process`` (default), ``process-weak`` (no bubblewrap) or ``docker``."""
     if backend in ("process", "process-weak"):

@@ -145,6 +145,58 @@ class DockerSandbox(Sandbox):
             except Exception:  # noqa: BLE001
                 pass
 
+    def start_session(self, limits: Limits | None = None, image: str | None = None, workdir: str = "/testbed",
+                      tmp_mb: int = 256) -> Any:
+        """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
+
+        The same confinement as `run` (no network, memory/CPU/pids limits, only KILL,
+        SETUID and SETGID kept, no-new-privileges, an init, rlimits) but a writable
+        root filesystem, so that files can be copied into `workdir` and the container
+        can be committed as a snapshot; commands run as an unprivileged uid (`exec_in`'s
+        `user`, the caller's files in `workdir` and the size-capped ``/tmp`` only); its
+        processes are capped by an nproc rlimit below the pids limit, so `kill_user`
+        can always start. The caller removes it (``remove(force=True)``).
+        """
+        import docker
+
+        limits = limits or self.limits
+        cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        try:
+            return self.client.containers.run(
+                image or self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0",
+                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
+                pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
+                security_opt=["no-new-privileges"], tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
+                working_dir=workdir, init=True, labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+                ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (
+                    ("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files),
+                    ("core", 0), ("nproc", max(limits.processes - 16, 8)))])  # room for root's kill_user
+        except Exception as e:  # noqa: BLE001
+            raise SandboxError(f"could not start a session container from {image or self.image!r}: {e}") from e
+
+    def exec_in(self, box: Any, argv: list[str], *, user: str = str(NOBODY), workdir: str = "/testbed",
+                env: dict[str, str] | None = None, limits: Limits | None = None) -> ExecResult:
+        """Run `argv` in a session container under ``timeout -s KILL``, output streamed and capped as in `run`."""
+        limits = limits or self.limits
+        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+        base.update(env or {})
+        cmd = ["timeout", "-s", "KILL", f"{limits.timeout_s:g}", *argv]
+        return self._exec(box, cmd, base, user, limits, False, time.monotonic(), workdir=workdir,
+                          on_kill=lambda: self.kill_user(box, user))
+
+    def kill_user(self, box: Any, user: str = str(NOBODY)) -> None:
+        """SIGKILL every process of `user` in a session container (commands and the daemons they left)."""
+        if user == "0":
+            box.kill()
+            return
+        script = ("import os,signal\nfor _ in range(50):\n n=0\n for p in os.listdir('/proc'):\n  if p.isdigit():\n"
+                  f"   try:\n    if os.stat('/proc/'+p).st_uid=={int(user)}: os.kill(int(p),signal.SIGKILL); n+=1\n"
+                  "   except OSError: pass\n if not n: break\n")  # again until none is left: a fork loop respawns
+        try:
+            box.exec_run(["timeout", "-s", "KILL", "10", "python3", "-I", "-S", "-c", script], user="0")
+        except Exception:  # noqa: BLE001 -- the container cannot even start the killer: stop it all
+            box.kill()
+
     def _put_files(self, box: Any, files: dict[str, bytes | str]) -> None:
         for name, data in files.items():
             if "/" in name or name in ("", ".", ".."):
@@ -155,30 +207,34 @@ class DockerSandbox(Sandbox):
                          user=str(NOBODY), environment={"D": base64.b64encode(raw).decode()})
 
     def _exec(self, box: Any, cmd: list[str], env: dict[str, str], user: str, limits: Limits,
-              result_channel: bool, start: float) -> ExecResult:
+              result_channel: bool, start: float, workdir: str = "/sandbox",
+              on_kill: Any = None) -> ExecResult:
         api = self.client.api
-        exec_id = api.exec_create(box.id, cmd, environment=env, user=user, workdir="/sandbox")["Id"]
+        exec_id = api.exec_create(box.id, cmd, environment=env, user=user, workdir=workdir)["Id"]
         out, err = bytearray(), bytearray()
         state = {"overflow": False, "timed_out": False}
         cap_out = (1 << 20) if result_channel else limits.output_bytes
 
         def kill() -> None:
             try:
-                box.kill()
+                (on_kill or box.kill)()
             except Exception:  # noqa: BLE001
                 pass
 
         timer = threading.Timer(limits.timeout_s + 2.0, lambda: (state.update(timed_out=True), kill()))
         timer.start()
+        stream = None
         try:
-            for o, e in api.exec_start(exec_id, stream=True, demux=True):
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+            for o, e in stream:
                 for buf, chunk, cap in ((out, o, cap_out), (err, e, limits.output_bytes)):
                     if chunk:
                         room = cap - len(buf)
                         buf += chunk[:max(room, 0)]
                         if len(chunk) > room and not state["overflow"]:
                             state["overflow"] = True
-                            kill()
+                            if on_kill is None:
+                                kill()
                 if state["overflow"]:
                     break
         except Exception as e:  # noqa: BLE001
@@ -186,6 +242,12 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"lost the sandbox container: {e}") from e
         finally:
             timer.cancel()
+            if state["overflow"] and on_kill is not None:  # a session: stop reading first, then kill
+                try:
+                    stream.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                kill()
         wall = time.monotonic() - start
         code = None
         try:

@@ -2,9 +2,11 @@
 
 Per run (research/SANDBOX_SWE.md §6, §7a):
 - **uid per slot**: as root, each concurrent slot runs as its own unprivileged
-  uid (``base_uid + slot``), so RLIMIT_NPROC is enforced (it is not for root)
-  and slots cannot see or signal each other; after each run every process
-  of that uid is killed.
+  uid, so RLIMIT_NPROC is enforced (it is not for root) and slots cannot see
+  or signal each other; after each run every process of that uid is killed.
+  The uids are leased machine-wide (an flock per uid, released when the
+  sandbox closes or its process dies), so two sandboxes, in one process or
+  in two, never share a uid and never kill each other's runs.
 - **namespaces** (bubblewrap): user, PID, mount, network, IPC, UTS, cgroup;
   no capabilities; a new session; the filesystem is ``/usr`` (and the
   interpreter's prefix) read-only with every site-packages directory masked,
@@ -28,6 +30,7 @@ files are visible (as to any unprivileged user).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -40,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,9 @@ from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, 
                                      clean_output)
 
 BASE_UID = 20_000
+UID_POOL = 40_000
+"""Slots lease uids from [BASE_UID, BASE_UID + UID_POOL)."""
+_LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 _HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
 
 
@@ -106,17 +113,63 @@ def _kill_uid(uid: int, wait_s: float = 3.0, spare: int | None = None) -> int:
         time.sleep(0.005)
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A host directory bound into the sandbox at `target` (read-only unless `writable`)."""
+
+    source: str
+    target: str
+    writable: bool = False
+
+
+def _lease_uids(count: int) -> list[tuple[int, int]]:
+    """`count` uids nobody else holds, each as (uid, fd of its held lock file).
+
+    A lock is an flock on ``_LEASE_DIR/<uid>``: the kernel drops it when the fd
+    closes or the holder dies, so a crashed run never leaks a uid. A freshly
+    leased uid is swept first, in case a dead holder left processes behind.
+    """
+    os.makedirs(_LEASE_DIR, mode=0o700, exist_ok=True)
+    out: list[tuple[int, int]] = []
+    for uid in range(BASE_UID, BASE_UID + UID_POOL):
+        fd = os.open(os.path.join(_LEASE_DIR, str(uid)), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _kill_uid(uid)
+        out.append((uid, fd))
+        if len(out) == count:
+            return out
+    for _, fd in out:
+        os.close(fd)
+    raise SandboxUnavailable(f"no free sandbox uid left in [{BASE_UID}, {BASE_UID + UID_POOL}); "
+                             f"close other sandboxes or remove stale locks in {_LEASE_DIR}.")
+
+
+def _chown_tree(root: str, uid: int) -> None:
+    """Give `root` and everything under it to `uid` (symlinks themselves, never their targets)."""
+    os.lchown(root, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            try:
+                os.lchown(os.path.join(dirpath, name), uid, uid)
+            except FileNotFoundError:
+                pass
+
+
 class ProcessSandbox(Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
-    the defaults of `run`; `base_uid` the first slot's uid (as root).
+    the defaults of `run`. As root each slot leases its own uid (`_lease_uids`).
     """
 
     backend = "process"
 
     def __init__(self, slots: int = 2, limits: Limits | None = None, python: str | None = None,
-                 allow_weak: bool = False, base_uid: int = BASE_UID, tmp_dir: str | None = None):
+                 allow_weak: bool = False, tmp_dir: str | None = None):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}.")
         self.limits = limits or Limits()
@@ -136,7 +189,7 @@ class ProcessSandbox(Sandbox):
         self._slots: queue.Queue[int] = queue.Queue()
         for i in range(slots):
             self._slots.put(i)
-        self.base_uid = base_uid
+        self._leases = _lease_uids(slots) if self.root else []
         self._tmp = Path(tempfile.mkdtemp(prefix="argym-sandbox-", dir=tmp_dir))
         os.chmod(self._tmp, 0o711)
         self._closed = False
@@ -155,9 +208,10 @@ class ProcessSandbox(Sandbox):
             self.bwrap = None
 
     def uid(self, slot: int) -> int | None:
-        return self.base_uid + slot if self.root else None
+        return self._leases[slot][0] if self.root else None
 
-    def _bwrap_argv(self, workdir: Path | None, files: list[str], limits: Limits) -> list[str]:
+    def _bwrap_argv(self, workdir: Path | None, files: list[str], limits: Limits,
+                    mounts: tuple[Mount, ...] = (), chdir: str = "/sandbox") -> list[str]:
         a = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--clearenv", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         for d in _HOST_DIRS:
@@ -175,7 +229,9 @@ class ProcessSandbox(Sandbox):
               "--size", size, "--tmpfs", "/sandbox"]
         for name in files:
             a += ["--ro-bind", str(workdir / name), f"/sandbox/{name}"]
-        return a + ["--chdir", "/sandbox"]
+        for m in mounts:
+            a += ["--bind" if m.writable else "--ro-bind", m.source, m.target]
+        return a + ["--chdir", chdir]
 
     # ---- running -------------------------------------------------------------------
     def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
@@ -190,8 +246,34 @@ class ProcessSandbox(Sandbox):
         finally:
             self._slots.put(slot)
 
+    def run_mounted(self, argv: list[str], mounts: tuple[Mount, ...], *, chdir: str, stdin: bytes | None = None,
+                    env: dict[str, str] | None = None, limits: Limits | None = None) -> ExecResult:
+        """`run` with host directories bound into the sandbox (SWE workspaces) and extra environment.
+
+        Each writable mount's tree is handed to the slot's uid first (as root), so the
+        program can edit it; the host must treat what it finds there afterwards as
+        untrusted (symlinks, odd files). Only the mounts are added: namespaces,
+        rlimits, the tree kill and the output caps are those of `run`.
+        """
+        if self._closed:
+            raise SandboxError("The sandbox is closed.")
+        if self.bwrap is None:
+            raise SandboxUnavailable("Mounting host directories needs bubblewrap (apt-get install bubblewrap).")
+        slot = self._slots.get()
+        try:
+            uid = self.uid(slot)
+            if uid is not None:
+                for m in mounts:
+                    if m.writable:
+                        _chown_tree(m.source, uid)
+            return self._run_once(slot, argv, stdin, None, limits or self.limits, False, mounts=mounts,
+                                  chdir=chdir, extra_env=env)
+        finally:
+            self._slots.put(slot)
+
     def _run_once(self, slot: int, argv: list[str], stdin: bytes | None, files: dict[str, bytes | str] | None,
-                  limits: Limits, result_channel: bool) -> ExecResult:
+                  limits: Limits, result_channel: bool, mounts: tuple[Mount, ...] = (), chdir: str = "/sandbox",
+                  extra_env: dict[str, str] | None = None) -> ExecResult:
         uid = self.uid(slot)
         workdir = None
         names: list[str] = []
@@ -211,13 +293,14 @@ class ProcessSandbox(Sandbox):
             argv = [argv[0], "-I", "-S", *argv[1:]]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+        env.update(extra_env or {})
         rfd = wfd = None
         if result_channel:
             rfd, wfd = os.pipe()
             env["ARGYM_RESULT_FD"] = str(wfd)
             env["ARGYM_OUTPUT_CAP"] = str(limits.output_bytes // 2)
         if self.bwrap is not None:
-            full = self._bwrap_argv(workdir, names, limits)
+            full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
             for k, v in env.items():
                 full += ["--setenv", k, v]
             full += ["--", *argv]
@@ -336,7 +419,8 @@ class ProcessSandbox(Sandbox):
 
     def close(self) -> None:
         self._closed = True
-        if self.root:
-            for slot in range(self._slots.qsize()):
-                _kill_uid(self.base_uid + slot)
+        for uid, fd in self._leases:
+            _kill_uid(uid)
+            os.close(fd)  # releases the lease
+        self._leases = []
         shutil.rmtree(self._tmp, ignore_errors=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from argym.algorithms.config import load_config
-from argym.algorithms.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
@@ -22,32 +21,13 @@ TINY = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.i
 
 @pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                     reason="bubblewrap is not installed (apt-get install bubblewrap)")
-def test_two_grpo_steps_on_code_through_the_sandbox(tmp_path) -> None:
+def test_two_grpo_steps_on_code_through_the_sandbox(tmp_path, fit_two_steps) -> None:
     cfg = load_config(REPO / "configs" / "grpo_code.yaml", TINY + [f"out_dir={tmp_path}"])
     assert cfg.env.id == "argym/Code-v0" and cfg.env.kwargs["max_attempts"] == 2
-    trainer = Trainer(cfg)
-    seen: list = []
-    collect = trainer.collect
-
-    def recording(*a, **k):
-        trajs, m = collect(*a, **k)
-        seen.extend(trajs)
-        return trajs, m
-
-    trainer.collect = recording
-    try:
-        trainer.fit()
-    finally:
-        trainer.close()
-    assert trainer.step == 2 and len(seen) == 2 * 2 * 2
-    tok = trainer.policy.tokenizer
+    _, seen, tok = fit_two_steps(cfg, "Complete the Python function")
     for t in seen:
-        assert not t.infra_failure and len(t.token_ids) == len(t.loss_mask)
-        assert sum(t.loss_mask) == t.num_policy_tokens > 0
         policy_text = tok.decode([i for i, m in zip(t.token_ids, t.loss_mask) if m])
-        assert "Complete the Python function" not in policy_text  # the prompt is never trained on
         if t.turns == 2:  # the env's feedback between the attempts is masked out
             assert "Revise your code" not in policy_text
             assert "Revise your code" in tok.decode(t.token_ids)
     assert any(t.turns == 2 for t in seen)  # an untrained policy fails its first attempt
-    assert (tmp_path / "checkpoint").exists()

@@ -140,7 +140,7 @@ def test_arithmetic_prompt_and_answer() -> None:
     assert q.startswith("What is ") and q.endswith("? Put the final answer in \\boxed{}.")
     a, b = (int(x) for x in q[len("What is "):q.index("?")].split(" + "))
     assert 10 <= a <= 99 and 10 <= b <= 99 and task.answer == str(a + b)
-    assert task.meta == {"digits": 2, "ops": "+", "terms": 2}
+    assert task.meta == {"digits": 2, "ops": "+", "terms": 2, "steps": [{"expr": f"{a} + {b}", "value": a + b}]}
 
 
 def test_arithmetic_knobs() -> None:

@@ -57,3 +57,45 @@ def test_cli_sandbox_commands() -> None:
         out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "cleanup"], capture_output=True,
                              text=True, timeout=120)
         assert out.returncode in (0, 2), out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-slot uids are used only as root")
+def test_process_sandboxes_lease_distinct_uids_and_never_kill_each_others_runs(tmp_path) -> None:
+    """Two sandboxes (here in two processes) each clean up their uids after every run; with shared uids
+    the second one's cleanup would kill the first one's running program."""
+    import shutil
+    import textwrap
+    import threading
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    from argym.envs.sandbox.process import ProcessSandbox
+
+    a = ProcessSandbox(slots=2, limits=Limits(timeout_s=20))
+    try:
+        uids_a = {a.uid(0), a.uid(1)}
+        other = textwrap.dedent(f"""
+            from argym.envs.sandbox.process import ProcessSandbox
+            b = ProcessSandbox(slots=2)
+            print(b.uid(0), b.uid(1), flush=True)
+            for _ in range(20):
+                b.run(["python", "-c", "pass"])
+            b.close()
+        """)
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            r=a.run(["python", "-c", "import time; time.sleep(4); print('survived')"])))
+        t.start()
+        proc = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, timeout=120)
+        t.join(60)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        uids_b = {int(x) for x in proc.stdout.split()}
+        assert len(uids_a) == 2 and len(uids_b) == 2 and not uids_a & uids_b
+        assert result["r"].exit_code == 0 and result["r"].stdout.strip() == "survived"
+    finally:
+        a.close()
+    c = ProcessSandbox(slots=1)  # a closed sandbox's uids are free again
+    try:
+        assert c.uid(0) in uids_a
+    finally:
+        c.close()

@@ -1,0 +1,92 @@
+"""Shared by the envs' tests: which sandbox backends can run here, and the training smoke test's loop."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def _docker_problem(image: str | None) -> str | None:
+    """None if a Docker engine answers and has `image` (default: the sandbox image), else why not."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker package is not installed (pip install 'argym[docker]')"
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as e:  # noqa: BLE001
+        return f"no Docker engine answers at DOCKER_HOST={os.environ.get('DOCKER_HOST', '(default)')}: {e}"
+    from argym.envs.sandbox.docker import IMAGE, image_exists
+
+    if not image_exists(client, image or IMAGE):
+        return (f"the image {image or IMAGE} is missing: run `argym sandbox build-image` (SWE: `--swe`) "
+                f"or .ci/setup-docker.sh")
+    return None
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip where a sandbox cannot run; under CI=true a missing sandbox is a failure, never a skip."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but the sandbox is unavailable: {reason}. .ci/setup-docker.sh sets it up.")
+    pytest.skip(reason)
+
+
+class Backends:
+    """`require(backend, image=None)`: skip (or, in CI, fail) unless that sandbox backend can run here;
+    `unavailable(reason)` for a sandbox that failed to start."""
+
+    unavailable = staticmethod(skip_or_fail)
+
+    def __call__(self, backend: str, image: str | None = None) -> None:
+        if backend == "process" and shutil.which("bwrap") is None:
+            skip_or_fail("bubblewrap is not installed (apt-get install bubblewrap)")
+        if backend == "docker":
+            why = _docker_problem(image)
+            if why:
+                skip_or_fail(why)
+
+
+@pytest.fixture(scope="session")
+def require_backend() -> Backends:
+    return Backends()
+
+
+@pytest.fixture
+def fit_two_steps():
+    """`run(cfg, prompt_marker)` trains `cfg` to its end and returns (trainer, trajectories, tokenizer).
+
+    It checks what every env's smoke test needs: two steps of 2 tasks × 2 samples, no infra failure,
+    the masks aligned with the tokens and covering policy tokens only (the prompt, recognised by
+    `prompt_marker`, is never trained on), and a checkpoint written.
+    """
+    from argym.algorithms.trainer import Trainer
+
+    def run(cfg, prompt_marker: str):
+        trainer = Trainer(cfg)
+        seen: list = []
+        collect = trainer.collect
+
+        def recording(*a, **k):
+            trajs, m = collect(*a, **k)
+            seen.extend(trajs)
+            return trajs, m
+
+        trainer.collect = recording
+        try:
+            trainer.fit()
+        finally:
+            trainer.close()
+        assert trainer.step == 2 and len(seen) == 2 * 2 * 2
+        tok = trainer.policy.tokenizer
+        for t in seen:
+            assert not t.infra_failure and len(t.token_ids) == len(t.loss_mask)
+            assert sum(t.loss_mask) == t.num_policy_tokens > 0
+            policy_text = tok.decode([i for i, m in zip(t.token_ids, t.loss_mask) if m])
+            assert prompt_marker in tok.decode(t.token_ids) and prompt_marker not in policy_text
+        assert (trainer.run_dir / "checkpoint").exists()
+        return trainer, seen, tok
+
+    return run
