@@ -80,6 +80,37 @@ def _turn_spans(traj: Trajectory) -> list[tuple[int, int]]:
     return spans
 
 
+class _DecodedLength:
+    """How many characters the first k + 1 tokens decode to, looked up by bisection.
+
+    The decoded length grows with the prefix (a multi-byte character split
+    across tokens can wobble it by a character at that token only), so the
+    token that completes a step's text is found with O(log n) decodes per step
+    rather than decoding every prefix (O(n²) characters for an n-token answer).
+    """
+
+    def __init__(self, ids: list[int], decode: Callable[[list[int]], str]):
+        self.ids, self.decode, self._cache = ids, decode, {}
+
+    def __call__(self, k: int) -> int:
+        if k not in self._cache:
+            self._cache[k] = len(self.decode(self.ids[:k + 1]))
+        return self._cache[k]
+
+    def first_reaching(self, chars: int) -> int:
+        """The first token k whose prefix decodes to at least `chars` characters (the last token if none)."""
+        lo, hi = 0, len(self.ids) - 1
+        if self(hi) < chars:
+            return hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self(mid) >= chars:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
 def split_steps(traj: Trajectory, separator: str = DEFAULT_SEPARATOR,
                 decode: Callable[[list[int]], str] | None = None) -> list[Step]:
     """The steps of `traj` (see the module docstring).
@@ -102,14 +133,14 @@ def split_steps(traj: Trajectory, separator: str = DEFAULT_SEPARATOR,
             return [Step(turn=0, text=text[a:b]) for a, b in chars]
         return [Step(turn=0, text=text, start=start, end=end)]
     ids = traj.token_ids[start:end + 1]
-    covered = [len(decode(ids[:k + 1])) for k in range(len(ids))]  # chars decoded after token k
+    covered = _DecodedLength(ids, decode)
     steps = []
     first = start
     for j, (a, b) in enumerate(chars):
         if j == len(chars) - 1:
             last = end  # the last step owns the rest, end-of-turn token included
         else:
-            k = next((k for k, c in enumerate(covered) if c >= b), len(ids) - 1)
+            k = covered.first_reaching(b)
             last = start + k
         if last < first:  # a token spanning two separators: merge into the previous step
             prev = steps.pop()
