@@ -46,13 +46,18 @@ def opmd_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config:
 
 
 def credit_step(batch: Any, config: Any) -> None:
-    """Learner step 5 on a prepared batch, in place: truncated IS weight, then positive amplification.
+    """Learner step 5 on a prepared batch, in place: positive amplification, then the truncated IS weight.
 
-    Pivot masks are already in the trajectories' loss masks (`mask_before`, `distill`).
+    In this order because amplification *sets* a success's advantage to 1: weighting
+    first would have that overwrite erase the off-policy correction exactly on the
+    successful retries, the samples furthest from π_old. Amplification decides how
+    much a sample's tokens count, the weight min(π_old/μ, C) then corrects each token
+    for having been sampled from μ (R³L, arXiv 2601.03715; truncated IS as V-trace's ρ̄,
+    arXiv 1802.01561 eq. 1). Pivot masks are already in the loss masks (`mask_before`, `distill`).
     """
+    if getattr(config, "amplify_alpha", None) is not None:
+        batch.advantages = amplify_positive(batch.advantages, batch.loss_mask, batch.positive, config.amplify_alpha)
     if getattr(config, "tis_cap", None) is not None and batch.old_logprobs is not None:
         w = truncated_is_weight(batch.old_logprobs, batch.sampler_logprobs, batch.loss_mask,
                                 batch.has_sampler_logprobs, config.tis_cap)
         batch.advantages = batch.advantages * w
-    if getattr(config, "amplify_alpha", None) is not None:
-        batch.advantages = amplify_positive(batch.advantages, batch.loss_mask, batch.positive, config.amplify_alpha)

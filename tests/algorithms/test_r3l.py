@@ -185,6 +185,25 @@ def test_truncated_importance_weight_and_ratio_free_loss():
     assert torch.allclose(logp.grad, torch.tensor([[-1.0, 0.5]]))  # no ratio: π_old plays no part
 
 
+def test_amplification_keeps_the_importance_weight_on_successes():
+    """Step 5 amplifies first, then weights: a successful retry sampled off-policy keeps min(π_old/μ, C)."""
+    from argym.algorithms.batch import TrainBatch
+    from argym.algorithms.learner import LearnerConfig
+    from argym.algorithms.r3l import credit_step
+
+    mask = torch.tensor([[1., 1., 0.], [1., 1., 1.]])
+    old = torch.log(torch.tensor([[0.2, 0.6, 0.5], [0.3, 0.3, 0.3]]))
+    sampler = torch.log(torch.tensor([[0.4, 0.3, 0.5], [0.6, 0.6, 0.6]]))  # μ: the guided sampler
+    batch = TrainBatch(input_ids=torch.zeros(2, 4, dtype=torch.long), attention_mask=torch.ones(2, 4, dtype=torch.long),
+                       loss_mask=mask, sampler_logprobs=sampler * mask, advantages=torch.tensor([[0.5, 0.5, 0.], [0.1, 0.1, 0.1]]),
+                       rewards=torch.tensor([1., 0.]), group_ids=torch.tensor([0, 0]),
+                       has_sampler_logprobs=torch.tensor([True, True]), positive=torch.tensor([True, False]),
+                       old_logprobs=old)
+    credit_step(batch, LearnerConfig(amplify_alpha=3.0, tis_cap=1.5))
+    # success: Â := 1, then × min(π_old/μ, 1.5) = 0.5 and 1.5 (capped from 2); non-negative failure: 3·0.1 × 0.5
+    assert torch.allclose(batch.advantages, torch.tensor([[0.5, 1.5, 0.0], [0.15, 0.15, 0.15]]))
+
+
 def test_config_checks():
     with pytest.raises(ConfigError, match="reflector"):
         R3LConfig(reflector="oracle")
