@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -95,7 +96,9 @@ class RuleReflector:
     (Code); falls back to the last turn. The guidance quotes the verdict.
     """
 
-    def reflect(self, trajectories: list[Trajectory], seed: int = 0) -> list[Reflection]:
+    def reflect(self, trajectories: list[Trajectory], seed: int = 0,
+                sampling: SamplingParams | None = None) -> list[Reflection]:
+        """One reflection per trajectory (`sampling` is unused: nothing is sampled)."""
         return [self._one(t) for t in trajectories]
 
     def _one(self, traj: Trajectory) -> Reflection:
@@ -121,15 +124,24 @@ def _describe(verdict: dict[str, Any]) -> str:
 
 
 class PolicyReflector:
-    """The policy reflects on its own failures (the paper's setting, for instruct models)."""
+    """The policy reflects on its own failures (the paper's setting, for instruct models).
 
-    def __init__(self, policy: Any, max_tokens: int = 256, temperature: float = 1.0):
+    Reflections are sampled with the rollout's own sampling settings (temperature,
+    top-p), only the token budget is `max_tokens`: with ``r3l.train_reflections`` they
+    are trained like any rollout, and the learner computes log-probs at the configured
+    temperature, so sampling them at another one would make every reflection off-policy.
+    """
+
+    def __init__(self, policy: Any, max_tokens: int = 256):
         self.policy, self.renderer = policy, policy.renderer
-        self.sampling = SamplingParams(temperature=temperature, max_new_tokens=max_tokens)
+        self.max_tokens = max_tokens
         self.last_samples: list[tuple[list[int], list[int], list[float]]] = []
 
-    def reflect(self, trajectories: list[Trajectory], seed: int = 0) -> list[Reflection]:
+    def reflect(self, trajectories: list[Trajectory], seed: int = 0,
+                sampling: SamplingParams | None = None) -> list[Reflection]:
+        """One reflection per trajectory, sampled with `sampling` (the rollout's; default `SamplingParams()`)."""
+        params = dataclasses.replace(sampling or SamplingParams(), max_new_tokens=self.max_tokens)
         prompts = [self.renderer.prompt_ids(reflection_prompt(t.messages)) for t in trajectories]
-        outs = self.policy.generate(prompts, self.sampling, seed=seed)
+        outs = self.policy.generate(prompts, params, seed=seed)
         self.last_samples = [(p, c.token_ids, c.logprobs) for p, c in zip(prompts, outs)]
         return [parse_reflection(c.text, max(t.turns, 1)) for c, t in zip(outs, trajectories)]

@@ -144,7 +144,7 @@ class R3LRollout:
         for g in range(len(tasks)):  # each failure in turn, as many times as the group has retry slots
             mine = [t for t in base if t.group == g and not t.success and not t.infra_failure and t.turns > 0]
             failed += [mine[i % len(mine)] for i in range(n_retry)] if mine else []
-        reflections = self.reflector.reflect(failed, seed=seed + 17)
+        reflections = self.reflector.reflect(failed, seed=seed + 17, sampling=sampling or self.engine.sampling)
         starts, plains = zip(*[retry_start(t, r, self.engine.renderer, self.config.guidance_role)
                                for t, r in zip(failed, reflections)]) if failed else ((), ())
         guided = self.engine.resume(list(starts), seed=seed + 7_777, sampling=sampling) if starts else []

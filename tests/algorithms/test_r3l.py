@@ -143,6 +143,26 @@ def test_policy_reflector_falls_back_when_the_model_cannot_write_json(policy, fa
     assert all(r.fallback is not None and r.retry_from_step == 0 for r in reflections)
 
 
+def test_policy_reflections_are_sampled_at_the_rollout_temperature(policy):
+    """Reflections are trained at the configured temperature, so they are sampled at it (not at 1.0):
+    their sampler log-probs are the policy's at T = 0.5, recomputed here by a plain forward."""
+    with RolloutEngine(*ENV, policy, SamplingParams(temperature=0.5, max_new_tokens=6)) as engine:
+        strategy = R3LRollout(engine, R3LConfig(reflector="policy", reflection_max_tokens=8, train_reflections=True),
+                              policy)
+        tasks = [engine.task_source.sample(__import__("numpy").random.default_rng(3), "train") for _ in range(2)]
+        trajs, _ = strategy.run(tasks, group_size=2, seed=5)
+    reflections = [t for t in trajs if t.task_id.endswith("#reflection")]
+    assert reflections
+    for t in reflections:
+        ids = torch.tensor([t.token_ids])
+        with torch.no_grad():
+            logits = policy.model(ids).logits[0, :-1].float() / 0.5  # position p predicts token p + 1
+        want = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
+        gen = torch.tensor(t.loss_mask[1:]) > 0
+        got = torch.tensor(t.sampler_logprobs[1:])
+        assert (got[gen] - want[gen]).abs().max() < 1e-4
+
+
 def test_positive_amplification_against_hand_computed_advantages():
     adv = torch.tensor([[0.5, 0.5, 0.0], [-0.5, -0.5, -0.5], [0.2, 0.2, 0.0], [0.0, 0.0, 0.0]])  # (B, T)
     mask = torch.tensor([[1., 1., 0.], [1., 1., 1.], [1., 1., 0.], [1., 0., 0.]])
