@@ -89,20 +89,19 @@ def apply_overlong(trajectories: Sequence[Trajectory], max_tokens: int, cache_to
 def informative_groups(trajectories: Sequence[Trajectory], outcome: Sequence[float]) -> list[int]:
     """Group ids whose outcome rewards are not all equal (DAPO eq. 11: 0 < |correct| < G).
 
-    Infra failures are ignored when comparing rewards. A group sampled with
-    size 1 is kept (as verl's DAPO recipe: there is nothing to compare); a
-    larger group left with one valid sample is not (its baseline is itself).
-    Ids are returned in first-seen order.
+    Infra failures are ignored when comparing rewards. A group needs two valid
+    samples with different outcomes: a group of one (sampled alone, or left
+    alone by infra failures) is dropped, unlike verl's DAPO recipe, which keeps
+    groups of size 1. argym gives a lone sample advantage 0 (it has no baseline,
+    `group_normalized`), so keeping it would spend a batch slot on a sample that
+    carries no gradient. Ids are returned in first-seen order.
     """
     rewards: dict[int, list[float]] = {}
-    sizes: dict[int, int] = {}
     for t, r in zip(trajectories, outcome):
         rewards.setdefault(t.group, [])
-        sizes[t.group] = sizes.get(t.group, 0) + 1
         if not t.infra_failure:
             rewards[t.group].append(r)
-    return [g for g, rs in rewards.items()
-            if (sizes[g] == 1 and rs) or (len(rs) > 1 and max(rs) > min(rs))]
+    return [g for g, rs in rewards.items() if len(rs) > 1 and max(rs) > min(rs)]
 
 
 def draw_informative(draw, groups_needed: int, max_draws: int) -> tuple[list[Trajectory], dict[str, float]]:
@@ -133,4 +132,5 @@ def draw_informative(draw, groups_needed: int, max_draws: int) -> tuple[list[Tra
     raise ConfigError(
         f"Dynamic sampling found {n_groups} of {groups_needed} groups with unequal outcome rewards in "
         f"{max_draws} draws ({n_seen} groups seen): the tasks are too easy or too hard for the policy. "
-        f"Raise sampling.max_draws, the group size, or change the task difficulty; or set sampling.dynamic=false.")
+        f"Raise sampling.max_draws, the group size (a group needs at least 2 valid samples), or change the task "
+        f"difficulty; or set sampling.dynamic=false.")

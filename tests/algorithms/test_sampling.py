@@ -50,8 +50,15 @@ def test_overlong_limits_defaults():
 def test_informative_groups():
     ts = [traj(1, 0), traj(0, 0), traj(1, 1), traj(1, 1), traj(0, 2), traj(7, 3),
           traj(1, 4), traj(0, 4, infra=True)]
-    # group 1 all equal; 2 and 3 sampled alone (kept, as verl); 4 left with one valid sample (dropped)
-    assert informative_groups(ts, [t.reward for t in ts]) == [0, 2, 3]
+    # group 1 all equal; 2 and 3 sampled alone and 4 left with one valid sample: no baseline, dropped
+    assert informative_groups(ts, [t.reward for t in ts]) == [0]
+
+
+def test_dynamic_sampling_never_fills_a_batch_with_lone_samples():
+    """Groups of one always get advantage 0 (no baseline): dynamic sampling drops them and says so."""
+    lone = [traj(1, 0), traj(0, 1)]
+    with pytest.raises(ConfigError, match="0 of 1 groups"):
+        draw_informative(lambda k: (lone, [t.reward for t in lone]), groups_needed=1, max_draws=2)
 
 
 def test_dynamic_sampling_keeps_drawing_and_renumbers_groups():
