@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from argym.algorithms.sampling import overlong_penalty
+from argym.algorithms.sampling import longest_turn, overlong_penalty
 from argym.errors import ConfigError
 from argym.rewards.compose import RewardComposer
 from argym.rewards.prm import load_prm
@@ -25,7 +25,7 @@ def build_composer(cfg: Any, policy: Any) -> RewardComposer:
     sequence = {}
     if "overlong" in rc.weights:
         limits = sc.overlong_limits(cfg.rollout.max_new_tokens)
-        sequence["overlong"] = lambda trajs: [overlong_penalty(t.num_policy_tokens, *limits) for t in trajs]
+        sequence["overlong"] = lambda trajs: [overlong_penalty(longest_turn(t), *limits) for t in trajs]
     if "sar" in rc.weights:
         empty = policy.renderer.prompt_ids([{"role": "user", "content": ""}])  # "the answer alone"
         sequence["sar"] = lambda trajs: sar_rewards(policy.model, trajs, empty, policy.pad_id)

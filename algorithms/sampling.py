@@ -2,8 +2,9 @@
 
 Both run inside the trainer's "score → update" order (DESIGN.md): the overlong
 penalty is a reward component (step 1), dynamic sampling filters groups on the
-*outcome* reward, before the penalty (step 3). Lengths count policy tokens
-(`Trajectory.num_policy_tokens`), so env replies never count against a response.
+*outcome* reward, before the penalty (step 3). Lengths count policy tokens, so
+env replies never count against a response, and the penalty reads the longest
+turn of an episode (`longest_turn`), since L_max caps each turn's generation.
 """
 
 from __future__ import annotations
@@ -68,15 +69,35 @@ def overlong_penalty(length: int, max_tokens: int, cache_tokens: int, factor: fl
     return -factor
 
 
+def longest_turn(traj: Trajectory) -> int:
+    """Policy tokens of the trajectory's longest turn: the |y| the overlong penalty reads.
+
+    L_max is a per-turn budget (the rollout's `max_new_tokens` caps each generation),
+    so a multi-turn episode is judged by its longest turn, not by the sum of its
+    turns: three turns of 10 tokens under a 16-token cap are not overlong. One
+    penalty in [−1, 0] per episode, as DAPO's eq. 13 gives one per response,
+    whatever the number of turns (a sum over turns would grow with it). Turn k
+    holds the policy tokens up to `turn_ends[k]`; without turn ends the whole
+    trajectory is one turn. For one turn this is eq. 13 exactly.
+    """
+    longest = count = 0
+    ends = set(traj.turn_ends)
+    for p, m in enumerate(traj.loss_mask):
+        count += bool(m)
+        if p in ends:
+            longest, count = max(longest, count), 0
+    return max(longest, count)
+
+
 def apply_overlong(trajectories: Sequence[Trajectory], max_tokens: int, cache_tokens: int,
                    factor: float = 1.0) -> list[Trajectory]:
-    """Copies of `trajectories` with R_len added to `reward`, counted in policy tokens.
+    """Copies of `trajectories` with R_len of their longest turn (`longest_turn`) added to `reward`.
 
     The penalty is also recorded as `reward_parts["overlong"]` in the last info.
     """
     out = []
     for t in trajectories:
-        pen = overlong_penalty(t.num_policy_tokens, max_tokens, cache_tokens, factor)
+        pen = overlong_penalty(longest_turn(t), max_tokens, cache_tokens, factor)
         infos = list(t.infos)
         if infos:
             last = dict(infos[-1])

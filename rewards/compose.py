@@ -5,7 +5,7 @@ Components (`COMPONENTS`):
   the env gave it, times its weight (PURE's `verifiable_reward_coef`);
 - ``format``: 1 if the last turn was readable (a parsed answer, no action or
   tool error), else 0;
-- ``overlong``: DAPO's soft overlong penalty (arXiv 2503.14476 eq. 13), in policy tokens;
+- ``overlong``: DAPO's soft overlong penalty (arXiv 2503.14476 eq. 13) of the longest turn, in policy tokens;
 - ``process``: a PRM's step rewards, credited by `credit` (PURE's min-form by
   default) and placed on each step's last token;
 - ``sar``: the Self-Aligned Reward from the policy's own log-probs (arXiv 2509.05489).

@@ -9,6 +9,7 @@ from argym.algorithms.sampling import (
     apply_overlong,
     draw_informative,
     informative_groups,
+    longest_turn,
     overlong_penalty,
 )
 from argym.errors import ConfigError
@@ -36,6 +37,42 @@ def test_apply_overlong_counts_policy_tokens_only():
     assert out.reward == pytest.approx(1.0 - 0.5)  # (8 − 9)/2
     assert out.infos[-1]["reward_parts"] == {"outcome": 1.0, "overlong": -0.5}
     assert t.reward == 1.0  # input untouched
+
+
+def multi_turn(turn_lengths: list[int], env_tokens: int = 4) -> Trajectory:
+    """prompt 2 | policy turn 1 | env | policy turn 2 | env | ...; turn_ends on each turn's last token."""
+    mask, ends = [0, 0], []
+    for k, n in enumerate(turn_lengths):
+        mask += [1] * n
+        ends.append(len(mask) - 1)
+        mask += [0] * (env_tokens if k + 1 < len(turn_lengths) else 0)
+    return Trajectory(task_id="m", messages=[], reward=1.0, success=True, turns=len(turn_lengths), terminated=True,
+                      truncated=False, token_ids=list(range(len(mask))), loss_mask=mask, turn_ends=ends,
+                      turn_rewards=[0.0] * (len(ends) - 1) + [1.0], infos=[{}] * len(ends))
+
+
+def test_overlong_penalty_reads_the_longest_turn_not_the_episode():
+    """L_max caps each turn's generation: three 10-token turns under a 16-token cap are not overlong."""
+    (short,) = apply_overlong([multi_turn([10, 10, 10])], max_tokens=16, cache_tokens=4)
+    assert short.reward == 1.0 and short.infos[-1]["reward_parts"]["overlong"] == 0.0
+    (long_,) = apply_overlong([multi_turn([3, 14, 5])], max_tokens=16, cache_tokens=4)
+    assert long_.reward == pytest.approx(1.0 - 0.5)  # the 14-token turn: (12 − 14)/4
+    (cut,) = apply_overlong([multi_turn([2, 16])], max_tokens=16, cache_tokens=4)
+    assert cut.reward == pytest.approx(0.0)  # a turn at the cap: −1, once per episode
+    assert longest_turn(multi_turn([10, 10, 10])) == 10 and longest_turn(traj(1.0, 0, n_policy=8, env_tokens=5)) == 9
+
+
+def test_overlong_reward_component_reads_the_longest_turn_too(tmp_path):
+    from argym.agents.hf import HFPolicy
+    from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+    from argym.algorithms.config import load_config
+    from argym.algorithms.reward_setup import build_composer
+
+    cfg = load_config(None, ["reward.weights.overlong=1.0", "rollout.max_new_tokens=16",
+                             "sampling.overlong_cache_tokens=4", f"out_dir={tmp_path}"])
+    tok = build_tiny_tokenizer()
+    composer = build_composer(cfg, HFPolicy(build_tiny_model(tok), tok))
+    assert composer.sequence["overlong"]([multi_turn([10, 10, 10]), multi_turn([3, 14, 5])]) == [0.0, -0.5]
 
 
 def test_overlong_limits_defaults():
