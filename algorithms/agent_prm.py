@@ -26,7 +26,7 @@ from typing import Any
 from argym.agents.policy import SamplingParams
 from argym.agents.renderer import ChatRenderer
 from argym.rewards.prm import ClassifierPRM, bce, roc_auc, train_classifier
-from argym.rewards.prm_data import QTable, mc_q_targets, prefix_labels, step_keys
+from argym.rewards.prm_data import QTable, discounted_target, mc_q_targets, prefix_labels, step_keys
 from argym.rewards.steps import assistant_turns
 from argym.types import Message, Trajectory
 
@@ -50,9 +50,13 @@ def policy_actor(policy: Any, sampling: SamplingParams, seed: int = 0) -> Actor:
     return act
 
 
-def play_out(envs: Sequence[Any], observations: list[list[Message]], act: Actor) -> list[bool]:
-    """Continue every (restored) episode with `act` until it ends, batching the actor; success per env."""
+def play_out(envs: Sequence[Any], observations: list[list[Message]], act: Actor) -> list[tuple[bool, int]]:
+    """Continue every (restored) episode with `act` until it ends, batching the actor.
+
+    Returns (success, turns played) per env; the turns discount a branch's outcome.
+    """
     success = [False] * len(envs)
+    turns = [0] * len(envs)
     live = list(range(len(envs)))
     obs = list(observations)
     while live:
@@ -61,21 +65,24 @@ def play_out(envs: Sequence[Any], observations: list[list[Message]], act: Actor)
         for i, a in zip(live, actions):
             o, _, terminated, truncated, info = envs[i].step(a)
             obs[i] = o
+            turns[i] += 1
             if terminated or truncated:
                 success[i] = bool(info.get("success", False))
             else:
                 still.append(i)
         live = still
-    return success
+    return list(zip(success, turns))
 
 
 def branch_q_targets(make_env: Callable[[], Any], trajectories: Sequence[Trajectory], act: Actor,
-                     branches: int = 4, table: QTable | None = None) -> QTable:
+                     branches: int = 4, table: QTable | None = None, gamma: float = 1.0) -> QTable:
     """Add `branches` rollouts from the state after each non-final turn of each multi-turn trajectory.
 
     The state is rebuilt by replaying the trajectory's actions in an env and
     snapshotting it; each branch restores the snapshot into its own env (so
-    branches are independent) and is played out with `act`.
+    branches are independent) and is played out with `act`. A branch that ends
+    k turns after the action adds (1 + γ^k·z)/2, the same target as a rollout
+    (`argym.rewards.prm_data.discounted_target`), so both kinds average together.
     """
     table = table if table is not None else QTable()
     if branches < 1:
@@ -99,8 +106,8 @@ def branch_q_targets(make_env: Callable[[], Any], trajectories: Sequence[Traject
                     envs.append(env)
                     starts.append(snap.messages)
                     keys.append(key)
-        for key, ok in zip(keys, play_out(envs, starts, act)):
-            table.add(key, 1.0 if ok else 0.0)
+        for key, (ok, turns) in zip(keys, play_out(envs, starts, act)):
+            table.add(key, discounted_target(ok, turns, gamma))
     finally:
         base.close()
         for env in envs:
@@ -115,7 +122,7 @@ class AgentPRMConfig:
     branches: int = 4
     """Extra rollouts from the state after each non-final turn (0: averaging only)."""
     gamma: float = 1.0
-    """Discount of the outcome by steps to the end (γ^(T−1−t)); 1 for outcome-only tasks."""
+    """Discount of the ±1 outcome by steps to the end, target (1 + γ^k·z)/2 (the paper's 0.95); 1: success rate."""
     test_fraction: float = 0.15
     """Share of tasks held out for the PRM report (the paper's 85/15 split)."""
     epochs: int = 3
@@ -146,7 +153,7 @@ def agent_prm_round(prm: ClassifierPRM, trajectories: Sequence[Trajectory], conf
     test = [t for t in trajectories if held_out(t.task_id, config.test_fraction)]
     table = mc_q_targets(train, config.gamma)
     if make_env is not None and act is not None:
-        branch_q_targets(make_env, train, act, config.branches, table)
+        branch_q_targets(make_env, train, act, config.branches, table, config.gamma)
     texts, targets = table.examples()
     losses = train_classifier(prm, texts, targets, epochs=config.epochs, lr=config.lr,
                               batch_size=config.batch_size, seed=config.seed)

@@ -3,10 +3,13 @@
 Choudhury 2025 (arXiv 2502.10325, `compute_prm_target.py`): every (state,
 action) pair — here the conversation up to and including one step, as text —
 gets the average outcome of all rollouts that pass through it. The paper maps
-z = 2·score − 1 ∈ {−1, 1}, averages, and maps back with (Q̂ + 1)/2, which for a
-0/1 score is the plain success rate used here. With γ < 1 the outcome of a
-rollout is discounted by γ^(T−1−t), t the step and T the number of steps (the
-standard form; the authors' code counts t from the start, ALGORITHMS.md §7).
+z = 2·score − 1 ∈ {−1, 1}, discounts it, averages, and maps back with (Q̂ + 1)/2:
+one rollout's target is (1 + γ^k·z)/2, k the steps after the action. With γ = 1
+that is the plain success rate; with γ < 1 a distant success and a distant
+failure both move towards 1/2 (uncertain), where discounting the 0/1 score would
+leave every failure at 0 and pull distant successes down towards it. k counts
+steps to the end, γ^(T−1−t) for step t of T (the standard form; the authors'
+code counts t from the start of the episode).
 
 `QTable` accumulates sums and counts, so targets from branched rollouts
 (`argym.algorithms.agent_prm`) merge with those from ordinary ones.
@@ -53,9 +56,21 @@ def step_keys(traj: Trajectory, steps: Sequence[Step] | None = None) -> list[str
     return [render_text(step_prefix(traj, steps, j)) for j in range(len(steps))]
 
 
+def discounted_target(success: bool, steps_after: int, gamma: float = 1.0) -> float:
+    """One rollout's PRM target for an action `steps_after` steps before the end: (1 + γ^k·z)/2, z = ±1.
+
+    AgentPRM's mapping (arXiv 2502.10325, `compute_prm_target.py`): the outcome z = 2·score − 1
+    is discounted in [−1, 1] and mapped back to [0, 1].
+    """
+    if not 0 < gamma <= 1:
+        raise ValueError(f"gamma must be in (0, 1], got {gamma}.")
+    z = 1.0 if success else -1.0
+    return 0.5 * (1.0 + gamma ** steps_after * z)
+
+
 def mc_q_targets(trajectories: Sequence[Trajectory], gamma: float = 1.0, table: QTable | None = None,
                  splitter: StepSplitter = split_steps) -> QTable:
-    """Average each (state, action)'s outcome over every rollout through it; infra failures are skipped."""
+    """Average each (state, action)'s discounted target over every rollout through it; infra failures skipped."""
     if not 0 < gamma <= 1:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}.")
     table = table if table is not None else QTable()
@@ -63,9 +78,8 @@ def mc_q_targets(trajectories: Sequence[Trajectory], gamma: float = 1.0, table: 
         if t.infra_failure:
             continue
         keys = step_keys(t, splitter(t))
-        z = 1.0 if t.success else 0.0
         for j, key in enumerate(keys):
-            table.add(key, z * gamma ** (len(keys) - 1 - j))
+            table.add(key, discounted_target(bool(t.success), len(keys) - 1 - j, gamma))
     return table
 
 

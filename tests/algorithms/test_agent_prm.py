@@ -46,7 +46,8 @@ def episodes(n_tasks: int, samples: int, act) -> list[Trajectory]:
         for _ in range(samples):
             env = TwoChoices(n_tasks)
             obs, _ = env.reset(options={"task_id": f"c{i}"})
-            ok = play_out([env], [obs], act)[0]
+            ((ok, turns),) = play_out([env], [obs], act)
+            assert turns == 2
             msgs = env.snapshot().messages
             out.append(Trajectory(task_id=f"c{i}", messages=msgs, reward=float(ok), success=ok, turns=2,
                                   terminated=True, truncated=False))
@@ -71,10 +72,13 @@ def test_mc_targets_average_every_rollout_through_a_state_action():
     # counts: every rollout passes through its first step's key
     firsts = {step_keys(t)[0] for t in trajs}
     assert sum(table.counts[k] for k in firsts) == len(trajs)
-    # γ < 1 discounts the first step by one step
+    # γ < 1: the paper's mapping, z = ±1 discounted by the steps to the end, then (1 + γ^k·z)/2
     discounted = mc_q_targets(trajs, gamma=0.5)
-    key = next(k for k in firsts if table.target(k) == 1.0)
-    assert discounted.target(key) == 0.5
+    win = next(k for k in firsts if table.target(k) == 1.0)
+    lose = next(k for k in firsts if table.target(k) == 0.0)
+    assert discounted.target(win) == 0.75 and discounted.target(lose) == 0.25  # one step before the end
+    last = next(k for k in table.sums if k not in firsts and table.target(k) == 1.0)
+    assert discounted.target(last) == 1.0  # the final step is not discounted
 
 
 def test_branching_from_a_snapshot_estimates_the_true_q():
@@ -90,6 +94,19 @@ def test_branching_from_a_snapshot_estimates_the_true_q():
     # with a deterministic continuation the branched estimate is exact
     exact = branch_q_targets(lambda: TwoChoices(1), seed_traj[:1], actor(rng, True), branches=5)
     assert list(exact.sums.values()) == [5.0]
+
+
+def test_branch_targets_are_discounted_like_rollout_targets():
+    """A branch ending one turn after the action adds (1 + γ·z)/2, as `mc_q_targets` does for a rollout."""
+    rng = random.Random(3)
+    trajs = episodes(1, 20, actor(rng, False))
+    seeds = [next(t for t in trajs if t.messages[1]["content"] == a) for a in "RL"]
+    table = branch_q_targets(lambda: TwoChoices(1), seeds, actor(rng, True), branches=3, gamma=0.5)
+    (r_key,) = [k for k in table.sums if k.endswith("assistant: R")]
+    (l_key,) = [k for k in table.sums if k.endswith("assistant: L")]
+    assert table.target(r_key) == 0.75 and table.target(l_key) == 0.25  # success / failure one turn later
+    rollouts = mc_q_targets([t for t in trajs if t.messages[1]["content"] == "L"], gamma=0.5)
+    assert rollouts.target(l_key) == table.target(l_key)  # the two kinds of target agree
 
 
 def test_prm_training_beats_the_constant_predictor_on_held_out_tasks():
