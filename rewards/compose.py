@@ -170,11 +170,13 @@ class RewardComposer:
         """Steps, PRM scores, credit transform and (optionally) the per-token LOO baseline per group."""
         cfg = self.config
         assert self.prm is not None
-        steps, raw = [], []
+        steps: list[list[Step]] = []
+        raw: list[list[float | None]] = []
         for i, t in enumerate(trajs):
             s = split_steps(t, cfg.separator, self.decode)
-            try:
-                r = [float(x) for x in self.prm.score(t, s)] if not failed[i] else [0.0] * len(s)
+            try:  # None: the PRM has no opinion on that step (kept out of min-form's minimum)
+                r = [None if x is None else float(x) for x in self.prm.score(t, s)] if not failed[i] \
+                    else [0.0] * len(s)
             except InfrastructureError:
                 failed[i] = True
                 r = [0.0] * len(s)
@@ -198,8 +200,9 @@ class RewardComposer:
         if ok:  # `process`: the credited sum a trajectory gets (before the weight); min/sum: the raw scores'
             metrics["reward/process"] = sum(sum(credited[i]) for i in ok) / len(ok)
             metrics["reward/process_steps"] = sum(len(steps[i]) for i in ok) / len(ok)
-            metrics["reward/process_min"] = sum(min(raw[i], default=0.0) for i in ok) / len(ok)
-            metrics["reward/process_sum"] = sum(sum(raw[i]) for i in ok) / len(ok)
+            scored = {i: [x for x in raw[i] if x is not None] for i in ok}
+            metrics["reward/process_min"] = sum(min(scored[i], default=0.0) for i in ok) / len(ok)
+            metrics["reward/process_sum"] = sum(sum(scored[i]) for i in ok) / len(ok)
         return steps, credited
 
     def _shape(self, t: Trajectory, values: dict[str, float], steps: list[Step],

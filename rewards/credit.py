@@ -78,20 +78,33 @@ def strict_min_form_rewards(step_rewards: Sequence[float]) -> list[float]:
     return [g - (returns[j + 1] if j + 1 < len(returns) else 0.0) for j, g in enumerate(returns)]
 
 
-def credit_rewards(step_rewards: Sequence[float], credit: str = "min", temperature: float = 0.1) -> list[float]:
+def credit_rewards(step_rewards: Sequence[float | None], credit: str = "min",
+                   temperature: float = 0.1) -> list[float]:
     """Per-step rewards to place on each step's last token, by credit rule.
 
     "min": PURE's soft min-form r*_j (sum → min as T → 0); "strict": rewards
     whose reverse sum is the strict min of the future; "sum": the raw rewards
     (γ-discounted by the learner's `gamma`, if below 1), the sum-form PURE argues against.
+
+    A step scored None is one the PRM has no opinion on (a rule PRM's step
+    without a verdict): it gets 0 and takes no part in the minimum, so its
+    return is that of the next scored step. Scoring such steps 0 instead would
+    cap the min-form return of every correct answer with more than one step at
+    0, so the policy would learn to write single-step answers (PURE, arXiv
+    2504.15275, saw that hack with its per-step baseline).
     """
+    if credit not in ("min", "strict", "sum"):
+        raise ValueError(f"credit must be 'min', 'strict' or 'sum', got {credit!r}.")
+    scored = [j for j, r in enumerate(step_rewards) if r is not None]
+    values = [float(step_rewards[j]) for j in scored]  # type: ignore[arg-type]
     if credit == "min":
-        return min_form_rewards(step_rewards, temperature)
-    if credit == "strict":
-        return strict_min_form_rewards(step_rewards)
-    if credit == "sum":
-        return [float(r) for r in step_rewards]
-    raise ValueError(f"credit must be 'min', 'strict' or 'sum', got {credit!r}.")
+        values = min_form_rewards(values, temperature)
+    elif credit == "strict":
+        values = strict_min_form_rewards(values)
+    out = [0.0] * len(step_rewards)
+    for j, v in zip(scored, values):
+        out[j] = v
+    return out
 
 
 def token_loo_baseline(step_rewards: Sequence[Sequence[float]],

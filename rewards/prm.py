@@ -31,8 +31,9 @@ from argym.rewards.steps import Step, render_text, split_steps, step_prefix
 class ProcessRewardModel(Protocol):
     """Scores each step of a trajectory; `steps` default to `split_steps(trajectory)`."""
 
-    def score(self, trajectory: Trajectory, steps: Sequence[Step] | None = None) -> list[float]:
-        """One reward in [−1, 1] per step, in order."""
+    def score(self, trajectory: Trajectory, steps: Sequence[Step] | None = None) -> list[float | None]:
+        """One reward in [−1, 1] per step, in order; None where the PRM has no opinion on a step
+        (it then takes no part in min-form credit, `argym.rewards.credit.credit_rewards`)."""
         ...
 
 
@@ -45,14 +46,19 @@ class RuleBasedPRM:
     not use the action (``verdict["error"]``, a tool call that failed:
     ``verdict["tool_errors"]``), `wrong` if it was graded incorrect, else
     `neutral`. Other steps of a turn (single-turn segments) are `neutral`.
+
+    `neutral` is None by default: the rule has no evidence about a step without
+    a verdict, so it gives no opinion and the step stays out of min-form's
+    minimum. A number (e.g. 0.0) makes such steps count, and then a correct
+    answer written in three steps gets the min of [0, 0, 1] = 0.
     """
 
     correct: float = 1.0
     wrong: float = -1.0
     error: float = -1.0
-    neutral: float = 0.0
+    neutral: float | None = None
 
-    def turn_reward(self, info: dict[str, Any]) -> float:
+    def turn_reward(self, info: dict[str, Any]) -> float | None:
         verdict = info.get("verdict") or {}
         if info.get("success") or verdict.get("correct") is True:
             return self.correct
@@ -62,9 +68,9 @@ class RuleBasedPRM:
             return self.wrong
         return self.neutral
 
-    def score(self, trajectory: Trajectory, steps: Sequence[Step] | None = None) -> list[float]:
+    def score(self, trajectory: Trajectory, steps: Sequence[Step] | None = None) -> list[float | None]:
         steps = split_steps(trajectory) if steps is None else steps
-        out = []
+        out: list[float | None] = []
         for j, s in enumerate(steps):
             last_of_turn = j + 1 == len(steps) or steps[j + 1].turn != s.turn
             info = trajectory.infos[s.turn] if s.turn < len(trajectory.infos) else {}

@@ -45,12 +45,20 @@ def assistant_turns(messages: Sequence[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
 
 
+def has_content(text: str) -> bool:
+    """Whether `text` holds a letter or a digit: blank lines, rules (---), bullets and fences do not."""
+    return any(c.isalnum() for c in text)
+
+
 def split_text(text: str, separator: str = DEFAULT_SEPARATOR) -> list[tuple[int, int]]:
     """Character spans [a, b) of the segments of `text`, each ending after its separator.
 
-    Empty or whitespace-only pieces (separators in a row, trailing blank lines)
-    join the step before them, so every step has content; text with no
-    content is one step.
+    Pieces without content (`has_content`: separators in a row, trailing blank
+    lines, a "---" rule, a lone code fence) join the step before them (or the one
+    after, at the start), so every step has content and layout is never a step of
+    its own: a PRM scoring it could otherwise set the min-form return of a correct
+    answer by its formatting (the reward hack PURE, arXiv 2504.15275, reports on
+    "\n\n"). Text with no content is one step.
     """
     if not separator:
         raise ValueError("the step separator must be a non-empty string.")
@@ -59,9 +67,9 @@ def split_text(text: str, separator: str = DEFAULT_SEPARATOR) -> list[tuple[int,
     while pos < len(text):
         hit = text.find(separator, pos)
         b = len(text) if hit < 0 else hit + len(separator)
-        if spans and not text[pos:b].strip():
+        if spans and not has_content(text[pos:b]):
             spans[-1] = (spans[-1][0], b)
-        elif spans and not text[spans[-1][0]:spans[-1][1]].strip():
+        elif spans and not has_content(text[spans[-1][0]:spans[-1][1]]):
             spans[-1] = (spans[-1][0], b)
         else:
             spans.append((pos, b))

@@ -92,6 +92,28 @@ def test_multi_turn_rule_prm_with_strict_min_form(renderer):
     assert out.reward == -1.0
 
 
+def test_rule_prm_min_form_does_not_punish_a_correct_answer_for_its_steps(renderer):
+    """PURE's hack (arXiv 2504.15275): steps without a verdict must not set the min of a correct answer.
+    A correct answer in three steps scores as the same answer in one; a wrong one still scores −1."""
+    def process(answers, success, **cfg_kw):
+        t = traj(renderer, answers, success)
+        cfg = RewardConfig(weights={"outcome": 0.0, "process": 1.0}, **cfg_kw)
+        (out,), _ = RewardComposer(cfg, prm=RuleBasedPRM(), decode=renderer.decode)([t])
+        return out.reward
+
+    for credit in ("min", "strict"):
+        one = process(["\\boxed{1}"], True, credit=credit)
+        assert one == pytest.approx(1.0)
+        assert process(["1 + 0 is 1.\n\nSo:\n\n\\boxed{1}"], True, credit=credit) == pytest.approx(one)
+        assert process(["1 + 0 is 2.\n\nSo:\n\n\\boxed{2}"], False, credit=credit) == pytest.approx(-1.0)
+    # a multi-turn episode whose first turn has no verdict (e.g. a tool call): only the final verdict counts
+    t = traj(renderer, ["Let me look.", "\\boxed{1}"], success=True)
+    t.infos[0] = {}
+    (out,), m = RewardComposer(RewardConfig(weights={"outcome": 0.0, "process": 1.0}), prm=RuleBasedPRM(),
+                               decode=renderer.decode)([t])
+    assert out.reward == pytest.approx(1.0) and m["reward/process_min"] == 1.0
+
+
 def test_weight_zero_is_logged_not_trained_on(renderer):
     good = traj(renderer, ["\\boxed{1}"], success=True)
     unparsed = traj(renderer, ["no answer"], success=False, parsed=None)

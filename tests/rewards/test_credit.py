@@ -74,3 +74,12 @@ def test_token_loo_baseline_by_hand():
     assert token_loo_baseline([[0.3, 0.1]], [[2, 2]]) == [[0.3, 0.1]]  # a group of one: no other response
     with pytest.raises(ValueError):
         token_loo_baseline([[1.0]], [[1, 2]])
+
+
+def test_steps_without_an_opinion_take_no_part_in_the_minimum():
+    """None (no opinion) credits 0 and leaves the min to the scored steps; its return is the next scored one's."""
+    assert credit_rewards([None, None, 1.0], "min") == pytest.approx([0.0, 0.0, 1.0])
+    strict = credit_rewards([None, 0.5, None, 1.0], "strict")
+    assert strict == [0.0, -0.5, 0.0, 1.0] and sum_form_returns(strict) == [0.5, 0.5, 1.0, 1.0]
+    assert sum(credit_rewards([0.8, None, -0.4], "min", 1e-4)) == pytest.approx(-0.4)
+    assert credit_rewards([None, 2.0], "sum") == [0.0, 2.0] and credit_rewards([None, None], "min") == [0.0, 0.0]

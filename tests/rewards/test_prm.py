@@ -26,7 +26,8 @@ def single_turn(answer: str, correct: bool, verdict_extra=None) -> Trajectory:
 def test_rule_prm_scores_the_last_step_of_a_turn_by_its_verdict():
     t = single_turn("think\n\n\\boxed{2}", True)
     r = ChatRenderer(build_tiny_tokenizer())
-    assert RuleBasedPRM().score(t, split_steps(t, decode=r.decode)) == [0.0, 1.0]
+    assert RuleBasedPRM().score(t, split_steps(t, decode=r.decode)) == [None, 1.0]  # no verdict: no opinion
+    assert RuleBasedPRM(neutral=0.0).score(t, split_steps(t, decode=r.decode)) == [0.0, 1.0]
     assert RuleBasedPRM().score(single_turn("\\boxed{3}", False)) == [-1.0]
     assert RuleBasedPRM(error=-0.5).score(single_turn("x", False, {"error": "unreadable"})) == [-0.5]
     assert RuleBasedPRM(error=-0.5).score(single_turn("x", False, {"tool_errors": ["bad args"]})) == [-0.5]

@@ -35,6 +35,12 @@ def test_split_text_on_blank_lines():
         split_text("x", "")
 
 
+def test_layout_is_never_a_step_of_its_own():
+    """Pieces without a letter or digit (a rule, a fence, blank lines) join a neighbouring step."""
+    text = "---\n\nFirst.\n\n```\n\n\\boxed{2}\n\n* *"
+    assert [text[a:b] for a, b in split_text(text)] == ["---\n\nFirst.\n\n```\n\n", "\\boxed{2}\n\n* *"]
+
+
 def test_single_turn_steps_map_to_their_last_tokens(renderer):
     answer = "Let me check this again.\n\n12 + 30 = 42\n\n\\boxed{42}"
     traj = trajectory(renderer, [{"role": "user", "content": "What is 12 + 30?"},
