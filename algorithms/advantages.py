@@ -10,13 +10,15 @@ Implemented here (outcome estimators: one value per sample, broadcast to its pol
   Â_i = (r_i − mean(r_group)) / (std(r_group) + eps); without the std with ``adv_std=False``;
 - "drgrpo" — Dr.GRPO's mean-only Â_i = r_i − mean(r_group) (arXiv 2503.20783 eq. 2), whatever `adv_std`;
 - "rloo" — leave-one-out Â_i = r_i − (1/(k−1)) Σ_{j≠i} r_j (arXiv 2402.14740 eq. 5);
-- "reinforce++" / "reinforce++_baseline" — REINFORCE++ (arXiv 2501.03262 eq. 7-8): the
-  return (γ = 1, outcome reward) or r_i − mean(r_group), whitened over the whole batch.
-
 Token-level estimators (``token_level = True``) take ``(batch, config)`` and give (B, T):
 - "returns" — discounted returns of per-turn (or process) rewards, G_t = Σ_{s≥t} γ^{s−t} r_s,
   counted over policy tokens only (env tokens are skipped, not discounted), centred on the
-  group's mean first-token return when ``adv_baseline`` is set.
+  group's mean first-token return when ``adv_baseline`` is set;
+- "reinforce++" / "reinforce++_baseline" — REINFORCE++ (arXiv 2501.03262 §3): each token's
+  return G_t (with ``kl_in_reward`` the per-token −β·KL_s is in r_s, so a token's return holds
+  only the KL of the tokens from it on), the baseline variant with the group's mean outcome
+  taken off the last policy token; marked ``whiten_tokens``, so the learner then whitens them
+  over every policy token of the batch, on every process (`masked_whiten`).
 
 `gae` (VAPO's decoupled, length-adaptive GAE, arXiv 2504.05118 §3.2) is below too;
 the learner calls it with the critic's values.
@@ -27,6 +29,8 @@ never with a Python loop over samples.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -125,29 +129,60 @@ def rloo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) ->
     return adv.float()
 
 
-def whiten(x: Tensor, eps: float = 1e-6) -> Tensor:
-    """(x − mean) / (std + eps) over all of `x` (Bessel std); a single value gives 0."""
-    x = x.to(torch.float64)
-    if x.numel() < 2:
-        return torch.zeros_like(x).float()
-    return ((x - x.mean()) / (x.std() + eps)).float()
+def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-6,
+                  reduce: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """(x − mean) / (std + eps) over the positions where ``mask > 0`` (Bessel std), 0 elsewhere; (B, T).
+
+    `reduce` sums a tensor over processes (the learner passes its accelerator's), so
+    mean and std are those of every process's tokens together and one process's share
+    of the batch gets the single-process values. Fewer than two tokens give 0.
+    """
+    total = reduce or (lambda t: t)
+    m = (mask > 0).to(torch.float64)
+    v = x.to(torch.float64)
+    n, s = total(torch.stack([m.sum(), (v * m).sum()])).tolist()
+    if n < 2:
+        return torch.zeros_like(x, dtype=torch.float32)
+    mean = s / n
+    sq = total((((v - mean) ** 2) * m).sum().reshape(1)).item()
+    return ((v - mean) / (math.sqrt(sq / (n - 1)) + eps) * m).float()
+
+
+def _last_policy_token(mask: Tensor) -> Tensor:
+    """Column of each row's last policy token (B,) (the last column for a row without one)."""
+    return (mask.shape[1] - 1) - (mask > 0).flip(1).to(torch.int64).argmax(dim=1)
 
 
 @register_advantage("reinforce++")
-def reinforce_pp_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
-    """REINFORCE++: the return (here the outcome reward, γ = 1), whitened over the batch.
+def reinforce_pp_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+    """REINFORCE++: each token's return G_t = Σ_{s≥t} γ^{s−t} r_s over policy tokens; (B, T).
 
-    Â = (G − mean_batch G) / std_batch G  (arXiv 2501.03262 eq. 7; global, not per group).
-    Under several processes the learner passes every process's rewards (`Learner._global_sequence_advantages`).
+    r_s is the outcome (and any per-turn reward) on its token, minus β·KL_s on every
+    token when ``kl_in_reward`` (arXiv 2501.03262 eq. 5-6: a token is credited with the
+    KL of the tokens from it on, not the whole response's). The learner then whitens
+    the returns over every policy token of the batch (eq. 7; ``whiten_tokens``),
+    as OpenRLHF and verl do, so long responses weigh by their tokens.
     """
-    return whiten(rewards, config.adv_eps)
+    return discounted_returns(batch.token_rewards, batch.loss_mask, config.gamma)
 
 
 @register_advantage("reinforce++_baseline")
-def reinforce_pp_baseline_advantage(rewards: Tensor, group_ids: Tensor,
-                                    config: LearnerConfig) -> Tensor:
-    """REINFORCE++-baseline: r_i − mean_g r, then whitened over the batch (arXiv 2501.03262 §3.2)."""
-    return whiten(group_normalized(rewards, group_ids, use_std=False), config.adv_eps)
+def reinforce_pp_baseline_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+    """REINFORCE++-baseline (arXiv 2501.03262 §3.2): the group's mean reward taken off each
+    response's last policy token, then token returns as `reinforce_pp_advantage`; (B, T).
+
+    A group of one loses its own reward (no baseline: only its KL terms are left).
+    """
+    mean, _, _, index = group_moments(batch.rewards, batch.group_ids)
+    rewards = batch.token_rewards.clone()
+    rows = torch.arange(len(rewards))
+    rewards[rows, _last_policy_token(batch.loss_mask)] -= mean[index].to(rewards.dtype)
+    return discounted_returns(rewards, batch.loss_mask, config.gamma)
+
+
+for _fn in (reinforce_pp_advantage, reinforce_pp_baseline_advantage):
+    _fn.token_level = True  # type: ignore[attr-defined]
+    _fn.whiten_tokens = True  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- token level

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from argym.algorithms.advantages import ADVANTAGES, gae, group_moments
+from argym.algorithms.advantages import ADVANTAGES, gae, group_moments, masked_whiten
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
 from argym.algorithms.prefix import place, plan_shared_prefix, shared_prefix_logits
@@ -313,6 +313,10 @@ class Learner:
             token_rewards = token_rewards - cfg.kl_coef * kl  # per token, as REINFORCE++ eq. 5
         if getattr(self.advantage_fn, "token_level", False):
             adv = self.advantage_fn(dataclasses.replace(batch, token_rewards=token_rewards), cfg)
+            if getattr(self.advantage_fn, "whiten_tokens", False):  # REINFORCE++: over all processes' tokens
+                acc = self.accelerator
+                adv = masked_whiten(adv, mask, cfg.adv_eps,
+                                    reduce=lambda t: acc.reduce(t.to(acc.device), reduction="sum").cpu())
             return adv.float() * mask  # (B, L-1)
         adv = self._global_sequence_advantages(rewards, batch.group_ids).float()  # (B,)
         return adv[:, None] * mask  # (B, L-1)
@@ -320,9 +324,9 @@ class Learner:
     def _global_sequence_advantages(self, rewards: Tensor, group_ids: Tensor) -> Tensor:
         """The sequence-level estimator over the rewards of *all* processes, this process's rows back.
 
-        Batch-wide statistics (REINFORCE++'s whitening, arXiv 2501.03262 eq. 7) must be
-        global, so one process's share of the batch gives the single-process result;
-        group ids are made unique per process, since each numbers its groups from 0.
+        Batch-wide statistics of a sequence-level estimator must be global, so one
+        process's share of the batch gives the single-process result; group ids are made
+        unique per process, since each numbers its groups from 0.
         """
         acc, cfg = self.accelerator, self.config
         if acc.num_processes == 1:

@@ -75,7 +75,7 @@ from argym.algorithms.advantages import (  # noqa: E402
     discounted_returns,
     gae,
     length_adaptive_lambda,
-    whiten,
+    masked_whiten,
 )
 from argym.algorithms.batch import make_batch  # noqa: E402
 from argym.types import Trajectory  # noqa: E402
@@ -85,17 +85,20 @@ CFG = LearnerConfig()
 
 def test_all_equal_rewards_give_zero_for_every_group_estimator():
     r, g = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]), torch.tensor([0, 0, 0, 1, 1])
-    for name in ("grpo", "drgrpo", "rloo", "reinforce++_baseline"):
+    for name in ("grpo", "drgrpo", "rloo"):
         torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(5), msg=name)
-    # REINFORCE++ whitens over the batch, not per group: these are not zero
-    mean, std = r.mean(), r.std()
-    torch.testing.assert_close(get_advantage("reinforce++")(r, g, CFG), (r - mean) / (std + 1e-6))
+    batch = make_batch([_traj([1], [1, 1], float(x), group=int(k)) for x, k in zip(r, g)], torch.zeros(5), pad_id=0)
+    torch.testing.assert_close(get_advantage("reinforce++_baseline")(batch, CFG), torch.zeros(5, 2))
+    # REINFORCE++ takes no baseline: each token's return is the outcome (whitened later, by the learner)
+    torch.testing.assert_close(get_advantage("reinforce++")(batch, CFG), r[:, None].expand(5, 2))
 
 
 def test_groups_of_size_one_get_zero():
     r, g = torch.tensor([5.0, 2.0]), torch.tensor([0, 1])
-    for name in ("grpo", "drgrpo", "rloo", "reinforce++_baseline"):
+    for name in ("grpo", "drgrpo", "rloo"):
         torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(2), msg=name)
+    batch = make_batch([_traj([1], [1], 5.0, group=0), _traj([1], [1, 1], 2.0, group=1)], torch.zeros(2), pad_id=0)
+    torch.testing.assert_close(get_advantage("reinforce++_baseline")(batch, CFG), torch.zeros(2, 2))
 
 
 def test_drgrpo_ignores_adv_std():
@@ -111,12 +114,22 @@ def test_rloo_hand_computed():
                                torch.tensor([1.0, -0.5, -0.5, 2.0, -2.0]))
 
 
-def test_reinforce_pp_baseline_is_centred_then_whitened():
-    r, g = torch.tensor([1.0, 0.0, 3.0, 1.0]), torch.tensor([0, 0, 1, 1])
-    centred = torch.tensor([0.5, -0.5, 1.0, -1.0])  # per-group mean removed
-    want = (centred - centred.mean()) / (centred.std() + 1e-6)
-    torch.testing.assert_close(get_advantage("reinforce++_baseline")(r, g, CFG), want)
-    assert whiten(torch.tensor([3.0])).tolist() == [0.0]
+def test_reinforce_pp_baseline_is_centred_on_the_group_per_token():
+    r, g = [1.0, 0.0, 3.0, 1.0], [0, 0, 1, 1]
+    batch = make_batch([_traj([1, 2], [1, 1, 1], x, group=k) for x, k in zip(r, g)], torch.zeros(4), pad_id=0)
+    centred = torch.tensor([0.5, -0.5, 1.0, -1.0])  # per-group mean removed, the return of every token
+    got = get_advantage("reinforce++_baseline")(batch, CFG)
+    torch.testing.assert_close(got, centred[:, None] * batch.loss_mask)
+
+
+def test_masked_whiten_is_over_tokens():
+    x = torch.tensor([[1.0, 1.0, 1.0, 9.0], [0.0, 9.0, 9.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    # tokens 1, 1, 1, 0: mean 0.75, Bessel std sqrt((3·0.0625 + 0.5625)/3) = 0.5
+    want = torch.tensor([[0.5, 0.5, 0.5, 0.0], [-1.5, 0.0, 0.0, 0.0]])
+    torch.testing.assert_close(masked_whiten(x, mask, eps=0.0), want)
+    assert masked_whiten(x, torch.zeros_like(mask)).abs().sum() == 0  # no token: 0
+    assert masked_whiten(torch.tensor([[3.0]]), torch.tensor([[1.0]])).tolist() == [[0.0]]  # one token: 0
 
 
 def test_discounted_returns_skip_env_tokens():

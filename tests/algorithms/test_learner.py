@@ -294,6 +294,43 @@ def test_kl_in_reward_lowers_rewards_before_the_estimator():
     assert "train/kl_loss" in metrics and metrics["train/kl_loss"] == 0.0  # not in the loss as well
 
 
+def _token_whitened(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(x − mean) / (std + 1e-6) over the policy tokens, by hand (Bessel std, as verl's masked_whiten)."""
+    vals = x[mask > 0].double()
+    return ((x.double() - vals.mean()) / (vals.std() + 1e-6) * mask).float()
+
+
+def test_reinforce_pp_whitens_over_tokens_not_sequences():
+    """REINFORCE++ eq. 7 as its paper, OpenRLHF and verl: mean and std over every policy token of the
+    batch, so a long response counts once per token (responses here have 2 to 8 tokens)."""
+    trajs = random_trajs()
+    for name in ("reinforce++", "reinforce++_baseline"):
+        lrn = learner(advantage=name)
+        batch = lrn.prepare_batch(trajs, PAD)
+        outcome = batch.rewards
+        if name == "reinforce++_baseline":
+            from argym.algorithms.advantages import group_moments
+
+            mean, _, _, index = group_moments(outcome, batch.group_ids)
+            outcome = (outcome - mean[index]).float()
+        want = _token_whitened(outcome[:, None] * batch.loss_mask, batch.loss_mask)
+        torch.testing.assert_close(batch.advantages, want, atol=1e-5, rtol=1e-5, msg=name)
+        assert abs(batch.advantages[batch.loss_mask > 0].mean().item()) < 1e-5
+
+
+def test_reinforce_pp_kl_in_the_reward_gives_each_token_its_future_return():
+    """With the KL in the reward (arXiv 2501.03262 eq. 5-6), token t's return is r − β Σ_{s≥t} KL_s."""
+    trajs = random_trajs()
+    lrn = learner(ref=True, kl_coef=0.5, kl_estimator="k1", kl_in_reward=True, advantage="reinforce++")
+    batch = lrn.prepare_batch(trajs, PAD)
+    mask = batch.loss_mask
+    kl = (batch.old_logprobs - batch.ref_logprobs) * mask  # (B, T) k1 per token
+    future_kl = kl.flip(1).cumsum(1).flip(1)  # Σ_{s≥t} KL_s
+    returns = (batch.rewards[:, None] - 0.5 * future_kl) * mask
+    torch.testing.assert_close(batch.advantages, _token_whitened(returns, mask), atol=1e-5, rtol=1e-4)
+    assert kl.abs().sum() > 0.1  # the two models differ: the KL terms are not vanishing
+
+
 def test_nll_on_positive_samples_only():
     trajs = random_trajs()
     for t in trajs:
