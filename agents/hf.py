@@ -2,8 +2,9 @@
 
 Generation is batched with left padding; each completion keeps the exact
 generated ids up to and including the first end-of-turn token, with the
-sampler's log-probs at the sampling temperature (top-p is not reflected in
-them; the learner recomputes π_old anyway).
+sampler's log-probs: those of the distribution each token was drawn from
+(`Completion.logprobs`), read from transformers' processed scores (temperature
+and top-p applied, the nucleus renormalised), as vLLM's `processed_logprobs`.
 
 The compiled fast path (`compiled=True`, `rollout.backend: hf-compiled`) is
 transformers' own: a static KV cache and a `torch.compile`d forward (CUDA
@@ -119,7 +120,7 @@ class HFPolicy:
         greedy = sampling.temperature <= 0
         kwargs: dict[str, Any] = dict(max_new_tokens=sampling.max_new_tokens, do_sample=not greedy,
                                       eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-                                      output_logits=True, return_dict_in_generate=True)
+                                      output_scores=True, return_dict_in_generate=True)
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
         was_training = self.model.training
@@ -130,9 +131,10 @@ class HFPolicy:
             if was_training:
                 self.model.train()
         new = result.sequences[:len(prompts), width:].cpu()  # (B, T_new)
-        logits = torch.stack(result.logits, dim=1)[:len(prompts)].float().cpu()  # (B, T_new, V)
-        temp = sampling.temperature if not greedy else 1.0
-        logprobs = torch.log_softmax(logits / temp, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, T_new)
+        # scores: the logits after the processors, i.e. / T and −inf outside the top-p nucleus when sampling
+        # (unchanged logits when greedy), so their softmax is the distribution each token was drawn from
+        scores = torch.stack(result.scores, dim=1)[:len(prompts)].float().cpu()  # (B, T_new, V)
+        logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, T_new)
         stop = torch.tensor(self.stop_ids)
         completions = []
         for i in range(len(prompts)):

@@ -34,6 +34,15 @@ class SamplingParams:
 class Completion:
     """One generated turn: the exact ids, their log-probs, and why it stopped.
 
+    `logprobs` mean the same under every backend: log μ(token), μ the distribution
+    the token was actually drawn from, i.e. softmax(logits / T) restricted to the
+    top-p nucleus (the most probable tokens whose mass first reaches `top_p`) and
+    renormalised; greedy (T = 0) reports log softmax(logits) at T = 1. With top_p = 1
+    that is the learner's π at the sampling temperature. μ is the denominator of any
+    importance weight π_old/μ (R³L's `tis_cap`), which is only unbiased for the
+    proposal actually used, and the learner's training–inference mismatch then also
+    shows how far top-p sampling is from the policy it trains (docs/design.md).
+
     `finish_reason` is "stop" when the end-of-turn token was produced (it is
     the last id) and "length" when `max_new_tokens` ran out.
     """

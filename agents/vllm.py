@@ -8,8 +8,10 @@ tokens; top-k off; the checkpoint's `generation_config.json` defaults are not
 applied, so nothing else changes the distribution).
 
 Log-probs are vLLM's ``processed_logprobs``: the distribution the token was
-actually drawn from (temperature and top-p applied), the π_sampler of the
-truncated importance-sampling correction. With top-p 1 that is the learner's
+actually drawn from (temperature and top-p applied, the nucleus renormalised;
+vLLM then samples with its native top-p code, never FlashInfer's), the meaning
+`Completion.logprobs` gives every backend and the μ of the truncated
+importance-sampling correction. With top-p 1 that is the learner's
 π at the sampling temperature, so the mismatch the learner logs is the
 numerical gap between the two engines.
 

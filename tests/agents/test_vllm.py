@@ -95,6 +95,25 @@ def test_sampled_log_probs_are_the_samplers_at_the_temperature(engine):
 
 
 @pytest.mark.slow
+def test_top_p_log_probs_mean_what_transformers_reports(engine, sampled_logprobs_reference):
+    """With top_p < 1 both backends report the log-prob under the nucleus actually sampled from
+    (`Completion.logprobs`), checked against the same hand-written reference as transformers
+    (test_sampler_logprobs.py)."""
+    policy, hf = engine
+    prompts = _prompts(policy)
+    shift = []
+    for backend in (policy, hf):
+        outs = backend.generate(prompts, SamplingParams(temperature=0.7, top_p=0.5, max_new_tokens=12), seed=5)
+        for prompt, c in zip(prompts, outs):
+            want, inside = sampled_logprobs_reference(hf.model, prompt, c.token_ids, 0.7, 0.5)
+            assert inside.all()
+            assert (torch.tensor(c.logprobs) - want).abs().max() < 1e-4, type(backend).__name__
+            full, _ = sampled_logprobs_reference(hf.model, prompt, c.token_ids, 0.7, 1.0)
+            shift.append(float((want - full).max()))
+    assert min(shift) > 0.05  # the nucleus is a strict subset: raw and truncated log-probs differ
+
+
+@pytest.mark.slow
 def test_stop_token_ends_the_turn_and_is_kept(engine):
     policy, _ = engine
     prompt = _prompts(policy)[0]
