@@ -214,8 +214,9 @@ def test_amplification_keeps_the_importance_weight_on_successes():
     mask = torch.tensor([[1., 1., 0.], [1., 1., 1.]])
     old = torch.log(torch.tensor([[0.2, 0.6, 0.5], [0.3, 0.3, 0.3]]))
     sampler = torch.log(torch.tensor([[0.4, 0.3, 0.5], [0.6, 0.6, 0.6]]))  # μ: the guided sampler
-    batch = TrainBatch(input_ids=torch.zeros(2, 4, dtype=torch.long), attention_mask=torch.ones(2, 4, dtype=torch.long),
-                       loss_mask=mask, sampler_logprobs=sampler * mask, advantages=torch.tensor([[0.5, 0.5, 0.], [0.1, 0.1, 0.1]]),
+    batch = TrainBatch(input_ids=torch.zeros(2, 4, dtype=torch.long),
+                       attention_mask=torch.ones(2, 4, dtype=torch.long), loss_mask=mask,
+                       sampler_logprobs=sampler * mask, advantages=torch.tensor([[0.5, 0.5, 0.], [0.1, 0.1, 0.1]]),
                        rewards=torch.tensor([1., 0.]), group_ids=torch.tensor([0, 0]),
                        has_sampler_logprobs=torch.tensor([True, True]), positive=torch.tensor([True, False]),
                        old_logprobs=old)
