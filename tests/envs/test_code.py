@@ -138,12 +138,59 @@ def test_failure_kinds(answer: str, kind: str) -> None:
     assert (reward, terminated, info["success"], info["verdict"]["kind"]) == (0.0, True, False, kind), info
 
 
-def test_partial_credit_is_the_fraction_of_checks_passed() -> None:
-    t = code_task("p", "def f(x):\n", "def check(candidate):\n    for x in range(4):\n        assert candidate(x) == x\n", "f")
-    e = CodeEnv(tasks=[t], partial_credit=True)
+def test_partial_credit_is_the_fraction_of_the_tasks_asserts_passed() -> None:
+    tests = "def check(candidate):\n" + "".join(f"    assert candidate({x}) == {x}\n" for x in range(4))
+    loop = "def check(candidate):\n    for x in range(4):\n        assert candidate(x) == x\n"
+    e = CodeEnv(tasks=[code_task("p", "def f(x):\n", tests, "f"), code_task("loop", "def f(x):\n", loop, "f")],
+                partial_credit=True)
     e.reset(options={"task_id": "p"})
     _, reward, _, _, info = e.step("    return 0 if x < 1 else -1\n")
-    assert reward == 0.25 and not info["success"] and (info["verdict"]["passed"], info["verdict"]["failed"]) == (1, 3)
+    v = info["verdict"]
+    assert reward == 0.25 and not info["success"] and (v["passed"], v["failed"]) == (1, 3) and v["total"] == 4
+    # an assert in a loop is one assert of the task, passed only if it holds on every iteration
+    e.reset(options={"task_id": "loop"})
+    _, reward, _, _, info = e.step("    return 0 if x < 1 else -1\n")
+    v = info["verdict"]
+    assert reward == 0.0 and (v["passed"], v["failed"]) == (0, 1) and v["total"] == 1
+
+
+TEN = code_task("ten", "def f(x):\n", "def check(candidate):\n" + "".join(
+    f"    assert candidate({x}) == {x}\n" for x in range(10)), "f")
+
+
+@pytest.mark.parametrize("then, kind", [
+    ("return -1", "wrong_answer"),
+    ("import os\n    os._exit(0)", "exit"),            # was 3 of 4 asserts run: 0.75
+    ("import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)", "crash"),
+    ("while True:\n        pass", "timeout"),            # was 0.75 too
+])
+def test_partial_credit_does_not_depend_on_how_the_candidate_stops(then: str, kind: str) -> None:
+    """Right on 3 calls of 10, then wrong, or dead: the same 3/10 (issue 15, finding 5)."""
+    e = CodeEnv(tasks=[TEN], partial_credit=True, timeout_s=1.0)
+    e.reset(options={"task_id": "ten"})
+    _, reward, _, _, info = e.step(f"    if x < 3:\n        return x\n    {then}\n")
+    v = info["verdict"]
+    assert (reward, v["kind"], v["passed"]) == (0.3, kind, 3) and v["total"] == 10, v
+
+
+def test_a_candidate_that_dies_at_once_earns_nothing_from_constant_asserts() -> None:
+    """HumanEval/83's first assert is ``assert True``: a body of ``os._exit(0)`` scored 0.5 (1 of 2 run)."""
+    e = CodeEnv(partial_credit=True, timeout_s=3.0)
+    e.reset(options={"task_id": "HumanEval/83"})
+    _, reward, _, _, info = e.step("```python\n    import os\n    os._exit(0)\n```")
+    v = info["verdict"]
+    assert (reward, v["kind"], v["passed"]) == (0.0, "exit", 0) and v["total"] == 5, v
+    e.reset(options={"task_id": "HumanEval/83"})
+    _, reward, _, _, info = e.step(e.oracle_action())
+    assert (reward, info["success"], info["verdict"]["passed"]) == (1.0, True, 5)
+
+
+def test_counted_asserts_come_from_the_test_source() -> None:
+    from argym.envs.sandbox.pyharness import counted_asserts
+
+    src = ("assert len([1]) == 1\ndef check(candidate):\n    assert True, 'free'\n    for x in range(3):\n"
+           "        assert candidate(x)\n    def inner():\n        assert candidate(0) == 0, 'msg'\n    inner()\n")
+    assert counted_asserts(src) == ["1:0", "5:8", "7:8"]
 
 
 def test_a_sandbox_fault_is_an_infrastructure_failure() -> None:
