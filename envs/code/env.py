@@ -27,7 +27,7 @@ What the answer says is ``feedback``:
 with its answer, so under RL a policy can learn to hard-code the test it was
 shown and pass on the next attempt without solving the task: use it for
 evaluation of agents that revise, not for training. ``"summary"`` still leaks
-a few bits per attempt (counts, an exception name); see docs/code_feedback.md.
+a few bits per attempt (counts, an exception name); see docs/code_grading.md.
 
 Tasks (``tasks=``, see `argym.envs.code.tasks`): ``"humaneval"`` (default, 164
 problems, split test), ``"functions(test_size=200)"`` (procedural, train and
@@ -38,8 +38,10 @@ Example::
     env = argym.make("argym/Code-v0", max_attempts=2)
     obs, info = env.reset(options={"task_id": "HumanEval/0"}, )
     obs, reward, terminated, truncated, info = env.step("```python\\n    return False\\n```")
-    # reward 0.0, terminated False; obs[-1]["content"] starts "A hidden test failed (3 checks passed, 4 failed)."
-    # info["verdict"] == {"kind": "wrong_answer", "passed": 3, "failed": 4, "message": "line 12: assert ...", "output": ""}
+    # reward 0.0, terminated False; obs[-1]["content"] starts "A hidden test failed. 4 of 7 hidden tests did
+    # not pass; first failure: AssertionError (a wrong result)."
+    # info["verdict"] == {"kind": "wrong_answer", "passed": 3, "failed": 4, "total": 7,
+    #                     "message": "line 10: assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True", "output": ""}
 """
 
 from __future__ import annotations

@@ -150,12 +150,12 @@ def feedback(verdict: dict[str, Any], mode: str = "summary") -> str:
     never a test's line, input or expected value (see `argym.envs.code.env` for the trade-off).
     """
     head = _HEADS.get(verdict["kind"], f"Your code failed ({verdict['kind']})")
+    msg = verdict.get("message", "").strip()
+    if verdict["kind"] in ("syntax_error", "no_code"):  # about the answer alone, no test ran: nothing to hide
+        return f"{head}.\n{msg}\n{_REVISE}".replace("\n\n", "\n")
     if mode == "full":
         counts = f" ({verdict['passed']} of {verdict['total']} tests passed)" if verdict["total"] else ""
-        msg = verdict.get("message", "").strip()
         return f"{head}{counts}.\n{msg}\n{_REVISE}".replace("\n\n", "\n")
-    if verdict["kind"] in ("syntax_error", "no_code"):  # about the answer alone: no test in it
-        return f"{head}.\n{verdict.get('message', '').strip()}\n{_REVISE}".replace("\n\n", "\n")
     missed = verdict["total"] - verdict["passed"]
     counts = f" {missed} of {verdict['total']} hidden tests did not pass;" if verdict["total"] else ""
     return f"{head}.{counts} first failure: {first_failure(verdict)}.\n{_REVISE}"

@@ -193,6 +193,40 @@ def test_counted_asserts_come_from_the_test_source() -> None:
     assert counted_asserts(src) == ["1:0", "5:8", "7:8"]
 
 
+SECRET_TASK = code_task("secret", "def f(x):\n", "def check(candidate):\n    assert candidate(13579) == 987654321\n"
+                        "    assert candidate(2) == 4\n", "f")
+
+
+@pytest.mark.parametrize("body, says", [
+    ("return 0", "first failure: AssertionError (a wrong result)"),
+    ("raise ValueError(x, 'expected?')", "first failure: ValueError raised by your code"),
+    # the candidate names its own exception class after its input: the name is not repeated
+    ("raise type(f'Seen_{x}', (Exception,), {})()", "first failure: an exception raised by your code"),
+    ("print(x)\n    while True:\n        pass", "first failure: time limit exceeded"),
+])
+def test_summary_feedback_reveals_no_hidden_test(body: str, says: str) -> None:
+    """The default feedback says what failed, never a test's line, input or expected value (issue 15, finding 6)."""
+    e = CodeEnv(tasks=[SECRET_TASK], max_attempts=2, timeout_s=1.0)
+    e.reset(options={"task_id": "secret"})
+    obs, reward, terminated, _, info = e.step(f"    {body}\n")
+    text = obs[-1]["content"]
+    assert not terminated and "2 of 2 hidden tests did not pass" in text and says in text, text
+    for secret in ("987654321", "13579", "assert", "candidate", "line"):
+        assert secret not in text, text
+    assert "987654321" in info["verdict"]["message"] or info["verdict"]["kind"] != "wrong_answer"  # info keeps it
+    assert e.feedback == "summary"  # the default
+
+
+def test_full_feedback_quotes_the_failing_assert_when_asked() -> None:
+    e = CodeEnv(tasks=[SECRET_TASK], max_attempts=2, feedback="full")
+    e.reset(options={"task_id": "secret"})
+    obs, *_ = e.step("    return 0\n")
+    assert "line 2: assert candidate(13579) == 987654321" in obs[-1]["content"]
+    assert obs[-1]["content"].startswith("A hidden test failed (0 of 2 tests passed).")
+    with pytest.raises(argym.ConfigError, match="feedback must be one of 'summary', 'full'"):
+        CodeEnv(tasks=[SECRET_TASK], feedback="verbose")
+
+
 def test_a_sandbox_fault_is_an_infrastructure_failure() -> None:
     class Broken:
         backend = "broken"
