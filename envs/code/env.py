@@ -40,8 +40,8 @@ Example::
     obs, reward, terminated, truncated, info = env.step("```python\\n    return False\\n```")
     # reward 0.0, terminated False; obs[-1]["content"] starts "A hidden test failed. 4 of 7 hidden tests did
     # not pass; first failure: AssertionError (a wrong result)."
-    # info["verdict"] == {"kind": "wrong_answer", "passed": 3, "failed": 4, "total": 7,
-    #                     "message": "line 10: assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True", "output": ""}
+    # info["verdict"] == {"kind": "wrong_answer", "passed": 3, "failed": 4, "total": 7, "output": "",
+    #                     "message": "line 10: assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True"}
 """
 
 from __future__ import annotations
