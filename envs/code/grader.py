@@ -134,7 +134,7 @@ def grade(sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0,
 
 
 _HEADS = {
-    "wrong_answer": "A hidden test failed", "exception": "Your code raised an exception",
+    "ok": "Not every hidden test ran", "wrong_answer": "A hidden test failed", "exception": "Your code raised an exception",
     "timeout": "Your code ran past the time limit", "memory": "Your code ran out of memory",
     "output_limit": "Your code printed too much output", "syntax_error": "Your code does not parse",
     "no_code": "No code was found in your answer",
@@ -166,7 +166,7 @@ def first_failure(verdict: dict[str, Any]) -> str:
     builtin one: the candidate picks its own exception classes, and their names could spell its inputs."""
     name = _builtin_error(verdict.get("message", ""))
     return {
-        "wrong_answer": "AssertionError (a wrong result)",
+        "ok": "a test that never ran", "wrong_answer": "AssertionError (a wrong result)",
         "exception": f"{name or 'an exception'} raised by your code",
         "memory": "MemoryError (out of memory)", "timeout": "time limit exceeded",
         "output_limit": "too much output", "exit": "your program exited during a test",

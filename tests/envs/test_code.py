@@ -79,6 +79,11 @@ def test_jsonl_source(tmp_path) -> None:
     bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": "assert True", "entry_point": "f"}) + "\n")
     with pytest.raises(argym.ConfigError, match="bad.jsonl:1"):
         code_tasks(str(bad))
+    for tests, says in [("def check(candidate):\n    assert True\n", "no assert that checks the candidate"),
+                        ("def check(candidate):\n    assert (\n", "not valid Python")]:
+        bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": tests, "entry_point": "f"}) + "\n")
+        with pytest.raises(argym.ConfigError, match=f"bad.jsonl:1.*{says}"):
+            code_tasks(str(bad))
 
 
 # ---- extraction -------------------------------------------------------------------
@@ -183,6 +188,19 @@ def test_a_candidate_that_dies_at_once_earns_nothing_from_constant_asserts() -> 
     e.reset(options={"task_id": "HumanEval/83"})
     _, reward, _, _, info = e.step(e.oracle_action())
     assert (reward, info["success"], info["verdict"]["passed"]) == (1.0, True, 5)
+
+
+def test_an_assert_the_candidate_steers_around_is_not_passed() -> None:
+    """Tests whose flow depends on the candidate's answers: an assert skipped is not a pass (was: success)."""
+    tests = "def check(candidate):\n    assert candidate(0) == 0\n    if candidate(5) == 5:\n        assert candidate(1) == 2\n"
+    e = CodeEnv(tasks=[code_task("steer", "def f(x):\n", tests, "f")], partial_credit=True, max_attempts=2)
+    e.reset(options={"task_id": "steer"})
+    obs, reward, terminated, _, info = e.step("    return 0 if x == 0 else -1\n")
+    v = info["verdict"]
+    assert (reward, info["success"], v["kind"], v["passed"]) == (0.0, False, "ok", 1) and v["total"] == 2, v
+    assert obs[-1]["content"].startswith("Not every hidden test ran. 1 of 2 hidden tests did not pass;")
+    _, reward, _, _, info = e.step("    return x if x < 5 else 5\n")
+    assert (reward, info["verdict"]["kind"], info["verdict"]["passed"]) == (0.5, "wrong_answer", 1)
 
 
 def test_counted_asserts_come_from_the_test_source() -> None:
