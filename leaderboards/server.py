@@ -9,11 +9,20 @@
 Every request opens the store afresh, so new submissions show on reload. There
 are no write routes: submissions go through `argym eval --submit` or
 `argym.leaderboards.submit`, which validate. Binds 127.0.0.1 by default.
+
+Hostile requests: whatever of the request a response repeats is HTML-escaped;
+every response (errors included) carries a Content-Security-Policy that allows
+no script, plugin, frame or outside resource, and ``X-Content-Type-Options:
+nosniff``, so a reflected string cannot run even if one slipped through. A
+request no route can serve gets a 404 or 400; an unexpected fault gets a 500
+with an escaped one-line reason and is logged, never a dropped connection.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import logging
 import re
 import threading
 from http import HTTPStatus
@@ -26,16 +35,32 @@ from argym.leaderboards import boards as load_boards
 from argym.leaderboards.render import boards_html, submission_page
 from argym.leaderboards.store import Store
 
+log = logging.getLogger(__name__)
+
+# The pages need inline CSS (a <style> block and style attributes) and nothing else: no script, no
+# outside resource; forms submit only to this server.
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
+       "base-uri 'none'; frame-ancestors 'none'")
+MAX_ID = 2 ** 63 - 1  # SQLite's largest INTEGER: a longer id names no submission
+
 
 class _Handler(BaseHTTPRequestHandler):
     db: Path
     server_version = "argym-board"
+    _responded = False  # whether this request's response has started (a fault after it cannot become a 500)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet by default
         pass
 
+    def end_headers(self) -> None:
+        # Here rather than in `_send`, so that the base class's own error pages (bad request line, ...) get them too.
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        super().end_headers()
+
     def _send(self, status: int, body: str, ctype: str) -> None:
         data = body.encode("utf-8")
+        self._responded = True
         self.send_response(status)
         self.send_header("Content-Type", f"{ctype}; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
@@ -51,10 +76,29 @@ class _Handler(BaseHTTPRequestHandler):
         if api:
             self._json({"error": f"no {what}"}, HTTPStatus.NOT_FOUND)
         else:
-            self._send(HTTPStatus.NOT_FOUND, f"<!doctype html><title>not found</title><p>No {what}. "
+            self._send(HTTPStatus.NOT_FOUND, f"<!doctype html><title>not found</title><p>No {html.escape(what)}. "
                        f'<a href="/">All boards</a></p>', "text/html")
 
     def do_GET(self) -> None:  # noqa: N802
+        """Route the request; an unexpected fault is logged and answered with a 500, never a dropped connection."""
+        self._responded = False
+        try:
+            self._route()
+        except (BrokenPipeError, ConnectionResetError):  # the client went away: nobody to answer
+            return
+        except Exception as e:  # noqa: BLE001 -- the last line of defence, by design
+            log.exception("board server: %s %r failed", self.command, self.path)
+            if self._responded:  # a response already started: it cannot be replaced, only cut
+                self.close_connection = True
+                return
+            reason = f"{type(e).__name__}: {e}".splitlines()[0][:500] if str(e) else type(e).__name__
+            if urlparse(self.path).path.startswith("/api/"):
+                self._json({"error": f"internal error: {reason}"}, HTTPStatus.INTERNAL_SERVER_ERROR)
+            else:
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, "<!doctype html><title>internal error</title>"
+                           f"<p>Internal error: {html.escape(reason)}. See the server log.</p>", "text/html")
+
+    def _route(self) -> None:
         url = urlparse(self.path)
         path = unquote(url.path).rstrip("/") or "/"
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -77,9 +121,11 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._json({"error": f"key prefix {m.group(1)} matches {len(found)} boards",
                                 "keys": [b.key for b in found]}, HTTPStatus.BAD_REQUEST)
-            elif m := re.fullmatch(r"/(api/)?submissions/(\d+)", path):
+            elif m := re.fullmatch(r"/(api/)?submissions/([0-9]+)", path):
+                digits = m.group(2).lstrip("0") or "0"
+                sub_id = int(digits) if len(digits) <= len(str(MAX_ID)) else MAX_ID + 1
                 with Store(self.db) as store:
-                    sub = store.submission(int(m.group(2)))
+                    sub = store.submission(sub_id) if sub_id <= MAX_ID else None
                 if sub is None:
                     self._not_found(f"submission {m.group(2)}", bool(m.group(1)))
                 elif m.group(1):

@@ -3,10 +3,19 @@
 The tests run in the harness process of `argym.envs.sandbox.pyharness`; the
 candidate runs in a separate process forked before the tests were read, and
 the verdict comes back on the harness's result descriptor with a per-run nonce.
+
+What is counted is decided here, from the test source, not by how far the run
+got: the task's asserts (`counted_asserts`: every ``assert`` statement whose
+condition is not a constant) are the denominator, and an assert passed only
+if the harness reports that it ran and held every time it ran. An assert in a
+loop is one assert that must hold on every iteration. So a candidate that
+exits, crashes or kills the harness after a few right answers gets credit for
+those asserts only, as one that answers wrong from then on does.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import secrets
@@ -17,6 +26,7 @@ from typing import Any
 from argym.errors import InfrastructureError
 from argym.types import Task
 from argym.envs.sandbox.base import Limits, Sandbox, SandboxError
+from argym.envs.sandbox.pyharness import counted_asserts
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 MAX_CODE_CHARS = 100_000
@@ -25,6 +35,9 @@ MAX_OUTPUT_CHARS = 1_000
 # failure kinds, in `info["verdict"]["kind"]`
 KINDS = ("ok", "wrong_answer", "exception", "timeout", "memory", "output_limit", "syntax_error", "crash",
          "exit", "no_code", "test_error", "no_verdict")
+
+# what a failed attempt is told (`feedback`): see the module docstring of `argym.envs.code.env`
+FEEDBACK_MODES = ("summary", "full")
 
 
 @lru_cache(maxsize=1)
@@ -56,14 +69,40 @@ def _runnable_stub(stub: str) -> str:
         return stub.rstrip() + "\n    pass\n"
 
 
+def _asserts_of(task: Task) -> list[str]:
+    """The ids of `task`'s counted asserts; none if its tests do not parse (the harness then says test_error)."""
+    try:
+        return counted_asserts(task.tests or "")
+    except SyntaxError:
+        return []
+
+
+def tally(asserts: list[str], reported: Any) -> tuple[int, int]:
+    """(passed, failed) among `asserts`: passed = ran and held every time; failed = failed at least once.
+    `reported` is the harness's ``{id: [held, failed]}``; an assert it does not report never ran."""
+    reported = reported if isinstance(reported, dict) else {}
+    passed = failed = 0
+    for key in asserts:
+        held, broke = (reported.get(key) or [0, 0])[:2]
+        failed += broke > 0
+        passed += held > 0 and broke == 0
+    return passed, failed
+
+
 def grade(sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0,
           limits: Limits | None = None) -> dict[str, Any]:
-    """Run `task`'s tests on `answer`; the verdict dict of `CodeEnv` (raises `InfrastructureError`)."""
+    """Run `task`'s tests on `answer`; the verdict dict of `CodeEnv` (raises `InfrastructureError`).
+
+    ``passed``/``failed`` count the task's asserts (`tally`); ``total`` is how many it has
+    (`counted_asserts`), so ``total - passed - failed`` asserts never ran.
+    """
+    asserts = _asserts_of(task)
     code = extract_code(answer)
     if not code.strip():
-        return {"kind": "no_code", "passed": 0, "failed": 0, "message": "no code found in the answer", "output": ""}
+        return {"kind": "no_code", "passed": 0, "failed": 0, "total": len(asserts),
+                "message": "no code found in the answer", "output": ""}
     if len(code) > MAX_CODE_CHARS:
-        return {"kind": "no_code", "passed": 0, "failed": 0, "output": "",
+        return {"kind": "no_code", "passed": 0, "failed": 0, "total": len(asserts), "output": "",
                 "message": f"the code is longer than {MAX_CODE_CHARS} characters"}
     nonce = secrets.token_hex(16)
     job = {"nonce": nonce, "timeout_s": timeout_s, "program": program_for(task, code),
@@ -89,18 +128,59 @@ def grade(sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0,
         kind = record["kind"]
         if kind == "load_error":
             kind = "memory" if "MemoryError" in record["message"].splitlines()[-1:][0] else "exception"
-    return {"kind": kind, "passed": int(record.get("passed", 0)), "failed": int(record.get("failed", 0)),
+    passed, failed = tally(asserts, record.get("asserts"))
+    return {"kind": kind, "passed": passed, "failed": failed, "total": len(asserts),
             "message": str(record.get("message", "")), "output": output}
 
 
-def feedback(verdict: dict[str, Any]) -> str:
-    """The user message after a failed attempt."""
-    head = {
-        "wrong_answer": "A hidden test failed", "exception": "Your code raised an exception",
-        "timeout": "Your code ran past the time limit", "memory": "Your code ran out of memory",
-        "output_limit": "Your code printed too much output", "syntax_error": "Your code does not parse",
-        "no_code": "No code was found in your answer",
-    }.get(verdict["kind"], f"Your code failed ({verdict['kind']})")
-    counts = f" ({verdict['passed']} checks passed, {verdict['failed']} failed)" if verdict["passed"] + verdict["failed"] else ""
+_HEADS = {
+    "ok": "Not every hidden test ran", "wrong_answer": "A hidden test failed", "exception": "Your code raised an exception",
+    "timeout": "Your code ran past the time limit", "memory": "Your code ran out of memory",
+    "output_limit": "Your code printed too much output", "syntax_error": "Your code does not parse",
+    "no_code": "No code was found in your answer",
+}
+_REVISE = "Revise your code and answer again with one ```python code block."
+
+
+def feedback(verdict: dict[str, Any], mode: str = "summary") -> str:
+    """The user message after a failed attempt, in `mode` (`FEEDBACK_MODES`).
+
+    ``"full"`` quotes the failing assert (its expected value included) and a bounded traceback;
+    ``"summary"`` says how many hidden tests did not pass and what kind of failure came first,
+    never a test's line, input or expected value (see `argym.envs.code.env` for the trade-off).
+    """
+    head = _HEADS.get(verdict["kind"], f"Your code failed ({verdict['kind']})")
     msg = verdict.get("message", "").strip()
-    return f"{head}{counts}.\n{msg}\nRevise your code and answer again with one ```python code block.".replace("\n\n", "\n")
+    if verdict["kind"] in ("syntax_error", "no_code"):  # about the answer alone, no test ran: nothing to hide
+        return f"{head}.\n{msg}\n{_REVISE}".replace("\n\n", "\n")
+    if mode == "full":
+        counts = f" ({verdict['passed']} of {verdict['total']} tests passed)" if verdict["total"] else ""
+        return f"{head}{counts}.\n{msg}\n{_REVISE}".replace("\n\n", "\n")
+    missed = verdict["total"] - verdict["passed"]
+    counts = f" {missed} of {verdict['total']} hidden tests did not pass;" if verdict["total"] else ""
+    return f"{head}.{counts} first failure: {first_failure(verdict)}.\n{_REVISE}"
+
+
+def first_failure(verdict: dict[str, Any]) -> str:
+    """The first failure in a few words that carry no test data. An exception is named only if it is a
+    builtin one: the candidate picks its own exception classes, and their names could spell its inputs."""
+    name = _builtin_error(verdict.get("message", ""))
+    return {
+        "ok": "a test that never ran", "wrong_answer": "AssertionError (a wrong result)",
+        "exception": f"{name or 'an exception'} raised by your code",
+        "memory": "MemoryError (out of memory)", "timeout": "time limit exceeded",
+        "output_limit": "too much output", "exit": "your program exited during a test",
+        "crash": "your program crashed", "no_verdict": "the test harness gave no result",
+        "test_error": f"the hidden tests could not check your result ({name or 'an error'})",
+    }.get(verdict["kind"], verdict["kind"])
+
+
+_ERROR_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::|$)")
+
+
+def _builtin_error(message: str) -> str | None:
+    """The builtin exception class named on the last line of a traceback text, else None."""
+    lines = message.strip().splitlines()
+    m = _ERROR_LINE.match(lines[-1].strip()) if lines else None
+    cls = getattr(builtins, m.group(1), None) if m else None
+    return m.group(1) if isinstance(cls, type) and issubclass(cls, BaseException) else None

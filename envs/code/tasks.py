@@ -24,6 +24,7 @@ from typing import Any
 
 from argym.errors import ConfigError
 from argym.types import Task
+from argym.envs.sandbox.pyharness import counted_asserts
 from argym.envs.tasks import ListSource, ProceduralSource, TaskSource, resolve_source
 
 INSTRUCTION = ("Complete the Python function below. Answer with one ```python code block holding either the "
@@ -104,6 +105,12 @@ def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
             raise ValueError(f"each row needs a non-empty string {key!r}")
     if "def check(" not in row["tests"]:
         raise ValueError("'tests' must define check(candidate), as HumanEval's tests do")
+    try:
+        counted = counted_asserts(row["tests"])
+    except SyntaxError as e:
+        raise ValueError(f"'tests' is not valid Python ({e.msg}, line {e.lineno})") from e
+    if not counted:
+        raise ValueError("'tests' has no assert that checks the candidate (asserts of a constant are not counted)")
     solution = row.get("solution", row.get("canonical_solution"))
     return code_task(str(row.get("id", default_id)), row["prompt"], row["tests"], row["entry_point"], solution)
 

@@ -1,4 +1,4 @@
-"""`argym/Math-v0`: answer a math question in ``\\boxed{}``, graded by math-verify.
+"""`argym/Math-v0`: answer a math question in ``\\boxed{}``, graded by math-verify or the task's own scorer.
 
 With ``max_attempts > 1`` a wrong answer gets a short "try again" and the
 agent answers again; the episode ends at the first correct answer or when the
@@ -6,7 +6,9 @@ attempts run out. Tasks (``tasks=``):
 - ``"arithmetic(digits=2,ops=+-,terms=3)"``: argym's own generator (default);
 - ``"word_problems(max_number=12)"``: multi-step word problems whose intermediate
   quantities are known (`meta["steps"]`, as arithmetic's sub-expressions);
-- ``"reasoning_gym/NAME(key=value,...)"``: any reasoning-gym dataset;
+- ``"reasoning_gym/NAME(key=value,...)"``: any reasoning-gym dataset, graded by the
+  dataset's own ``score_answer`` (its score in [0, 1] is the reward; see
+  `argym.envs.math.reasoning_gym` for where argym differs from reasoning-gym's evaluation);
 - a path to a JSONL file of ``{"question", "answer"}`` rows, with optional
   ``id`` (default ``<file stem>#<line>``) and ``split`` (default: by hash of the id);
 - a `TaskSource`, or a list of `Task`.
@@ -38,12 +40,14 @@ RETRY_MESSAGE = f"Incorrect, try again. {BOXED_INSTRUCTION}"
 
 
 class MathEnv(TextEnv):
-    """One math question; ``max_attempts`` answers; reward 1 for a verified answer, else 0.
+    """One math question; ``max_attempts`` answers; reward 1 for a verified answer, else 0 (a task with its
+    own scorer: the score of the last attempt, 1 being a success).
 
     `info["verdict"]` is ``{"parsed": str | None, "correct": bool, "reason": str}``
     with reason one of no_boxed_answer, answer_too_long, timeout, verified,
     mismatch (or infra_failure, with an ``error`` text, when the grader itself
-    failed: `info["infra_failure"]` is then True and the episode ends).
+    failed: `info["infra_failure"]` is then True and the episode ends), and a
+    ``score`` for a task graded by its own scorer.
     """
 
     def __init__(self, tasks: Any = "arithmetic", split: str = "train", max_attempts: int = 1,
@@ -73,14 +77,15 @@ class MathEnv(TextEnv):
 
     def respond(self, action: Message) -> Reply:
         try:
-            verdict: dict[str, Any] = dict(self.verifier.check(self.task.answer or "", action.get("content") or ""))
+            verdict: dict[str, Any] = dict(self.verifier.check(self.task.answer or "", action.get("content") or "",
+                                                               scorer=self.task.meta.get("scorer")))
         except InfrastructureError as e:
             return Reply(reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
                          verdict={"parsed": None, "correct": False, "reason": "infra_failure", "error": str(e)})
         if verdict["correct"]:
             return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict=verdict)
         if self.turn + 1 >= self.max_attempts:  # out of attempts: the task is over, not truncated
-            return Reply(reward_parts={"outcome": 0.0}, terminated=True, verdict=verdict)
+            return Reply(reward_parts={"outcome": float(verdict.get("score", 0.0))}, terminated=True, verdict=verdict)
         return Reply(messages=[{"role": "user", "content": RETRY_MESSAGE}], reward_parts={"outcome": 0.0},
                      verdict=verdict)
 
@@ -91,9 +96,13 @@ class MathEnv(TextEnv):
         return obs, reward, terminated or truncated, False, info
 
     def grader_versions(self) -> dict[str, str]:
-        """math-verify decides equivalence, so its version is part of the board key."""
+        """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else math-verify."""
         from importlib.metadata import PackageNotFoundError, version
 
+        from argym.envs.math.reasoning_gym import is_reasoning_gym, reasoning_gym_version
+
+        if is_reasoning_gym(self.tasks):
+            return {"reasoning-gym": reasoning_gym_version()}
         try:
             return {"math-verify": version("math-verify")}
         except PackageNotFoundError:

@@ -5,13 +5,17 @@ timeouts on (they need a main thread) under a hard parent-side deadline, and
 the answer is capped before parsing (research/SANDBOX_SWE.md §4, §7c). An
 answer that makes the verifier time out is the candidate's failure (scored
 0); a worker that crashes is an infrastructure failure (raised).
+
+A task that names its own scorer (``meta["scorer"]``: a reasoning-gym
+dataset's ``score_answer``) is scored by it instead, in the same pool under
+the same deadline; its score in [0, 1] comes back as the verdict's ``score``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from argym.errors import InfrastructureError
 from argym.envs.executors import DeadlineExceeded, WorkerPool
@@ -31,6 +35,7 @@ class Verdict(TypedDict):
     parsed: str | None  # the last \boxed{} content, or None
     correct: bool
     reason: str  # no_boxed_answer | answer_too_long | timeout | verified | mismatch
+    score: NotRequired[float]  # a task scored by its own scorer: that score in [0, 1] (1: correct)
 
 
 def _last_boxed(text: str) -> str | None:
@@ -72,7 +77,11 @@ def strip_math_delimiters(s: str) -> str:
     return s
 
 
-def grade(gold: str, answer: str, timeout_s: int = 5) -> str:
+PRELOAD = "preload"
+"""The `scorer` of the pool's warm-up call: import the dataset scorers' library too, if installed."""
+
+
+def grade(gold: str, answer: str, timeout_s: int = 5, scorer: dict[str, Any] | str | None = None) -> str | float:
     """"verified", "mismatch", "timeout" or "gold_unparsed": math-verify on gold vs answer.
 
     Both sides are wrapped in ``\\boxed{}`` so LaTeX parses; gold goes first,
@@ -80,7 +89,16 @@ def grade(gold: str, answer: str, timeout_s: int = 5) -> str:
     `timeout_s` bounds each parse/compare via SIGALRM, so this must run in a
     main thread (a pool worker's). A gold answer that does not parse is the
     grader's fault, not the candidate's: "gold_unparsed".
+
+    With `scorer` (a task's ``meta["scorer"]``), the dataset's own score of `answer` instead, a float
+    in [0, 1] (`argym.envs.math.reasoning_gym.dataset_score`; it raises if the scorer fails).
     """
+    if scorer is not None:
+        from argym.envs.math import reasoning_gym
+
+        if scorer != PRELOAD:
+            return reasoning_gym.dataset_score(scorer, answer)  # type: ignore[arg-type]
+        reasoning_gym.preload()
     from math_verify import parse, verify
     from math_verify.errors import TimeoutException
 
@@ -123,7 +141,7 @@ def verify_answer(gold: str, answer: str) -> bool:
 def verifier_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
     """A pool running `grade`, warmed up so that imports do not count against the deadline."""
     workers = workers or max(1, min(4, os.cpu_count() or 1))
-    return WorkerPool(GRADE_FN, workers=workers, deadline_s=deadline_s, warmup=("1", "1", 1))
+    return WorkerPool(GRADE_FN, workers=workers, deadline_s=deadline_s, warmup=("1", "1", 1, PRELOAD))
 
 
 class MathVerifier:
@@ -138,13 +156,21 @@ class MathVerifier:
         self.pool = pool if pool is not None else verifier_pool(deadline_s=deadline_s)
         self.internal_timeout_s = max(1, int(self.pool.deadline_s * 0.6))
 
-    def check(self, gold: str, text: str) -> Verdict:
-        """Grade `text` (the whole response). Raises `InfrastructureError` if the worker crashed."""
+    def check(self, gold: str, text: str, scorer: dict[str, Any] | None = None) -> Verdict:
+        """Grade `text` (the whole response) against `gold`, or with the task's own `scorer` if it has one
+        (then the verdict has a ``score``). Raises `InfrastructureError` if the worker or the scorer failed."""
         answer = _last_boxed(text[-MAX_TEXT_CHARS:])
         if answer is None:
-            return {"parsed": None, "correct": False, "reason": "no_boxed_answer"}
+            return {"parsed": None, "correct": False, "reason": "no_boxed_answer", **_zero(scorer)}
         if len(answer) > MAX_ANSWER_CHARS:
-            return {"parsed": None, "correct": False, "reason": "answer_too_long"}
+            return {"parsed": None, "correct": False, "reason": "answer_too_long", **_zero(scorer)}
+        if scorer is not None:
+            try:
+                score = float(self.pool.call(gold, answer, self.internal_timeout_s, scorer))
+            except DeadlineExceeded:
+                return {"parsed": answer, "correct": False, "reason": "timeout", "score": 0.0}
+            return {"parsed": answer, "correct": score >= 1.0, "reason": "verified" if score >= 1.0 else "mismatch",
+                    "score": score}
         try:
             reason = self.pool.call(gold, answer, self.internal_timeout_s)
         except DeadlineExceeded:
@@ -153,3 +179,8 @@ class MathVerifier:
             raise InfrastructureError(f"The gold answer {gold[:200]!r} does not parse with math-verify; "
                                       f"fix the task's answer.")
         return {"parsed": answer, "correct": reason == "verified", "reason": reason}
+
+
+def _zero(scorer: dict[str, Any] | None) -> dict[str, float]:
+    """A verdict's score part when no answer reached the grader: 0 for a task with its own scorer."""
+    return {} if scorer is None else {"score": 0.0}

@@ -11,14 +11,18 @@ Two processes, so that the candidate never shares memory with the tests:
 - the **harness** process makes itself non-dumpable (the candidate, same uid
   and no capabilities, cannot ptrace it or read ``/proc/PID/mem``), reads the
   job (program, tests, entry point, nonce) from stdin, runs the tests with a
-  proxy that forwards each call to the candidate, counts every ``assert``,
+  proxy that forwards each call to the candidate, tallies every ``assert``
+  statement by its position (`assert_id`: how often it held, how often not),
   and writes one JSON record with the nonce to the result descriptor
   (``$ARGYM_RESULT_FD``: a pipe for the process backend, stdout for docker), which
   only it holds; the candidate's output is relayed to stderr.
 
 The host reads the verdict from that channel only; what the candidate prints
 and the exit code it picks are never read as a grade. If the candidate kills
-the harness, there is no record and the run is failed.
+the harness, there is no record and the run is failed. The host counts the
+asserts of the tests itself (`counted_asserts`, on the source it sent), so an
+assert the record does not report as held (the candidate died first, or the
+harness did) counts as not passed.
 """
 
 import ast
@@ -131,13 +135,28 @@ class CandidateError(Exception):
         self.kind = kind
 
 
+def assert_id(node):
+    """An ``assert`` statement's name in the record: its position in the test source, ``"LINE:COL"``."""
+    return f"{node.lineno}:{node.col_offset}"
+
+
+def counted_asserts(tests):
+    """The ids of the asserts of `tests` (source) that score, in source order: every ``assert`` but those
+    whose condition is a constant (HumanEval's ``assert True, "..."``), which check nothing of the
+    candidate and so would pay any answer, even one that dies at its first call."""
+    found = [n for n in ast.walk(ast.parse(tests, "tests.py"))
+             if isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant)]
+    return [assert_id(n) for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
+
+
 class _Counter(ast.NodeTransformer):
-    """Rewrite ``assert X, M`` into ``__argym_check(lambda: X, LINE, lambda: M)``."""
+    """Rewrite ``assert X, M`` into ``__argym_check(lambda: X, LINE, lambda: M, ID)``."""
 
     def visit_Assert(self, node):
         msg = node.msg if node.msg is not None else ast.Constant(None)
         call = ast.Call(func=ast.Name("__argym_check", ast.Load()),
-                        args=[ast.Lambda(_noargs(), node.test), ast.Constant(node.lineno), ast.Lambda(_noargs(), msg)],
+                        args=[ast.Lambda(_noargs(), node.test), ast.Constant(node.lineno), ast.Lambda(_noargs(), msg),
+                              ast.Constant(assert_id(node))],
                         keywords=[])
         return ast.copy_location(ast.Expr(call), node)
 
@@ -147,7 +166,8 @@ def _noargs():
 
 
 def harness_main(pid, to_child, from_child):
-    record = {"passed": 0, "failed": 0, "kind": "ok", "message": ""}
+    # asserts: {assert_id: [times held, times not]}; an assert that never ran is absent
+    record = {"asserts": {}, "kind": "ok", "message": ""}
     if "ARGYM_JOB_PARTS" in os.environ:  # docker: the job comes in root-only environment variables
         import base64
 
@@ -235,11 +255,12 @@ def harness_main(pid, to_child, from_child):
             raise CandidateError("exception", "the program returned data that is not plain builtin types")
         return value
 
-    def check(test, line, msg):
+    def check(test, line, msg, key):
+        tally = record["asserts"].setdefault(key, [0, 0])
         try:
             ok = test()
         except CandidateError as e:
-            record["failed"] += 1
+            tally[1] += 1
             if record["kind"] == "ok":
                 record["kind"], record["message"] = e.kind, _short(str(e))
             if state["dead"] is not None:
@@ -250,9 +271,9 @@ def harness_main(pid, to_child, from_child):
         else:
             err = ""
         if ok:
-            record["passed"] += 1
+            tally[0] += 1
             return
-        record["failed"] += 1
+        tally[1] += 1
         if record["kind"] == "ok":
             src = test_lines[line - 1].strip() if 0 < line <= len(test_lines) else ""
             try:
@@ -269,13 +290,11 @@ def harness_main(pid, to_child, from_child):
         tree = _Counter().visit(ast.parse(job["tests"], "tests.py"))
         exec(compile(ast.fix_missing_locations(tree), "tests.py", "exec"), env)
         env["check"](proxy)
-    except CandidateError as e:
-        record["failed"] += 1
+    except CandidateError as e:  # raised outside any assert: the asserts after it never ran
         finish(e.kind, str(e))
     except Exception:  # noqa: BLE001
-        record["failed"] += 1
         finish("test_error", traceback.format_exc(limit=-2))
-    if record["passed"] + record["failed"] == 0:
+    if not record["asserts"]:
         finish("test_error", "the tests checked nothing")
     finish()
 

@@ -79,6 +79,11 @@ def test_jsonl_source(tmp_path) -> None:
     bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": "assert True", "entry_point": "f"}) + "\n")
     with pytest.raises(argym.ConfigError, match="bad.jsonl:1"):
         code_tasks(str(bad))
+    for tests, says in [("def check(candidate):\n    assert True\n", "no assert that checks the candidate"),
+                        ("def check(candidate):\n    assert (\n", "not valid Python")]:
+        bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": tests, "entry_point": "f"}) + "\n")
+        with pytest.raises(argym.ConfigError, match=f"bad.jsonl:1.*{says}"):
+            code_tasks(str(bad))
 
 
 # ---- extraction -------------------------------------------------------------------
@@ -138,12 +143,106 @@ def test_failure_kinds(answer: str, kind: str) -> None:
     assert (reward, terminated, info["success"], info["verdict"]["kind"]) == (0.0, True, False, kind), info
 
 
-def test_partial_credit_is_the_fraction_of_checks_passed() -> None:
-    t = code_task("p", "def f(x):\n", "def check(candidate):\n    for x in range(4):\n        assert candidate(x) == x\n", "f")
-    e = CodeEnv(tasks=[t], partial_credit=True)
+def test_partial_credit_is_the_fraction_of_the_tasks_asserts_passed() -> None:
+    tests = "def check(candidate):\n" + "".join(f"    assert candidate({x}) == {x}\n" for x in range(4))
+    loop = "def check(candidate):\n    for x in range(4):\n        assert candidate(x) == x\n"
+    e = CodeEnv(tasks=[code_task("p", "def f(x):\n", tests, "f"), code_task("loop", "def f(x):\n", loop, "f")],
+                partial_credit=True)
     e.reset(options={"task_id": "p"})
     _, reward, _, _, info = e.step("    return 0 if x < 1 else -1\n")
-    assert reward == 0.25 and not info["success"] and (info["verdict"]["passed"], info["verdict"]["failed"]) == (1, 3)
+    v = info["verdict"]
+    assert reward == 0.25 and not info["success"] and (v["passed"], v["failed"]) == (1, 3) and v["total"] == 4
+    # an assert in a loop is one assert of the task, passed only if it holds on every iteration
+    e.reset(options={"task_id": "loop"})
+    _, reward, _, _, info = e.step("    return 0 if x < 1 else -1\n")
+    v = info["verdict"]
+    assert reward == 0.0 and (v["passed"], v["failed"]) == (0, 1) and v["total"] == 1
+
+
+TEN = code_task("ten", "def f(x):\n", "def check(candidate):\n" + "".join(
+    f"    assert candidate({x}) == {x}\n" for x in range(10)), "f")
+
+
+@pytest.mark.parametrize("then, kind", [
+    ("return -1", "wrong_answer"),
+    ("import os\n    os._exit(0)", "exit"),            # was 3 of 4 asserts run: 0.75
+    ("import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)", "crash"),
+    ("while True:\n        pass", "timeout"),            # was 0.75 too
+])
+def test_partial_credit_does_not_depend_on_how_the_candidate_stops(then: str, kind: str) -> None:
+    """Right on 3 calls of 10, then wrong, or dead: the same 3/10 (issue 15, finding 5)."""
+    e = CodeEnv(tasks=[TEN], partial_credit=True, timeout_s=1.0)
+    e.reset(options={"task_id": "ten"})
+    _, reward, _, _, info = e.step(f"    if x < 3:\n        return x\n    {then}\n")
+    v = info["verdict"]
+    assert (reward, v["kind"], v["passed"]) == (0.3, kind, 3) and v["total"] == 10, v
+
+
+def test_a_candidate_that_dies_at_once_earns_nothing_from_constant_asserts() -> None:
+    """HumanEval/83's first assert is ``assert True``: a body of ``os._exit(0)`` scored 0.5 (1 of 2 run)."""
+    e = CodeEnv(partial_credit=True, timeout_s=3.0)
+    e.reset(options={"task_id": "HumanEval/83"})
+    _, reward, _, _, info = e.step("```python\n    import os\n    os._exit(0)\n```")
+    v = info["verdict"]
+    assert (reward, v["kind"], v["passed"]) == (0.0, "exit", 0) and v["total"] == 5, v
+    e.reset(options={"task_id": "HumanEval/83"})
+    _, reward, _, _, info = e.step(e.oracle_action())
+    assert (reward, info["success"], info["verdict"]["passed"]) == (1.0, True, 5)
+
+
+def test_an_assert_the_candidate_steers_around_is_not_passed() -> None:
+    """Tests whose flow depends on the candidate's answers: an assert skipped is not a pass (was: success)."""
+    tests = "def check(candidate):\n    assert candidate(0) == 0\n    if candidate(5) == 5:\n        assert candidate(1) == 2\n"
+    e = CodeEnv(tasks=[code_task("steer", "def f(x):\n", tests, "f")], partial_credit=True, max_attempts=2)
+    e.reset(options={"task_id": "steer"})
+    obs, reward, terminated, _, info = e.step("    return 0 if x == 0 else -1\n")
+    v = info["verdict"]
+    assert (reward, info["success"], v["kind"], v["passed"]) == (0.0, False, "ok", 1) and v["total"] == 2, v
+    assert obs[-1]["content"].startswith("Not every hidden test ran. 1 of 2 hidden tests did not pass;")
+    _, reward, _, _, info = e.step("    return x if x < 5 else 5\n")
+    assert (reward, info["verdict"]["kind"], info["verdict"]["passed"]) == (0.5, "wrong_answer", 1)
+
+
+def test_counted_asserts_come_from_the_test_source() -> None:
+    from argym.envs.sandbox.pyharness import counted_asserts
+
+    src = ("assert len([1]) == 1\ndef check(candidate):\n    assert True, 'free'\n    for x in range(3):\n"
+           "        assert candidate(x)\n    def inner():\n        assert candidate(0) == 0, 'msg'\n    inner()\n")
+    assert counted_asserts(src) == ["1:0", "5:8", "7:8"]
+
+
+SECRET_TASK = code_task("secret", "def f(x):\n", "def check(candidate):\n    assert candidate(13579) == 987654321\n"
+                        "    assert candidate(2) == 4\n", "f")
+
+
+@pytest.mark.parametrize("body, says", [
+    ("return 0", "first failure: AssertionError (a wrong result)"),
+    ("raise ValueError(x, 'expected?')", "first failure: ValueError raised by your code"),
+    # the candidate names its own exception class after its input: the name is not repeated
+    ("raise type(f'Seen_{x}', (Exception,), {})()", "first failure: an exception raised by your code"),
+    ("print(x)\n    while True:\n        pass", "first failure: time limit exceeded"),
+])
+def test_summary_feedback_reveals_no_hidden_test(body: str, says: str) -> None:
+    """The default feedback says what failed, never a test's line, input or expected value (issue 15, finding 6)."""
+    e = CodeEnv(tasks=[SECRET_TASK], max_attempts=2, timeout_s=1.0)
+    e.reset(options={"task_id": "secret"})
+    obs, reward, terminated, _, info = e.step(f"    {body}\n")
+    text = obs[-1]["content"]
+    assert not terminated and "2 of 2 hidden tests did not pass" in text and says in text, text
+    for secret in ("987654321", "13579", "assert", "candidate", "line"):
+        assert secret not in text, text
+    assert "987654321" in info["verdict"]["message"] or info["verdict"]["kind"] != "wrong_answer"  # info keeps it
+    assert e.feedback == "summary"  # the default
+
+
+def test_full_feedback_quotes_the_failing_assert_when_asked() -> None:
+    e = CodeEnv(tasks=[SECRET_TASK], max_attempts=2, feedback="full")
+    e.reset(options={"task_id": "secret"})
+    obs, *_ = e.step("    return 0\n")
+    assert "line 2: assert candidate(13579) == 987654321" in obs[-1]["content"]
+    assert obs[-1]["content"].startswith("A hidden test failed (0 of 2 tests passed).")
+    with pytest.raises(argym.ConfigError, match="feedback must be one of 'summary', 'full'"):
+        CodeEnv(tasks=[SECRET_TASK], feedback="verbose")
 
 
 def test_a_sandbox_fault_is_an_infrastructure_failure() -> None:

@@ -259,6 +259,87 @@ def test_reasoning_gym_oracle_verifies(spec: str, verifier: MathVerifier) -> Non
     assert len(src.test_tasks()) == 500
 
 
+def _rg_entry(name: str, seed: int):
+    import reasoning_gym
+
+    dataset = reasoning_gym.create_dataset(name, seed=seed, size=1)
+    return dataset, dataset[0]
+
+
+RG_CASES = [  # (dataset, how to spell the answer, the dataset's own score of it) on task #1
+    ("word_sorting", lambda e: e["answer"], 1.0),
+    ("word_sorting", lambda e: ", ".join(reversed(e["metadata"]["sorted_words"])), 0.2),  # math-verify: 1
+    ("word_sorting", lambda e: ", ".join(e["metadata"]["sorted_words"][1:] + e["metadata"]["sorted_words"][:1]), 0.2),
+    ("spell_backward", lambda e: e["answer"], 1.0),
+    ("spell_backward", lambda e: e["answer"].upper(), 1.0),                           # math-verify: 0
+    ("spell_backward", lambda e: e["answer"][:-1], 6 / 7),
+    ("decimal_arithmetic", lambda e: e["answer"], 1.0),
+    ("decimal_arithmetic", lambda e: "6.321", 1.0),      # within the dataset's tolerance; math-verify: 0
+    ("decimal_arithmetic", lambda e: "+6.321", 1.0),     # math-verify: 0
+    ("decimal_arithmetic", lambda e: "6.32e0", 1.0),     # math-verify: 0
+    ("decimal_arithmetic", lambda e: "6.322", 0.0),
+]
+
+
+@pytest.mark.parametrize("name, spell, expected", RG_CASES)
+def test_reasoning_gym_tasks_are_graded_by_their_datasets_scorer(name, spell, expected) -> None:
+    """The dataset's ``score_answer`` is the specification; its score is the reward (issue 15, finding 12)."""
+    dataset, entry = _rg_entry(name, 1)
+    answer = spell(entry)
+    spec_score = dataset.score_answer(answer, entry)
+    assert spec_score == pytest.approx(expected)  # the case is what the test says it is
+    env = gym.make(MATH, tasks=f"reasoning_gym/{name}")
+    env.reset(options={"task_id": f"reasoning_gym/{name}#1"})
+    _, reward, terminated, _, info = env.step(f"So: \\boxed{{{answer}}}")
+    assert reward == pytest.approx(spec_score) and terminated
+    assert info["success"] == (spec_score == 1.0) and info["verdict"]["score"] == pytest.approx(spec_score)
+
+
+def test_reasoning_gym_partial_score_on_the_last_attempt_and_no_box_scores_0() -> None:
+    _, entry = _rg_entry("word_sorting", 1)
+    wrong_order = ", ".join(reversed(entry["metadata"]["sorted_words"]))
+    env = gym.make(MATH, tasks="reasoning_gym/word_sorting", max_attempts=2)
+    env.reset(options={"task_id": "reasoning_gym/word_sorting#1"})
+    obs, reward, terminated, _, info = env.step(f"\\boxed{{{wrong_order}}}")
+    assert (reward, terminated, obs[-1]["content"]) == (0.0, False, RETRY_MESSAGE)
+    _, reward, terminated, _, info = env.step(f"\\boxed{{{wrong_order}}}")
+    assert (reward, terminated, info["success"]) == (pytest.approx(0.2), True, False)
+    env.reset(options={"task_id": "reasoning_gym/word_sorting#1"})
+    env.step(entry["answer"])  # the right words, not boxed: argym's answer format, never scored
+    _, reward, _, _, info = env.step(entry["answer"])
+    assert reward == 0.0 and info["verdict"] == {"parsed": None, "correct": False, "reason": "no_boxed_answer",
+                                                 "score": 0.0}
+
+
+def test_reasoning_gyms_version_is_in_the_board_key() -> None:
+    from importlib.metadata import version
+
+    assert MathEnv(tasks="reasoning_gym/word_sorting").grader_versions() == {"reasoning-gym": version("reasoning-gym")}
+    assert set(MathEnv(tasks="arithmetic").grader_versions()) == {"math-verify"}
+
+
+def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure() -> None:
+    from argym.envs.tasks import ListSource
+    from argym.types import Task
+
+    scorer = {"kind": "reasoning_gym", "dataset": "no_such_dataset", "config": {}, "seed": 0}
+    task = Task(id="broken", prompt=({"role": "user", "content": "?"},), answer="x", meta={"scorer": scorer})
+    env = MathEnv(tasks=ListSource([task], name="broken"))
+    env.reset(options={"task_id": "broken"})
+    _, reward, terminated, _, info = env.step("\\boxed{x}")
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (0.0, True, True, "infra_failure")
+    assert "no_such_dataset" in info["verdict"]["error"]
+
+
+def test_a_fresh_pool_scores_reasoning_gym_within_a_short_deadline() -> None:
+    """Importing reasoning-gym takes seconds: the workers' warm-up pays it, not the first answer's deadline."""
+    _, entry = _rg_entry("spell_backward", 2)
+    with verifier_pool(workers=1, deadline_s=1.5) as pool:
+        scorer = {"kind": "reasoning_gym", "dataset": "spell_backward", "config": {}, "seed": 2}
+        verdict = MathVerifier(pool).check(entry["answer"], f"\\boxed{{{entry['answer'].upper()}}}", scorer=scorer)
+    assert verdict == {"parsed": entry["answer"].upper(), "correct": True, "reason": "verified", "score": 1.0}
+
+
 def test_reasoning_gym_missing_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # makes `import reasoning_gym` fail
     with pytest.raises(argym.MissingDependencyError, match=r"pip install 'argym\[reasoning-gym\]'"):

@@ -180,6 +180,22 @@ def test_exiting_during_a_call_fails(sandbox) -> None:
     host_clean(sandbox)
 
 
+FOUR = code_task("add4", STUB, "def check(candidate):\n" + "".join(
+    f"    assert candidate({a}, {b}) == {a + b}\n" for a, b in [(1, 2), (2, 2), (3, 4), (-1, 1)]), "add", "    return a + b\n")
+
+
+@pytest.mark.parametrize("tail, kind", [("import os\nos._exit(0)", "exit"),
+                                        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", None)])
+def test_dying_after_a_right_answer_leaves_the_skipped_asserts_unpassed(sandbox, tail: str, kind: str | None) -> None:
+    """Right on the first call, then dead: 1 of the task's 4 asserts, as for a wrong answer (was 1 of 2 run)."""
+    body = "if (a, b) == (1, 2):\n    return 3\n" + tail
+    code = "def add(a, b):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+    v = grade(sandbox, FOUR, f"```python\n{code}```", timeout_s=TIMEOUT_S)
+    failed(v, *([kind] if kind else []))
+    assert (v["passed"], v["total"]) == (1, 4), v
+    host_clean(sandbox)
+
+
 def test_fake_pass_markers_and_fake_records_win_nothing(sandbox) -> None:
     fake = '{"passed": 2, "failed": 0, "kind": "ok", "message": "", "nonce": "x"}'
     body = (f"import os, sys\nprint('PASSED', 1.0, {fake!r})\nfor fd in range(3, 64):\n"
