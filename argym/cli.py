@@ -8,6 +8,7 @@
     argym quickstart [--out DIR] [key=value ...]
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
+    argym check ENV_ID [key=value ...] [--import MODULE] [--json PATH] [--quick]   # conformance and exploits
 
 ``key=value`` pairs after the env id are the env's keyword arguments, read as
 YAML scalars (``max_attempts=3`` is an int, ``tasks=file.jsonl`` a string).
@@ -450,6 +451,47 @@ def quickstart(out_dir: str, overrides: tuple[str, ...], submit: bool, db: str |
     with user_errors():
         # prints its own before/after table and writes summary.json
         run_quickstart(out_dir, pairs, submit=(lambda r: _submit(r, db, strict=False)) if submit else None)
+
+
+@cli.command()
+@click.argument("env_id")
+@click.argument("env_kwargs", nargs=-1)
+@click.option("--import", "imports", multiple=True, help="Module that registers the env (repeatable).")
+@click.option("--exploits", "exploit_modules", multiple=True,
+              help="Module that registers more exploits (argym.check.register_exploit); repeatable.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report as JSON.")
+@click.option("--quick", is_flag=True, help="Cheap checks only (no child processes, no exploit corpus).")
+@click.option("--only", multiple=True, help="Run only this check (repeatable).")
+@click.option("--step-timeout", type=float, default=60.0, show_default=True, help="Bound on one step, seconds.")
+@click.option("--reset-timeout", type=float, default=60.0, show_default=True, help="Bound on one reset, seconds.")
+def check(env_id: str, env_kwargs: tuple[str, ...], imports: tuple[str, ...], exploit_modules: tuple[str, ...],
+          json_path: str | None, quick: bool, only: tuple[str, ...], step_timeout: float, reset_timeout: float) -> None:
+    """Check ENV_ID against the env contract and the exploit corpus; exit 1 if a check fails.
+
+    ENV_KWARGS are the env's key=value arguments. See docs/check.md.
+    """
+    import os
+
+    from argym.check import CheckConfig, run_checks
+
+    if imports or exploit_modules:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's modules in the current directory
+    with user_errors():
+        try:
+            config = CheckConfig(env_id, parse_kwargs(env_kwargs), tuple(imports), step_timeout, reset_timeout,
+                                 quick=quick, only=tuple(only))
+            report = run_checks(config, tuple(exploit_modules),
+                                progress=lambda o: click.echo(f"{o.check}: {o.result} ({o.seconds:.1f} s)", err=True))
+        except (ValueError, ImportError) as e:
+            raise ConfigError(str(e)) from None
+    report.print(_console())
+    if json_path:
+        report.write_json(json_path)
+    code = 0 if report.passed else 1
+    if report.hung:  # an abandoned call's thread would keep the interpreter alive
+        sys.stdout.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 @cli.group()

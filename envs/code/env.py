@@ -70,6 +70,8 @@ class CodeEnv(TextEnv):
     ``"full"`` (module docstring).
     """
 
+    metadata = {**TextEnv.metadata, "argym.exploits": "code"}  # `argym check` runs this corpus family
+
     def __init__(self, tasks: Any = "humaneval", split: str = "test", max_attempts: int = 1,
                  partial_credit: bool = False, timeout_s: float = 5.0, sandbox: str | Sandbox = "process",
                  feedback: str = "summary", render_mode: str | None = None, executors: Any = None):

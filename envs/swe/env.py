@@ -99,6 +99,8 @@ class SWEEnv(TextEnv):
     tools by name and arguments instead of full schemas (for small-context models).
     """
 
+    metadata = {**TextEnv.metadata, "argym.exploits": "swe"}  # `argym check` runs this corpus family
+
     def __init__(self, tasks: Any = "shipped", split: str = "test", sandbox: str | Sandbox = "process",
                  max_turns: int = 30, time_limit_s: float = 1800.0, command_timeout_s: float = 60.0,
                  test_timeout_s: float = 300.0, max_output_chars: int = 10_000, oracle_style: str = "hermes",

@@ -96,6 +96,8 @@ class ToolCallEnv(TextEnv):
     (executable) or ``check`` (BFCL's AST verdict) and ``category``.
     """
 
+    metadata = {**TextEnv.metadata, "argym.exploits": "toolcall"}  # `argym check` runs this corpus family
+
     def __init__(self, tasks: Any = "executable", split: str = "test", max_turns: int = 8,
                  timeout_s: float = 5.0, sandbox: str | Sandbox = "process", format_weight: float = 0.0,
                  call_weight: float = 0.0, oracle_style: str = "hermes", schemas_in_prompt: bool = True,

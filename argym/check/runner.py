@@ -1,0 +1,46 @@
+"""Runs the checks on one env, in order, each under its own try: a check that cannot run is a failure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from argym.check import bad_input, contract, determinism, exploits, isolation, resources, snapshot, timing
+from argym.check.base import FAIL, CheckConfig, Outcome, Subject, import_modules, short
+from argym.check.report import Report
+
+CHECKS: dict[str, Callable[[Subject], Outcome]] = {
+    m.NAME: m.check for m in (contract, determinism, isolation, snapshot, bad_input, resources, exploits, timing)
+}
+"""Every check by name, in the order they run (timing last: it judges every call the others made)."""
+
+QUICK = ("contract", "determinism", "isolation", "snapshot", "bad_input", "timing")
+"""What ``--quick`` runs: the checks that need neither child processes nor the exploit corpus."""
+
+
+def run_checks(config: CheckConfig, exploit_modules: tuple[str, ...] = (),
+               progress: Callable[[Outcome], None] | None = None) -> Report:
+    """Check `config.env_id`; `exploit_modules` register more corpus entries (`argym.check.corpus`)."""
+    import_modules(config.imports)
+    import_modules(exploit_modules)
+    unknown = [n for n in config.only if n not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown check(s) {unknown}; the checks are {list(CHECKS)}.")
+    names = [n for n in CHECKS if (not config.only or n in config.only) and (not config.quick or n in QUICK)]
+    subject = Subject(config)
+    report = Report(config.env_id, config.kwargs)
+    try:
+        for name in names:
+            start = time.monotonic()
+            try:
+                outcome = CHECKS[name](subject)
+            except Exception as e:  # noqa: BLE001 - e.g. the env cannot be built: this check fails, the rest run
+                outcome = Outcome(name, FAIL, f"the check could not run: {type(e).__name__}: {short(str(e), 600)}")
+            outcome.seconds = time.monotonic() - start
+            report.outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+    finally:
+        subject.close_all()
+    report.hung = bool(subject.timings.hangs)
+    return report
