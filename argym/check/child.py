@@ -43,32 +43,40 @@ def run_child(config: CheckConfig, mode: str, *, script: str = "generic", tmp_ro
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
     if mark:
         env[MARK_VAR] = mark
-    proc = subprocess.Popen([sys.executable, "-m", "argym.check.child", spec_path], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    # stderr goes to a file, not a pipe: a process the env leaks would hold a pipe open and block the wait
+    with open(out.name + ".err", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "argym.check.child", spec_path], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     if not wait:
         return proc, out.name
     limit = 2 * config.reset_timeout_s + 2 * config.max_steps * config.step_timeout_s + 60
     try:
-        _, err = proc.communicate(timeout=limit)
+        proc.wait(timeout=limit)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        proc.wait()
+        read_result(out.name, None)
         return {"error": f"the child process did not finish within {limit:g} s"}
-    finally:
-        os.unlink(spec_path)
-    return read_result(out.name, proc.returncode, err)
+    return read_result(out.name, proc.returncode)
 
 
-def read_result(path: str, returncode: int | None, stderr: bytes | None) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text()
-        os.unlink(path)
-    except OSError:
-        text = ""
-    if not text:
-        tail = (stderr or b"").decode(errors="replace").strip().splitlines()[-3:]
+def read_result(path: str, returncode: int | None) -> dict[str, Any]:
+    """The child's result (and its files removed); an error with its stderr's tail if it wrote none."""
+    texts = []
+    for p in (path, path + ".err"):
+        try:
+            texts.append(Path(p).read_text(errors="replace"))
+        except OSError:
+            texts.append("")
+    for p in (path, path + ".err", path + ".spec"):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    if not texts[0]:
+        tail = texts[1].strip().splitlines()[-3:]
         return {"error": f"the child process exited with status {returncode} and no result: {' | '.join(tail)}"}
-    return json.loads(text)
+    return json.loads(texts[0])
 
 
 def descendants(root: int) -> list[int]:
@@ -175,13 +183,15 @@ def _main(spec_path: str) -> None:
             time.sleep(0.2)  # what close() stopped has a moment to exit
             me = os.getpid()
             kids = [p for p in descendants(me)]
-            result = {"processes": [describe(p) for p in kids], "ports": listening([me, *kids]),
+            result = {"processes": [describe(p) for p in kids], "pids": kids, "ports": listening([me, *kids]),
                       "hangs": subject.timings.hangs}
         elif mode == "restart":
             env = subject.make()
             subject.reset(env, seed=config.seed)
             subject.close(env)
-            result = {"hangs": subject.timings.hangs}
+            time.sleep(0.2)
+            kids = descendants(os.getpid())
+            result = {"processes": [describe(p) for p in kids], "pids": kids, "hangs": subject.timings.hangs}
     except Exception as e:  # noqa: BLE001 - reported to the parent as the child's error
         result = {"error": f"{type(e).__name__}: {e}"}
     Path(spec["out"]).write_text(json.dumps(result))

@@ -127,6 +127,11 @@ def register_exploit(exploit: Exploit) -> Exploit:
     return exploit
 
 
+def unregister_exploit(family: str, name: str) -> None:
+    """Remove an entry (a test that registered one puts the corpus back as it was)."""
+    _EXPLOITS.pop((family, name), None)
+
+
 def exploits(family: str, technique: str | None = None) -> list[Exploit]:
     """The corpus entries of `family` (and `technique`), in the order registered."""
     return [e for (f, _), e in _EXPLOITS.items() if f == family and technique in (None, e.technique)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import uuid
@@ -56,15 +57,17 @@ def _after_close(subject: Subject, root: Path) -> list[str]:
     proc, out = run_child(subject.config, "close", tmp_root=str(root), wait=False)
     limit = 2 * subject.config.reset_timeout_s + 4 * subject.config.step_timeout_s + 60
     try:
-        _, err = proc.communicate(timeout=limit)
-    except Exception:  # noqa: BLE001 - TimeoutExpired: the child hung
+        proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        proc.wait()
+        read_result(out, None)
         return [f"the child did not finish within {limit:g} s"]
-    result = read_result(out, proc.returncode, err)
+    result = read_result(out, proc.returncode)
     if result.get("error"):
         return [f"the child failed: {result['error']}"]
     leaks = [f"process left: {p}" for p in result["processes"]]
+    _kill([p for p in result["pids"] if alive(p)])  # the check cleans up what it found
     leaks += [f"port left open: {p}" for p in result["ports"]]
     leaks += [f"hang: {h}" for h in result.get("hangs", [])]
     leaks += [f"temp dir left: {p}" for p in _left_in(root)]
@@ -79,26 +82,32 @@ def _after_kill(subject: Subject, root: Path) -> list[str]:
     while time.monotonic() < deadline and proc.poll() is None and not Path(out).stat().st_size:
         time.sleep(0.1)
     if proc.poll() is not None:
-        return [f"the child failed before it was killed: {read_result(out, proc.returncode, proc.stderr.read())}"]
+        return [f"the child failed before it was killed: {read_result(out, proc.returncode).get('error')}"]
     started = descendants(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    proc.stderr.close()
-    os.unlink(out)
+    read_result(out, None)
     time.sleep(GRACE_S)
     survivors = sorted({p for p in started if alive(p)} | set(marked(mark)))
     leaks = [f"process survived its parent: {describe(p)}" for p in survivors]
-    for p in survivors:  # the check cleans up what it found
+    _kill(survivors)
+    restarted = run_child(subject.config, "restart", tmp_root=str(root))
+    if restarted.get("error"):
+        leaks.append(f"the next start failed: {restarted['error']}")
+    else:
+        leaks += [f"process left by the next start's close(): {p}" for p in restarted["processes"]]
+        _kill([p for p in restarted["pids"] if alive(p)])
+    leaks += [f"temp dir left (not reaped by the next start): {p}" for p in _left_in(root)]
+    leaks += [f"container left: {c}" for c in containers(proc.pid)]
+    return leaks
+
+
+def _kill(pids: list[int]) -> None:
+    for p in pids:
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-    restarted = run_child(subject.config, "restart", tmp_root=str(root))
-    if restarted.get("error"):
-        leaks.append(f"the next start failed: {restarted['error']}")
-    leaks += [f"temp dir left (not reaped by the next start): {p}" for p in _left_in(root)]
-    leaks += [f"container left: {c}" for c in containers(proc.pid)]
-    return leaks
 
 
 def _left_in(root: Path) -> list[str]:

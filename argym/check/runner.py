@@ -14,10 +14,6 @@ CHECKS: dict[str, Callable[[Subject], Outcome]] = {
 }
 """Every check by name, in the order they run (timing last: it judges every call the others made)."""
 
-QUICK = ("contract", "determinism", "isolation", "snapshot", "bad_input", "timing")
-"""What ``--quick`` runs: the checks that need neither child processes nor the exploit corpus."""
-
-
 def run_checks(config: CheckConfig, exploit_modules: tuple[str, ...] = (),
                progress: Callable[[Outcome], None] | None = None) -> Report:
     """Check `config.env_id`; `exploit_modules` register more corpus entries (`argym.check.corpus`)."""
@@ -26,7 +22,7 @@ def run_checks(config: CheckConfig, exploit_modules: tuple[str, ...] = (),
     unknown = [n for n in config.only if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {unknown}; the checks are {list(CHECKS)}.")
-    names = [n for n in CHECKS if (not config.only or n in config.only) and (not config.quick or n in QUICK)]
+    names = [n for n in CHECKS if not config.only or n in config.only]  # --quick: the costly ones say n/a
     subject = Subject(config)
     report = Report(config.env_id, config.kwargs)
     try:
