@@ -4,9 +4,11 @@ The env runs in child processes (`argym.check.child`) whose temp dir is a
 private one, so every temp dir it makes is counted whatever its name:
 
 1. ``close``: an episode, then ``close()``; the child lists its descendant
-   processes and listening sockets while it still lives; after it exits, its
-   temp dir must be empty and no Docker container of its (labelled
-   ``argym.sandbox``, owner = its pid) may remain;
+   processes and listening sockets while it still lives (a socket still
+   listening is a leak); after it exits normally, none of those processes may
+   live on (a pool shared by the whole process may outlive `close()`, not the
+   process), its temp dir must be empty and no Docker container of its
+   (labelled ``argym.sandbox``, owner = its pid) may remain;
 2. ``kill``: an episode left open, then SIGKILL; every process the child had
    started (and any carrying its mark in the environment) must die with it.
    Then a new child starts and closes the env in the same temp dir (the next
@@ -66,8 +68,11 @@ def _after_close(subject: Subject, root: Path) -> list[str]:
     result = read_result(out, proc.returncode)
     if result.get("error"):
         return [f"the child failed: {result['error']}"]
-    leaks = [f"process left: {p}" for p in result["processes"]]
-    _kill([p for p in result["pids"] if alive(p)])  # the check cleans up what it found
+    time.sleep(GRACE_S)
+    # a process-wide pool the env shares (alive after close(), gone when the process exits) is no leak
+    left = [(pid, text) for pid, text in zip(result["pids"], result["processes"]) if alive(pid)]
+    leaks = [f"process left: {text}" for _, text in left]
+    _kill([pid for pid, _ in left])  # the check cleans up what it found
     leaks += [f"port left open: {p}" for p in result["ports"]]
     leaks += [f"hang: {h}" for h in result.get("hangs", [])]
     leaks += [f"temp dir left: {p}" for p in _left_in(root)]

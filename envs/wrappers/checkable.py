@@ -40,7 +40,7 @@ def safe_eval(text: str) -> Fraction:
         raise NotCheckable(f"it is longer than {MAX_EXPR_CHARS} characters")
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: a lone surrogate (UnicodeEncodeError) or a NUL byte
         raise NotCheckable("it is not an arithmetic expression") from None
     return _value(tree.body)
 

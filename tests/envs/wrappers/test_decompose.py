@@ -156,6 +156,19 @@ def test_safe_eval_is_exact_and_bounded():
     assert check_subquestion("Apples bought?", [{"name": "apples bought", "value": 4}]).value == 4
 
 
+def test_undecodable_text_is_not_checkable_and_the_episode_goes_on():
+    """A lone surrogate or a NUL byte cannot be compiled: a sub-question the wrapper cannot check, not a crash
+    (found by `argym check`'s bad-input corpus)."""
+    for bad in ("1 + \udcff", "1\x00 + 2"):
+        with pytest.raises(NotCheckable, match="not an arithmetic"):
+            safe_eval(bad)
+    env = argym.make("argym/DecomposeReasoner-v0")
+    env.reset(seed=0)
+    obs, reward, *_ = env.step("answer \udcff\ud800")
+    assert reward == 0 and obs[-1]["role"] == "user"
+    env.close()
+
+
 def test_wrapper_kwargs_are_checked():
     with pytest.raises(argym.ConfigError, match="lam"):
         make(lam=-1)
