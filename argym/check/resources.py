@@ -31,7 +31,7 @@ from argym.check.base import FAIL, NOT_APPLICABLE, PASS, Outcome, Subject
 from argym.check.child import alive, describe, descendants, marked, read_result, run_child
 
 NAME = "resources"
-GRACE_S = 2.0
+GRACE_S = 1.0
 """How long processes get to exit after their parent was killed (a die-with-parent signal, a reaper)."""
 
 
