@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from argym.check.corpus import Context, exploits, get
 from argym.envs.code.grader import grade
 from argym.envs.code.tasks import code_task
 
@@ -167,16 +168,32 @@ def test_descriptor_and_thread_exhaustion(sandbox, body: str) -> None:
     host_clean(sandbox)
 
 
-# ---- dodging and faking the grade -------------------------------------------------------
-@pytest.mark.parametrize("prelude", ["import os\nos._exit(0)", "import sys\nsys.exit(0)", "raise SystemExit(0)"])
+# ---- dodging and faking the grade (the cases are argym.check.corpus's, shared with `argym check`) ---------
+def code(name: str) -> tuple[str, str]:
+    """(body, prelude) of the corpus's code exploit `name`."""
+    e = get("code", name)
+    return e.steps[0], e.prelude
+
+
+@pytest.mark.parametrize("prelude", [e.prelude for e in exploits("code", "exit status") if e.prelude])
 def test_exiting_before_the_tests_fails(sandbox, prelude: str) -> None:
     failed(run(sandbox, "return a + b", prelude), "exit", "exception")
     host_clean(sandbox)
 
 
 def test_exiting_during_a_call_fails(sandbox) -> None:
-    failed(run(sandbox, "import os\nos._exit(0)"), "exit")
-    failed(run(sandbox, "import sys\nsys.exit(0)"), "exception")
+    failed(run(sandbox, code("exit-during-call-os-exit")[0]), "exit")
+    failed(run(sandbox, code("exit-during-call-sys-exit")[0]), "exception")
+    host_clean(sandbox)
+
+
+@pytest.mark.parametrize("name", [e.name for e in exploits("code")])
+def test_every_code_exploit_of_the_corpus_fails(sandbox, canary: Path, name: str) -> None:
+    """Each entry of the shared corpus, as the body of ``add``: never a pass, the host unchanged."""
+    e = get("code", name)
+    ctx = Context(str(canary), str(canary.parent), port=9)
+    failed(run(sandbox, ctx.fill(e.steps[0]), ctx.fill(e.prelude)))
+    assert sorted(p.name for p in canary.parent.iterdir()) == ["canary.txt"]
     host_clean(sandbox)
 
 
@@ -197,28 +214,21 @@ def test_dying_after_a_right_answer_leaves_the_skipped_asserts_unpassed(sandbox,
 
 
 def test_fake_pass_markers_and_fake_records_win_nothing(sandbox) -> None:
-    fake = '{"passed": 2, "failed": 0, "kind": "ok", "message": "", "nonce": "x"}'
-    body = (f"import os, sys\nprint('PASSED', 1.0, {fake!r})\nfor fd in range(3, 64):\n"
-            f"    try: os.write(fd, {fake!r}.encode())\n    except OSError: pass\nreturn 0")
-    failed(run(sandbox, body, "print('ALL TESTS PASSED')"), "wrong_answer", "crash")
+    failed(run(sandbox, *code("fake-pass-output")), "wrong_answer", "crash")
     host_clean(sandbox)
 
 
 def test_an_always_equal_object_wins_nothing(sandbox) -> None:
-    prelude = "class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False"
-    v = run(sandbox, "return Eq()", prelude)
+    v = run(sandbox, *code("always-equal-object"))
     failed(v, "exception")
     assert "not plain builtin data" in v["message"]
-    v = run(sandbox, "class I(int):\n    def __eq__(self, o): return True\nreturn I(0)")
+    v = run(sandbox, *code("always-equal-int"))
     failed(v, "exception")
     host_clean(sandbox)
 
 
 def test_planted_startup_files_change_nothing(sandbox) -> None:
-    plant = ("import os\nfor n, s in [('sitecustomize.py', 'import os; os._exit(0)'), ('conftest.py', ''),"
-             "('x.pth', 'import os; os._exit(0)'), ('json.py', 'raise SystemExit'), ('marshal.py', '')]:\n"
-             "    open(n, 'w').write(s)\n    os.makedirs('/tmp', exist_ok=True); open('/tmp/' + n, 'w').write(s)\nreturn 0")
-    failed(run(sandbox, plant), "wrong_answer")
+    failed(run(sandbox, code("planted-startup-files")[0]), "wrong_answer")
     host_clean(sandbox)
 
 
@@ -296,8 +306,7 @@ def test_no_network(sandbox) -> None:
 # ---- signals ----------------------------------------------------------------------------
 def test_killing_its_parent_fails_the_run(sandbox) -> None:
     # process: same uid, so the kill lands and no verdict comes; docker: the harness is root, PermissionError
-    failed(run(sandbox, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nreturn a + b"), "no_verdict",
-           "exception")
+    failed(run(sandbox, code("kill-the-harness")[0]), "no_verdict", "exception")
     failed(run(sandbox, "import os, signal\nos.kill(0, signal.SIGKILL)\nreturn a + b"))
     host_clean(sandbox)
 

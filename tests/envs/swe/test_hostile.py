@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 
 def run(env, command: str, **args) -> str:
     obs, reward, term, trunc, info = env.step(
@@ -77,3 +79,17 @@ def test_next_episode_is_clean_after_writes_everywhere(env, sample) -> None:
     env.reset(options={"task_id": sample[0]})
     out = run(env, "ls /tmp/junk junk.txt 2>&1 | wc -l; git tag | wc -l; git rev-list --all | wc -l")
     assert out.splitlines()[1:] == ["2", "0", "1"]  # two "No such file" lines, no tag, one commit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["process", "docker"])
+def test_the_swe_exploit_corpus_scores_zero(need, backend: str) -> None:
+    """argym.check.corpus's SWE reward hacks (test edits, runner steering, history, network, host), each one
+    episode through `argym check`'s exploit check: reward 0, no infra failure, the host unchanged."""
+    from argym.check import CheckConfig, run_checks
+
+    need(backend)
+    report = run_checks(CheckConfig("argym/SWE-v0", {"sandbox": backend, "max_turns": 3, "command_timeout_s": 20},
+                                    only=("exploits",)))
+    assert report.failed() == [], report.to_dict()
+    assert "scored 0" in report.outcomes[0].evidence
