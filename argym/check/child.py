@@ -123,12 +123,16 @@ def listening(pids: list[int]) -> list[str]:
     for pid in pids:
         inodes = set()
         try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if link.startswith("socket:["):
-                    inodes.add(link[8:-1])
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
             continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # closed since the listing (the listing's own fd, for one)
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
         for table in ("tcp", "tcp6"):
             try:
                 lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -120,12 +121,16 @@ class SlowEnv(GuessEnv):
 
 
 class LeakyEnv(GuessEnv):
-    """Resources: a helper process in its own session and a temp dir, never cleaned up."""
+    """Resources: a helper process in its own session, a temp dir and a listening socket, never cleaned up."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.helper = subprocess.Popen(["sleep", "300"], start_new_session=True)
         self.scratch = tempfile.mkdtemp(prefix="leaky-")
+        self.server = socket.create_server(("127.0.0.1", 0))
+        LeakyEnv.servers.append(self.server)  # kept open past close(), as a leaked server thread would
+
+    servers: list = []
 
 
 class GullibleEnv(GuessEnv):
@@ -190,6 +195,7 @@ def test_resources_reports_a_leaked_process_and_temp_dir_after_close_and_after_k
     assert found.result == "fail", found
     assert "after close(): process left: pid" in found.evidence and "sleep 300" in found.evidence, found
     assert "after close(): temp dir left: leaky-" in found.evidence, found
+    assert "after close(): port left open: pid" in found.evidence, found
     assert "after SIGKILL: process survived its parent" in found.evidence, found
     assert "after SIGKILL: temp dir left (not reaped by the next start): leaky-" in found.evidence, found
     assert check("Guess", "resources", max_steps=1).result == "pass"
