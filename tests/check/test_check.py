@@ -142,7 +142,34 @@ class GullibleEnv(GuessEnv):
         return super().respond(action)
 
 
-ENVS = {"Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv, "Memory": MemoryEnv,
+class PlainEnv(gym.Env):
+    """A plain `gym.Env` (no argym base class) with string actions: echo the word the user asks for."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self):
+        from argym.envs.spaces import Conversation, UnicodeText
+
+        self.observation_space, self.action_space = Conversation(), UnicodeText()
+        self.messages: list[dict] = []
+        self.word = ""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.word = ("apple", "pear", "plum")[int(self.np_random.integers(3))]
+        self.messages = [{"role": "user", "content": f"Say {self.word}."}]
+        return list(self.messages), {}
+
+    def step(self, action):
+        text = action if isinstance(action, str) else ""
+        ok = text.strip() == self.word
+        self.messages += [{"role": "assistant", "content": text},
+                          {"role": "user", "content": "Right." if ok else "Wrong."}]
+        info = {"success": ok, "reward_parts": {"outcome": float(ok)}, "verdict": {"said": text[:20]}}
+        return list(self.messages), float(ok), True, False, info
+
+
+ENVS = {"Plain": PlainEnv, "Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv, "Memory": MemoryEnv,
         "Forgetful": ForgetfulEnv, "Fragile": FragileEnv, "Slow": SlowEnv, "Leaky": LeakyEnv,
         "Gullible": GullibleEnv}
 for _name, _cls in ENVS.items():
@@ -199,6 +226,13 @@ def test_resources_reports_a_leaked_process_and_temp_dir_after_close_and_after_k
     assert "after SIGKILL: process survived its parent" in found.evidence, found
     assert "after SIGKILL: temp dir left (not reaped by the next start): leaky-" in found.evidence, found
     assert check("Guess", "resources", max_steps=1).result == "pass"
+
+
+def test_a_plain_gym_env_with_string_actions_passes_what_applies_to_it() -> None:
+    report = run_checks(CheckConfig("checkuser/Plain-v0", imports=(MODULE,)))
+    assert {o.check: o.result for o in report.outcomes} == {
+        "contract": "pass", "determinism": "pass", "isolation": "pass", "snapshot": "n/a", "bad_input": "pass",
+        "resources": "pass", "exploits": "n/a", "timing": "pass"}, report.to_dict()
 
 
 def test_a_user_env_passes_every_check_through_the_cli(tmp_path: Path) -> None:
