@@ -1,9 +1,11 @@
 """Isolation: nothing of one episode is visible in the next (files, state, tool results).
 
-One instance plays an episode that leaves marks (seed + 1: another task, the
-family's `MARKS` write files and store values), then an episode on seed; a
-fresh instance plays only the episode on seed. Both must see the same
-observations, rewards and `info`: any difference is something episode 1 left.
+A fresh instance plays an episode on seed, before anything has left a mark;
+then another instance plays an episode that leaves marks (seed + 1: another
+task; the family's `MARKS` write files and store values) and the episode on
+seed. Both episodes on seed must see the same observations, rewards and
+`info`: any difference is something that was left behind, in the instance or
+in what instances share (a process-wide sandbox, a cache).
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ NAME = "isolation"
 
 def check(subject: Subject) -> Outcome:
     seed, steps = subject.config.seed, subject.config.max_steps
-    used = subject.make()
     fresh = subject.make()
+    try:  # first, before any mark exists: a sandbox shared by the process must not carry one across either
+        alone = play(subject, fresh, generic_script(fresh), seed, steps, label="isolation fresh")
+    finally:
+        subject.close(fresh)
+    used = subject.make()
     try:
         first = play(subject, used, generic_script(used), seed + 1, steps, label="isolation episode 1")
         second = play(subject, used, generic_script(used), seed, steps, label="isolation episode 2")
-        alone = play(subject, fresh, generic_script(fresh), seed, steps, label="isolation fresh")
     finally:
         subject.close(used)
-        subject.close(fresh)
     for t in (first, second, alone):
         if t.hang:
             return Outcome(NAME, FAIL, t.hang)

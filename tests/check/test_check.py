@@ -7,6 +7,7 @@ checks' child processes import it as ``test_check`` from this directory).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -97,6 +98,21 @@ class MemoryEnv(GuessEnv):
         return reply
 
 
+class SharedMemoryEnv(GuessEnv):
+    """Isolation: remembers every answer any instance heard (state shared by the process, as in a shared
+    sandbox's /tmp), and says so."""
+
+    heard: set = set()
+
+    def respond(self, action):
+        before = action["content"] in SharedMemoryEnv.heard
+        SharedMemoryEnv.heard.add(action["content"])
+        reply = super().respond(action)
+        if reply.messages:
+            reply.messages = [{"role": "user", "content": "No. (heard that before)" if before else "No."}]
+        return reply
+
+
 class ForgetfulEnv(GuessEnv):
     """Snapshot: restore starts the task over instead of replaying (the turn count is lost)."""
 
@@ -169,7 +185,7 @@ class PlainEnv(gym.Env):
         return list(self.messages), float(ok), True, False, info
 
 
-ENVS = {"Plain": PlainEnv, "Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv, "Memory": MemoryEnv,
+ENVS = {"Plain": PlainEnv, "Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv, "Memory": MemoryEnv, "SharedMemory": SharedMemoryEnv,
         "Forgetful": ForgetfulEnv, "Fragile": FragileEnv, "Slow": SlowEnv, "Leaky": LeakyEnv,
         "Gullible": GullibleEnv}
 for _name, _cls in ENVS.items():
@@ -183,6 +199,7 @@ FAKE_REPORT = Exploit("fake-test-report", "actions", "fake output", ("ALL TESTS 
 def importable(monkeypatch):
     """This module importable by name, here and in the checks' child processes; the user's exploit registered."""
     monkeypatch.syspath_prepend(str(HERE))
+    importlib.import_module(MODULE).SharedMemoryEnv.heard.clear()  # the copy the checks build envs from
     register_exploit(FAKE_REPORT)
     yield
     unregister_exploit("actions", FAKE_REPORT.name)
@@ -198,6 +215,7 @@ def check(name: str, only: str, **kw):
     ("determinism", "Clock", "two fresh instances"),
     ("determinism", "Hash", "a fresh process"),
     ("isolation", "Memory", "turns so far"),
+    ("isolation", "SharedMemory", "heard that before"),
     ("snapshot", "Forgetful", "restored instance answered differently"),
     ("bad_input", "Fragile", "ValueError"),
     ("exploits", "Gullible", "fake-test-report (fake output): scored"),
