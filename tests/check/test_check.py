@@ -185,7 +185,8 @@ class PlainEnv(gym.Env):
         return list(self.messages), float(ok), True, False, info
 
 
-ENVS = {"Plain": PlainEnv, "Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv, "Memory": MemoryEnv, "SharedMemory": SharedMemoryEnv,
+ENVS = {"Plain": PlainEnv, "Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv,
+        "Memory": MemoryEnv, "SharedMemory": SharedMemoryEnv,
         "Forgetful": ForgetfulEnv, "Fragile": FragileEnv, "Slow": SlowEnv, "Leaky": LeakyEnv,
         "Gullible": GullibleEnv}
 for _name, _cls in ENVS.items():
