@@ -7,10 +7,10 @@ env may print on stdout). Modes:
 - ``trace``: one probing episode; the result is its records;
 - ``close``: an episode, ``close()``, then what is still there while the
   process lives: descendant processes and listening sockets;
-- ``kill``: an episode started and left open; writes ``ready`` and waits to be
-  killed (SIGKILL, by the resource check);
-- ``restart``: make, reset and close the env (the next start after a kill,
-  which may reap what the killed one left).
+- ``kill``: an episode, then writes ``ready`` and plays on until it is killed
+  (SIGKILL, by the resource check: mid-step, most likely);
+- ``restart``: make the env, play one step and close it (the next start
+  after a kill, which may reap what the killed one left).
 """
 
 from __future__ import annotations
@@ -179,19 +179,22 @@ def _main(spec_path: str) -> None:
         elif mode in ("close", "kill"):
             env = subject.make()
             trace = play(subject, env, generic_script(env), config.seed, min(config.max_steps, 2), label=mode)
-            if mode == "kill":
+            if mode == "kill":  # busy until killed, so the kill lands mid-step (a grader, a sandbox running)
                 Path(spec["out"]).write_text(json.dumps({"ready": True, "hang": trace.hang}))
                 while True:
-                    time.sleep(60)
+                    try:
+                        play(subject, env, generic_script(env), config.seed, config.max_steps, label=mode)
+                    except Exception:  # noqa: BLE001 - whatever the env does, it is killed soon
+                        time.sleep(0.1)
             subject.close(env)
             time.sleep(0.2)  # what close() stopped has a moment to exit
             me = os.getpid()
             kids = [p for p in descendants(me)]
             result = {"processes": [describe(p) for p in kids], "pids": kids, "ports": listening([me, *kids]),
                       "hangs": subject.timings.hangs}
-        elif mode == "restart":
+        elif mode == "restart":  # one step: a sandbox that reaps its dead owners' leftovers starts on first use
             env = subject.make()
-            subject.reset(env, seed=config.seed)
+            play(subject, env, generic_script(env), config.seed, 1, label=mode)
             subject.close(env)
             time.sleep(0.2)
             kids = descendants(os.getpid())

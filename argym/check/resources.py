@@ -9,10 +9,11 @@ private one, so every temp dir it makes is counted whatever its name:
    live on (a pool shared by the whole process may outlive `close()`, not the
    process), its temp dir must be empty and no Docker container of its
    (labelled ``argym.sandbox``, owner = its pid) may remain;
-2. ``kill``: an episode left open, then SIGKILL; every process the child had
-   started (and any carrying its mark in the environment) must die with it.
-   Then a new child starts and closes the env in the same temp dir (the next
-   start may reap what a killed one left); after that, the temp dir must be
+2. ``kill``: after an episode the child plays on, and a SIGKILL lands mid-step;
+   every process the child had started (and any carrying its mark in the
+   environment) must die with it.
+   Then a new child plays one step and closes the env in the same temp dir
+   (the next start may reap what a killed one left); after that, the temp dir must be
    empty and the killed child's containers gone.
 """
 
@@ -33,6 +34,8 @@ from argym.check.child import alive, describe, descendants, marked, read_result,
 NAME = "resources"
 GRACE_S = 1.0
 """How long processes get to exit after their parent was killed (a die-with-parent signal, a reaper)."""
+KILL_AFTER_S = 0.5
+"""How long the child plays on after its first episode before the SIGKILL (so it lands mid-step)."""
 
 
 def check(subject: Subject) -> Outcome:
@@ -88,6 +91,7 @@ def _after_kill(subject: Subject, root: Path) -> list[str]:
         time.sleep(0.1)
     if proc.poll() is not None:
         return [f"the child failed before it was killed: {read_result(out, proc.returncode).get('error')}"]
+    time.sleep(KILL_AFTER_S)
     started = descendants(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
