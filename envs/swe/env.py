@@ -178,7 +178,11 @@ class SWEEnv(TextEnv):
                 messages.append(tool_message(call, "Submitted; grading your changes."))
                 return self._finish(messages, {"calls": results, "errors": list(turn.errors)}, auto=False)
             start = time.monotonic()
-            text, result = self._tools.call(call)
+            try:
+                text, result = self._tools.call(call)
+            except InfrastructureError as e:  # the sandbox could not run the tool: not the agent's doing
+                return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
+                             verdict={"calls": results, "infra_failure": str(e)})
             self._elapsed += time.monotonic() - start
             messages.append(tool_message(call, text))
             results.append(result)
