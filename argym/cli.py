@@ -4,7 +4,7 @@
     argym play argym/Math-v0 [key=value ...] [--seed S]
     argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE] [--submit]
     argym board [ENV_ID] [--split S]            # leaderboards: also `board export`, `board serve`
-    argym train CONFIG.yaml [key=value ...]
+    argym train CONFIG.yaml|RECIPE [key=value ...]
     argym quickstart [--out DIR] [key=value ...]
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
@@ -410,16 +410,22 @@ def board_serve(host: str, port: int, db: str | None) -> None:
 @click.argument("config")
 @click.argument("overrides", nargs=-1)
 def train(config: str, overrides: tuple[str, ...]) -> None:
-    """Train with the recipe CONFIG (YAML), changed by key=value OVERRIDES.
+    """Train with the recipe CONFIG (a YAML file, or a shipped recipe's name), changed by key=value OVERRIDES.
 
-    Example: argym train configs/grpo_math.yaml algorithm.lr=1e-4 steps=50
+    Example: argym train grpo_math algorithm.lr=1e-4 steps=50   (or: argym train my_recipe.yaml ...)
     """
+    from argym.recipes import find_recipe, recipe_names
+
     config_path: str | None = config
     if not Path(config).is_file():
-        if "=" in config:  # no recipe file, only overrides of the defaults
+        shipped = find_recipe(config)
+        if shipped is not None:
+            config_path = str(shipped)
+        elif "=" in config:  # no recipe file, only overrides of the defaults
             overrides, config_path = (config, *overrides), None
         else:
-            _fail(f"config file {config!r} does not exist.")
+            _fail(f"config file {config!r} does not exist, and no shipped recipe has that name. "
+                  f"Shipped recipes: {', '.join(recipe_names())}.")
     with user_errors():
         pairs = _check_overrides(overrides)
     from argym.algorithms.config import load_config
