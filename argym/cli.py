@@ -8,6 +8,7 @@
     argym quickstart [--out DIR] [key=value ...]
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
+    argym doctor [--json]                        # what is installed and usable, and how to fix the rest
 
 ``key=value`` pairs after the env id are the env's keyword arguments, read as
 YAML scalars (``max_attempts=3`` is an int, ``tasks=file.jsonl`` a string).
@@ -456,6 +457,17 @@ def quickstart(out_dir: str, overrides: tuple[str, ...], submit: bool, db: str |
     with user_errors():
         # prints its own before/after table and writes summary.json
         run_quickstart(out_dir, pairs, submit=(lambda r: _submit(r, db, strict=False)) if submit else None)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor(as_json: bool) -> None:
+    """What is installed and usable (extras, bubblewrap, Docker, vLLM, BFCL data, SmolLM2, GPU), and how
+    to fix what is missing."""
+    from argym.doctor import render, run_checks
+
+    checks = run_checks()
+    click.echo(json.dumps([c.to_dict() for c in checks], indent=1) if as_json else render(checks))
 
 
 @cli.group()
