@@ -1,5 +1,5 @@
 """Harness faults of argym/SWE-v0 are infrastructure failures or clear errors, never a reward of 0:
-the sandbox's test environment removed under a live episode, and pytest missing from the install."""
+the sandbox's test environment removed under a live episode, and pytest or swebench missing from the install."""
 
 from __future__ import annotations
 
@@ -62,3 +62,23 @@ def test_without_pytest_reset_names_the_swe_extra(need, tmp_path) -> None:
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["error"] == "MissingDependencyError", (got, out.stderr[-2000:])
     assert "pytest" in got["message"] and "pip install 'argym[swe]'" in got["message"]
+
+
+NO_SWEBENCH = """
+import json, sys
+import argym, argym.envs.swe.env
+sys.path[:] = [p for p in sys.path if "site-packages" not in p]  # an install without the swe extra
+try:
+    argym.make("argym/SWE-v0")
+    print(json.dumps({"error": None}))
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)}))
+"""
+
+
+def test_without_swebench_make_names_the_swe_extra(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-c", NO_SWEBENCH], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["error"] == "MissingDependencyError", (got, out.stderr[-2000:])
+    assert "swebench" in got["message"] and "pip install 'argym[swe]'" in got["message"]
