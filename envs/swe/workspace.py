@@ -252,6 +252,14 @@ class DockerWorkspace(Workspace):
             raise SandboxError(f"could not copy the repository into the container: {e}") from e
 
     def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        try:
+            return self._exec(argv, stdin, timeout_s)
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the engine's own errors: the container is gone or unreachable
+            raise SandboxError(f"lost the workspace container: {e}") from e
+
+    def _exec(self, argv: list[str], stdin: bytes | None, timeout_s: float | None) -> ExecResult:
         limits = self.limits.with_(timeout_s=timeout_s or self.limits.timeout_s, cpu_s=None)
         if stdin is not None:  # exec has no stdin: the data goes in as a root-owned file first
             name = f"stdin-{uuid.uuid4().hex}"

@@ -82,3 +82,18 @@ def test_without_swebench_make_names_the_swe_extra(tmp_path) -> None:
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["error"] == "MissingDependencyError", (got, out.stderr[-2000:])
     assert "swebench" in got["message"] and "pip install 'argym[swe]'" in got["message"]
+
+
+def test_a_lost_container_is_an_infrastructure_failure(need) -> None:
+    """The docker backend's container is removed under a live episode (the engine restarted, an operator's
+    cleanup): the next tool call, and the grader's diff, are infrastructure failures."""
+    need("docker")
+    env = argym.make("argym/SWE-v0", split="test", sandbox="docker", max_turns=12).unwrapped
+    try:
+        for action in (None, SUBMIT):
+            env.reset(seed=0)
+            env._ws.box.remove(force=True)
+            _, reward, term, _, info = env.step(action or env.oracle_action())
+            assert (reward, term, info["infra_failure"]) == (0.0, True, True), info["verdict"]
+    finally:
+        env.close()
