@@ -105,7 +105,8 @@ else
     step "SKIPPED the docker backend: no engine at DOCKER_HOST=${DOCKER_HOST:-unset}"
 fi
 step "argym models prepare smollm2 (gguf)"
-argym models prepare smollm2 --out "$WORK/smollm2" >/dev/null || fail "argym models prepare smollm2"
+argym models prepare smollm2 --out "$WORK/smollm2" >"$WORK/prepare.log" 2>&1 \
+    || { tail -30 "$WORK/prepare.log" >&2; fail "argym models prepare smollm2"; }
 python -c "import peft" || fail "peft does not import"
 step "argym doctor"
 argym doctor >"$WORK/doctor-extras.txt" || fail "argym doctor"
