@@ -308,6 +308,7 @@ class ProcessSandbox(Sandbox):
             for k, v in env.items():
                 full += ["--setenv", k, v]
             # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
+            # (the option was added for exactly this distinction: containers/bubblewrap PR 293)
             sfd, status_w = os.pipe()
             full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
