@@ -4,10 +4,11 @@
     argym play argym/Math-v0 [key=value ...] [--seed S]
     argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE] [--submit]
     argym board [ENV_ID] [--split S]            # leaderboards: also `board export`, `board serve`
-    argym train CONFIG.yaml [key=value ...]
+    argym train CONFIG.yaml|RECIPE [key=value ...]
     argym quickstart [--out DIR] [key=value ...]
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
+    argym doctor [--json]                        # what is installed and usable, and how to fix the rest
 
 ``key=value`` pairs after the env id are the env's keyword arguments, read as
 YAML scalars (``max_attempts=3`` is an int, ``tasks=file.jsonl`` a string).
@@ -410,16 +411,22 @@ def board_serve(host: str, port: int, db: str | None) -> None:
 @click.argument("config")
 @click.argument("overrides", nargs=-1)
 def train(config: str, overrides: tuple[str, ...]) -> None:
-    """Train with the recipe CONFIG (YAML), changed by key=value OVERRIDES.
+    """Train with the recipe CONFIG (a YAML file, or a shipped recipe's name), changed by key=value OVERRIDES.
 
-    Example: argym train configs/grpo_math.yaml algorithm.lr=1e-4 steps=50
+    Example: argym train grpo_math algorithm.lr=1e-4 steps=50   (or: argym train my_recipe.yaml ...)
     """
+    from argym.recipes import find_recipe, recipe_names
+
     config_path: str | None = config
     if not Path(config).is_file():
-        if "=" in config:  # no recipe file, only overrides of the defaults
+        shipped = find_recipe(config)
+        if shipped is not None:
+            config_path = str(shipped)
+        elif "=" in config:  # no recipe file, only overrides of the defaults
             overrides, config_path = (config, *overrides), None
         else:
-            _fail(f"config file {config!r} does not exist.")
+            _fail(f"config file {config!r} does not exist, and no shipped recipe has that name. "
+                  f"Shipped recipes: {', '.join(recipe_names())}.")
     with user_errors():
         pairs = _check_overrides(overrides)
     from argym.algorithms.config import load_config
@@ -450,6 +457,17 @@ def quickstart(out_dir: str, overrides: tuple[str, ...], submit: bool, db: str |
     with user_errors():
         # prints its own before/after table and writes summary.json
         run_quickstart(out_dir, pairs, submit=(lambda r: _submit(r, db, strict=False)) if submit else None)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor(as_json: bool) -> None:
+    """What is installed and usable (extras, bubblewrap, Docker, vLLM, BFCL data, SmolLM2, GPU), and how
+    to fix what is missing."""
+    from argym.doctor import render, run_checks
+
+    checks = run_checks()
+    click.echo(json.dumps([c.to_dict() for c in checks], indent=1) if as_json else render(checks))
 
 
 @cli.group()

@@ -198,9 +198,13 @@ class ProcessSandbox(Sandbox):
 
     # ---- setup -------------------------------------------------------------------
     def _probe(self) -> None:
-        r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
-        if r.exit_code != 0:
-            msg = (f"bubblewrap could not start a sandbox here (exit {r.exit_code}): {r.stderr.strip()[:500]}. "
+        try:
+            r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
+            problem = f"exit {r.exit_code}): {r.stderr.strip()[:500]}" if r.exit_code != 0 else ""
+        except SandboxError as e:
+            problem = f"{e})"
+        if problem:
+            msg = (f"bubblewrap could not start a sandbox here ({problem}. "
                    f"The kernel may forbid unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
                    f"user.max_user_namespaces>0).")
             if not self.allow_weak:
@@ -294,7 +298,7 @@ class ProcessSandbox(Sandbox):
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
         env.update(extra_env or {})
-        rfd = wfd = None
+        rfd = wfd = sfd = status_w = None
         if result_channel:
             rfd, wfd = os.pipe()
             env["ARGYM_RESULT_FD"] = str(wfd)
@@ -303,7 +307,10 @@ class ProcessSandbox(Sandbox):
             full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
             for k, v in env.items():
                 full += ["--setenv", k, v]
-            full += ["--", *argv]
+            # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
+            # (the option was added for exactly this distinction: containers/bubblewrap PR 293)
+            sfd, status_w = os.pipe()
+            full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
         else:
             full = self._weak_prefix(uid) + argv
@@ -325,18 +332,23 @@ class ProcessSandbox(Sandbox):
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
 
         start = time.monotonic()
+        fds = tuple(fd for fd in (wfd, status_w) if fd is not None)
         try:
             proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=env if self.bwrap is None else {}, cwd=cwd, preexec_fn=preexec,
-                                    start_new_session=True, pass_fds=(wfd,) if wfd is not None else ())
+                                    start_new_session=True, pass_fds=fds)
         except OSError as e:
+            for fd in (rfd, sfd):
+                if fd is not None:
+                    os.close(fd)
             raise SandboxError(f"could not start the sandbox ({e})") from e
         finally:
-            if wfd is not None:
-                os.close(wfd)
+            for fd in fds:
+                os.close(fd)
         state = {"overflow": False}
         kill = lambda: self._kill(proc, uid)  # noqa: E731
-        outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray()}
+        outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray(),
+                                      "status": bytearray()}
 
         def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
             buf = outs[key]
@@ -355,6 +367,8 @@ class ProcessSandbox(Sandbox):
                    threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True)]
         if rfd is not None:
             threads.append(threading.Thread(target=reader, args=(rfd, "res", 1 << 20, True), daemon=True))
+        if sfd is not None:
+            threads.append(threading.Thread(target=reader, args=(sfd, "status", 1 << 16, True), daemon=True))
 
         def writer() -> None:
             try:
@@ -374,14 +388,19 @@ class ProcessSandbox(Sandbox):
         for t in threads:
             t.join(timeout=5)
         wall = time.monotonic() - start
-        if rfd is not None:
-            os.close(rfd)
+        for fd in (rfd, sfd):
+            if fd is not None:
+                os.close(fd)
         for s in (proc.stdout, proc.stderr):
             s.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
         code = proc.returncode
         err = clean_output(bytes(outs["err"]))
+        if sfd is not None and not timed_out and not state["overflow"] and b'"exit-code"' not in outs["status"]:
+            # bwrap exited without running the command to its end (a missing mount source, an interpreter
+            # it cannot exec, a namespace it may not create): the harness failed, not the program.
+            raise SandboxError(f"bubblewrap failed before the command ran (exit {code}): {err.strip()[-500:]}")
         return ExecResult(
             stdout=clean_output(bytes(outs["out"])), stderr=err,
             exit_code=code if code is not None and code >= 0 else None,

@@ -37,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, MissingDependencyError
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError
 from argym.envs.swe.project import cache_root
 
@@ -84,12 +84,20 @@ _ENV_LOCK = threading.Lock()
 def test_env(python: str) -> Path:
     """``site/`` (pytest and what it needs, copied from this interpreter's install) and ``bin/python``.
 
-    The sandbox masks every site-packages directory, so the tests get exactly this.
+    The sandbox masks every site-packages directory, so the tests get exactly this. pytest comes
+    with the ``swe`` extra; without it this raises `MissingDependencyError` (at `reset`), since a
+    grader that cannot run the tests must never score the agent. Built once per process, and built
+    again if it was removed.
     """
     root = cache_root() / "testenv"
     with _ENV_LOCK:
-        if root.exists():
+        if (root / "site" / "pytest").is_dir() and (root / "bin" / "python").exists():
             return root
+        try:
+            metadata.distribution("pytest")
+        except metadata.PackageNotFoundError:
+            raise MissingDependencyError("pytest", "swe", "argym/SWE-v0's process backend (it runs the "
+                                                          "repository's tests with pytest)") from None
         tmp = Path(tempfile.mkdtemp(dir=cache_root()))
         site = tmp / "site"
         todo, seen = ["pytest"], set()
@@ -102,7 +110,7 @@ def test_env(python: str) -> Path:
             try:
                 dist = metadata.distribution(name)
             except metadata.PackageNotFoundError:
-                continue
+                continue  # a dependency for another platform or Python (colorama, tomli)
             for f in dist.files or []:
                 if f.parts[0] == ".." or "__pycache__" in f.parts:
                     continue
@@ -121,6 +129,8 @@ def test_env(python: str) -> Path:
         for p in [tmp, *tmp.rglob("*")]:
             if not p.is_symlink():
                 os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        if root.exists():  # an incomplete or damaged one: replaced whole
+            shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
         return root
 
@@ -242,6 +252,14 @@ class DockerWorkspace(Workspace):
             raise SandboxError(f"could not copy the repository into the container: {e}") from e
 
     def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        try:
+            return self._exec(argv, stdin, timeout_s)
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the engine's own errors: the container is gone or unreachable
+            raise SandboxError(f"lost the workspace container: {e}") from e
+
+    def _exec(self, argv: list[str], stdin: bytes | None, timeout_s: float | None) -> ExecResult:
         limits = self.limits.with_(timeout_s=timeout_s or self.limits.timeout_s, cpu_s=None)
         if stdin is not None:  # exec has no stdin: the data goes in as a root-owned file first
             name = f"stdin-{uuid.uuid4().hex}"

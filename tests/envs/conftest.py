@@ -90,3 +90,25 @@ def fit_two_steps():
         return trainer, seen, tok
 
     return run
+
+
+@pytest.fixture
+def broken_bwrap_sandbox(require_backend):
+    """A real process sandbox whose bubblewrap binary breaks after it started (what a lost or broken
+    sandbox looks like to an env): `bwrap` then fails as bubblewrap itself does, before running anything."""
+    import tempfile
+    from pathlib import Path
+
+    from argym.envs.sandbox.process import ProcessSandbox
+
+    require_backend("process")
+    sb = ProcessSandbox(slots=1)
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)  # the slot's uid runs it
+        broken = Path(d) / "bwrap"
+        broken.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n"
+                          "exit 1\n")
+        broken.chmod(0o755)
+        sb.bwrap = str(broken)
+        yield sb
+        sb.close()

@@ -294,3 +294,11 @@ def test_cli_eval_oracle_smoke() -> None:
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "1.000" in out.stdout
+
+
+def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(broken_bwrap_sandbox) -> None:
+    e = CodeEnv(sandbox=broken_bwrap_sandbox)
+    e.reset(options={"task_id": "HumanEval/0"})
+    _, reward, terminated, _, info = e.step(e.oracle_action())
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert "bubblewrap failed" in info["verdict"]["message"]

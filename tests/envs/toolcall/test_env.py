@@ -225,3 +225,12 @@ def test_schemas_can_be_left_to_the_agents_template():
     obs, _ = env.reset(options={"task": _task("order_total")})
     assert obs[0]["content"].startswith("Tools: kv_get, kv_set, calculator.") and '"parameters"' not in obs[0]["content"]
     assert env.unwrapped.task.tools[0]["function"]["name"] == "kv_get"  # what the rollout engine renders with
+
+
+def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(broken_bwrap_sandbox):
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)",
+                     sandbox=broken_bwrap_sandbox)
+    env.reset(options={"task": _task("prime_count")})
+    _, reward, terminated, _, info = env.step(_call("python", code="print(1)"))
+    assert info["infra_failure"] and terminated and reward == 0.0
+    assert any("bubblewrap failed" in e for e in info["verdict"]["errors"])
