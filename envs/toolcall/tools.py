@@ -73,28 +73,50 @@ _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: op
 _FUNCS: dict[str, Callable[..., Any]] = {"sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max,
                                          "floor": math.floor, "ceil": math.ceil, "log": math.log, "exp": math.exp}
 _MAX_MAGNITUDE = 1e100
+"""Every number (constant, intermediate, result) stays within this, so each operation costs microseconds."""
+_MAX_DEPTH = 100
+"""Syntax-tree depth; checked explicitly, since the interpreter's recursion limit is whatever imports set."""
+_MAX_NDIGITS = 100
+"""`round`'s ndigits: ``round(1, -10**8)`` builds a 10**8-digit power of ten (a minute of CPU)."""
 
 
 def calculate(expression: str) -> int | float:
-    """Evaluate arithmetic (+ - * / // % **, parentheses, a few math functions) without `eval`."""
+    """Evaluate arithmetic (+ - * / // % **, parentheses, a few math functions) without `eval`.
+
+    Every input is bounded before work is done on it (length, depth, magnitudes,
+    powers, `round`'s digits), so no expression of at most 1000 characters runs long.
+    """
     if len(expression) > 1000:
         raise ToolError(f"The expression is {len(expression)} characters; at most 1000 are allowed.")
     try:
         tree = ast.parse(expression.replace("^", "**"), mode="eval")
     except SyntaxError as e:
         raise ToolError(f"Cannot read the expression {expression[:80]!r}: {e.msg}.") from None
-    try:
-        return _eval(tree.body)
-    except RecursionError:
+    except (RecursionError, MemoryError):  # the parser's own stack
         raise ToolError("The expression is nested too deeply.") from None
+    if _depth(tree.body) > _MAX_DEPTH:
+        raise ToolError(f"The expression is nested too deeply (more than {_MAX_DEPTH} levels).")
+    return _eval(tree.body)
+
+
+def _depth(root: ast.AST) -> int:
+    """The syntax tree's depth, without recursion; stops counting past `_MAX_DEPTH`."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= _MAX_DEPTH:
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _eval(node: ast.AST) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return _bounded(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and (abs(right) > 1000 or abs(left) > 1e6 and abs(right) > 10):
+        if isinstance(node.op, ast.Pow) and abs(left) > 1 and right > 0 \
+                and right * math.log10(abs(left)) > math.log10(_MAX_MAGNITUDE):
             raise ToolError("The power is too large.")
         try:
             value = _BINOPS[type(node.op)](left, right)
@@ -107,18 +129,22 @@ def _eval(node: ast.AST) -> int | float:
         return _UNARY[type(node.op)](_eval(node.operand))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
             and not node.keywords and len(node.args) <= 4:
-        args = [_eval(a) for a in node.args]
+        name, args = node.func.id, [_eval(a) for a in node.args]
+        if name == "round" and len(args) == 2 and not (type(args[1]) is int and abs(args[1]) <= _MAX_NDIGITS):
+            raise ToolError(f"round: ndigits must be an integer from -{_MAX_NDIGITS} to {_MAX_NDIGITS}, "
+                            f"got {args[1]!r}.")
         try:
-            return _bounded(_FUNCS[node.func.id](*args))
-        except (TypeError, ValueError, OverflowError) as e:
-            raise ToolError(f"{node.func.id}: {e}.") from None
+            return _bounded(_FUNCS[name](*args))
+        except (TypeError, ValueError, OverflowError, ZeroDivisionError) as e:
+            raise ToolError(f"{name}: {e}.") from None
     raise ToolError(f"Unsupported in an expression: {ast.dump(node)[:80]}. Use numbers, + - * / // % **, "
                     f"parentheses and {', '.join(_FUNCS)}.")
 
 
 def _bounded(value: Any) -> int | float:
-    if isinstance(value, complex) or abs(value) > _MAX_MAGNITUDE:
-        raise ToolError("The result is out of range.")
+    if isinstance(value, complex) or isinstance(value, float) and not math.isfinite(value) \
+            or abs(value) > _MAX_MAGNITUDE:
+        raise ToolError(f"The result is out of range (numbers are limited to ±{_MAX_MAGNITUDE:g}).")
     return value
 
 
