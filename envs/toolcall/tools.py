@@ -14,6 +14,12 @@ A tool answers a string. Whatever the agent's arguments make a tool do (raise,
 overflow, time out) is a `ToolError`, reported to the agent and scored as its
 failure; only a sandbox that cannot run is an infrastructure failure
 (`SandboxError` passes through).
+
+The stateless tools (``Tool.stateless``: all but the store and ``python``) run
+in a `WorkerPool` (`run_tool`, `tool_pool`), not in the env's process: their
+own bounds keep each call to microseconds, and the parent's hard deadline
+(`ToolCallEnv.timeout_s`) stops whatever a bound missed without holding the
+env's GIL. A worker that dies is an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import datetime as dt
 import json
 import math
 import operator
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from argym.errors import ArgymError
+from argym.envs.executors import WorkerPool
 
 
 class ToolError(ArgymError):
@@ -54,6 +62,8 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     run: Callable[[dict[str, Any], ToolContext], str]
+    stateless: bool = True
+    """runs on its arguments alone, so it can run in a worker process (`run_tool`)"""
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function",
@@ -279,7 +289,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("calculator", "Evaluate an arithmetic expression (+ - * / // % **, parentheses, sqrt, round, ...).",
          _obj(["expression"], expression={"type": "string"}), _calculator),
     Tool("python", "Run a Python program in a sandbox and return what it prints.",
-         _obj(["code"], code={"type": "string"}), _python),
+         _obj(["code"], code={"type": "string"}), _python, stateless=False),
     Tool("convert_units", "Convert a value between units of length, mass, time or temperature.",
          _obj(["value", "from_unit", "to_unit"], value={"type": "number"},
               from_unit={"type": "string", "enum": _UNIT_NAMES}, to_unit={"type": "string", "enum": _UNIT_NAMES}),
@@ -290,9 +300,35 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
          _obj(["start", "end"], start={"type": "string"}, end={"type": "string"}), _date_diff),
     Tool("weekday", "The day of the week of a YYYY-MM-DD date.",
          _obj(["date"], date={"type": "string"}), _weekday),
-    Tool("kv_get", "Read a value from the key-value store.", _obj(["key"], key={"type": "string"}), _kv_get),
+    Tool("kv_get", "Read a value from the key-value store.", _obj(["key"], key={"type": "string"}), _kv_get,
+         stateless=False),
     Tool("kv_set", "Write a value to the key-value store.",
-         _obj(["key", "value"], key={"type": "string"}, value={"type": "string"}), _kv_set),
+         _obj(["key", "value"], key={"type": "string"}, value={"type": "string"}), _kv_set, stateless=False),
     Tool("search_docs", "Search the document collection (towns); returns the best 3 matches.",
          _obj(["query"], query={"type": "string"}), _search_docs),
 )}
+
+TOOL_FN = "argym.envs.toolcall.tools:run_tool"
+
+
+def run_tool(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    """A stateless tool's answer in a worker process: (True, text) or (False, what went wrong).
+
+    Whatever the arguments make the tool raise is the agent's failure, so it
+    comes back as a value; only the worker's death reaches the caller as an error.
+    """
+    tool = TOOLS[name]
+    if not tool.stateless:
+        raise ValueError(f"The tool {name!r} keeps state in the env; it cannot run in a worker.")
+    try:
+        return True, tool.run(arguments, ToolContext())
+    except ToolError as e:
+        return False, str(e)
+    except Exception as e:  # a tool's own bug on odd arguments is still the agent's failure to avoid
+        return False, f"{type(e).__name__}: {e}"
+
+
+def tool_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
+    """A pool running `run_tool`, warmed up so that imports do not count against the deadline."""
+    workers = workers or max(1, min(4, os.cpu_count() or 1))
+    return WorkerPool(TOOL_FN, workers=workers, deadline_s=deadline_s, warmup=("calculator", {"expression": "1"}))
