@@ -94,10 +94,12 @@ def _orphans(parent: Path) -> list[Path]:
     return [e for e in entries if (m := _OWNED.match(e.name)) and not _alive(int(m.group(1)))]
 
 
-def _release(tmp: Path, groups: list["cgroup.TreeGroup"]) -> None:
+def _release(tmp: Path, layout: "cgroup.Layout | None") -> None:
     """Remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
-    for g in groups:
-        g.remove()
+    if layout is not None:
+        for d in {layout.memory, layout.pids} - {None}:
+            for g in d.glob(f"{tmp.name}-slot*"):  # type: ignore[union-attr]
+                cgroup.TreeGroup(layout, g.name).remove()
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -239,25 +241,28 @@ class ProcessSandbox(Sandbox):
             shutil.rmtree(orphan, ignore_errors=True)
         self._tmp = Path(tempfile.mkdtemp(prefix=f"argym-sandbox-{os.getpid()}-", dir=parent))
         os.chmod(self._tmp, 0o711)
-        self._groups = self._tree_groups(slots)
-        self.tree_limit = (f"cgroup v{self._groups[0].layout.version}" if self._groups else
+        self._layout = self._tree_layout()
+        self.tree_limit = (f"cgroup v{self._layout.version}" if self._layout else
                            "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)")
         """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
-        self._release = weakref.finalize(self, _release, self._tmp, self._groups)
+        self._release = weakref.finalize(self, _release, self._tmp, self._layout)
         self._closed = False
         if self.bwrap is not None:
             self._probe()
 
     # ---- setup -------------------------------------------------------------------
-    def _tree_groups(self, slots: int) -> list[cgroup.TreeGroup]:
-        """A cgroup per slot, or [] (with a one-time warning saying what that means) where none can be made."""
+    def _tree_layout(self) -> cgroup.Layout | None:
+        """Where each run's cgroup is made (a fresh one per run: memory it leaves charged, such as page
+        cache, goes to the parent when the group is removed, not to the slot's next run); None, with a
+        one-time warning saying what that means, where no cgroup can be made."""
         layout, why = cgroup.find_layout()
         if layout is not None:
             for parent in {layout.memory, layout.pids} - {None}:
                 for orphan in _orphans(parent):  # type: ignore[arg-type]
                     cgroup.TreeGroup(layout, orphan.name).remove()
             try:
-                return [cgroup.TreeGroup(layout, f"{self._tmp.name}-slot{i}") for i in range(slots)]
+                cgroup.TreeGroup(layout, f"{self._tmp.name}-probe").remove()
+                return layout
             except OSError as e:
                 why = f"could not create a cgroup under {layout.memory}: {e}"
         if why not in _WARNED:
@@ -265,7 +270,7 @@ class ProcessSandbox(Sandbox):
             log.warning("The process sandbox cannot bound a run's whole process tree (%s): memory_mb bounds each "
                         "process (RLIMIT_AS), so a run may use up to memory_mb x processes. See docs/sandboxes.md.",
                         why)
-        return []
+        return None
 
     def _probe(self) -> None:
         r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
@@ -379,10 +384,13 @@ class ProcessSandbox(Sandbox):
             full = self._weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        group = self._groups[slot] if self._groups else None
-        if group is not None:
-            group.limit(limits.memory_mb << 20, limits.processes)
-        ooms = group.oom_kills() if group is not None else 0
+        group = None
+        if self._layout is not None:
+            try:
+                group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
+                group.limit(limits.memory_mb << 20, limits.processes)
+            except OSError as e:
+                raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
         join = group.procs_files if group is not None else []
 
         def preexec() -> None:
@@ -456,6 +464,9 @@ class ProcessSandbox(Sandbox):
             s.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+        oom = group is not None and group.oom_kills() > 0  # a fresh group: every kill was this run's
+        if group is not None:
+            group.remove()
         code = proc.returncode
         err = clean_output(bytes(outs["err"]))
         return ExecResult(
@@ -463,7 +474,7 @@ class ProcessSandbox(Sandbox):
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
             timed_out=timed_out, output_truncated=state["overflow"],
-            oom="MemoryError" in err[-2000:] or group is not None and group.oom_kills() > ooms,
+            oom=oom or "MemoryError" in err[-2000:],
             wall_s=wall, result=bytes(outs["res"]) if rfd is not None else None)
 
     def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
