@@ -44,7 +44,6 @@ import json
 import logging
 import os
 import queue
-import re
 import resource
 import shutil
 import signal
@@ -59,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from argym.envs.sandbox import cgroup
+from argym.envs.sandbox import cgroup, disk
 from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable,
                                      clean_output)
 
@@ -70,28 +69,9 @@ UID_POOL = 40_000
 """Slots lease uids from [BASE_UID, BASE_UID + UID_POOL)."""
 _LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 _HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
-_OWNED = re.compile(r"argym-sandbox-(\d+)-")
-"""Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...``."""
+_PREFIX = "argym-sandbox-"
+"""Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...`` (`disk.reap`)."""
 _WARNED: set[str] = set()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def _orphans(parent: Path) -> list[Path]:
-    """Entries of `parent` named for an owner pid that is no longer alive."""
-    try:
-        entries = list(parent.iterdir())
-    except OSError:
-        return []
-    return [e for e in entries if (m := _OWNED.match(e.name)) and not _alive(int(m.group(1)))]
 
 
 def _release(tmp: Path, layout: "cgroup.Layout | None") -> None:
@@ -237,9 +217,8 @@ class ProcessSandbox(Sandbox):
             self._slots.put(i)
         self._leases = _lease_uids(slots) if self.root else []
         parent = Path(tmp_dir or tempfile.gettempdir())
-        for orphan in _orphans(parent):
-            shutil.rmtree(orphan, ignore_errors=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"argym-sandbox-{os.getpid()}-", dir=parent))
+        disk.reap(parent, _PREFIX)
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         os.chmod(self._tmp, 0o711)
         self._layout = self._tree_layout()
         self.tree_limit = (f"cgroup v{self._layout.version}" if self._layout else
@@ -258,7 +237,7 @@ class ProcessSandbox(Sandbox):
         layout, why = cgroup.find_layout()
         if layout is not None:
             for parent in {layout.memory, layout.pids} - {None}:
-                for orphan in _orphans(parent):  # type: ignore[arg-type]
+                for orphan in disk.orphans(parent, _PREFIX):  # type: ignore[arg-type]
                     cgroup.TreeGroup(layout, orphan.name).remove()
             try:
                 cgroup.TreeGroup(layout, f"{self._tmp.name}-probe").remove()

@@ -5,19 +5,23 @@
 Two backends:
 
 - `ProcessWorkspace` (``process``): a fresh copy of the base repository on the
-  host, bound read-write at ``/testbed`` into a `ProcessSandbox` run (bubblewrap:
+  host, in a `BoundedDir` (as root a tmpfs of ``disk_mb``, so a command cannot
+  write past the disk limit while it runs),
+  bound read-write at ``/testbed`` into a `ProcessSandbox` run (bubblewrap:
   no network, own PID namespace, a per-slot uid, rlimits, the tree killed after
   every command, so daemons do not outlive it). Python's pytest comes from a
   read-only copy of argym's own pytest install at ``/opt/argym/site``.
 - `DockerWorkspace` (``docker``): one container per workspace from the SWE
   image (``argym-swe``: Debian's python3, pytest and git), the repository copied
-  into ``/testbed``, commands run as a uid of the workspace's own; after every
-  command all of that uid's processes are killed.
+  into ``/testbed`` (a volume on a tmpfs of ``disk_mb``, so a command cannot
+  write past the disk limit while it runs), commands run as a uid of the
+  workspace's own; after every command all of that uid's processes are killed.
 
 Both bind the base commit's pristine git directory read-only at
 ``/opt/argym/base.git`` (the grader diffs against it, whatever the agent did to
-``.git``). `snapshot()` copies the work tree (process) or commits the container
-(docker); `Workspace.restore` builds a new workspace from it.
+``.git``). `snapshot()` copies the work tree (process) or commits the container and
+copies ``/testbed`` out as a tar (docker: a commit leaves volumes out);
+`open_workspace` builds a new workspace from it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 
 from argym.errors import ConfigError
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError
+from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.project import cache_root
 
 ROOT = "/testbed"
@@ -146,10 +151,15 @@ class ProcessWorkspace(Workspace):
             raise ConfigError("The process workspace needs a ProcessSandbox.")
         self.sandbox = sandbox
         self.base = base
-        self.dir = Path(tempfile.mkdtemp(prefix="ws-", dir=cache_root()))
-        os.chmod(self.dir, 0o711)
+        self._dir = BoundedDir(cache_root(), "ws-", limits.disk_mb)
+        self.dir = self._dir.path
         self.repo = self.dir / "repo"
-        copy_tree(tree if tree is not None else base, self.repo)
+        try:
+            copy_tree(tree if tree is not None else base, self.repo)
+        except OSError as e:
+            self.close()
+            raise ConfigError(f"The repository does not fit the workspace's disk limit of {limits.disk_mb} MB "
+                              f"({e}); raise Limits.disk_mb.") from e
         env_root = test_env(sandbox.python)
         from argym.envs.sandbox.process import Mount
 
@@ -179,7 +189,7 @@ class ProcessWorkspace(Workspace):
         return {"backend": "process", "tree": str(dest), "base": str(self.base)}
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._dir.close()
 
 
 _SNAPSHOTS: list[Path] = []
@@ -224,19 +234,24 @@ class DockerWorkspace(Workspace):
     backend = "docker"
 
     def __init__(self, sandbox: Any, base: Path | None, limits: Limits = DEFAULT_LIMITS, image: str | None = None,
-                 uid: int | None = None):
+                 uid: int | None = None, tree: str | None = None):
+        """From `base` (a fresh copy), or `image` (its ``/testbed``), or `image` and `tree` (a snapshot's tar)."""
         super().__init__(limits)
         self.sandbox = sandbox
         self.base = base
         # A uid of its own per workspace: the container's nproc rlimit counts per uid across the
         # whole host, so a shared uid (nobody) would let one workspace's fork bomb starve the others.
         self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
-        self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb)
+        self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb,
+                                         workdir_mb=limits.disk_mb, copy_workdir=tree is None)
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
                 self.box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), self.uid))
                 self.box.put_archive("/opt/argym", _tar_of(base / ".git", "base.git", 0))
+            elif tree is not None:
+                self.box.put_archive("/", Path(tree).read_bytes())
+            self.sandbox.exec_in(self.box, ["chown", f"{self.uid}:{self.uid}", ROOT], user="0", workdir="/")
         except Exception as e:  # noqa: BLE001
             self.close()
             raise SandboxError(f"could not copy the repository into the container: {e}") from e
@@ -271,11 +286,17 @@ class DockerWorkspace(Workspace):
         if not _IMAGES:
             atexit.register(_remove_snapshot_images)
         _IMAGES.append((self.sandbox.client, image.id))
-        return {"backend": "docker", "image": image.id, "uid": self.uid, "base": str(self.base) if self.base else ""}
+        tree = _snapshot_dir() / f"{uuid.uuid4().hex}.tar"
+        stream, _ = self.box.get_archive(ROOT)
+        with open(tree, "wb") as f:
+            for chunk in stream:
+                f.write(chunk)
+        return {"backend": "docker", "image": image.id, "uid": self.uid, "tree": str(tree),
+                "base": str(self.base) if self.base else ""}
 
     def close(self) -> None:
         try:
-            self.box.remove(force=True)
+            self.box.remove(force=True, v=True)
         except Exception:  # noqa: BLE001
             pass
 
@@ -287,6 +308,6 @@ def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS
         raise ConfigError(f"A {snapshot.get('backend')} snapshot cannot be restored on the {sandbox.backend} backend.")
     if sandbox.backend == "docker":
         return DockerWorkspace(sandbox, base, limits, image=snapshot["image"] if snapshot else None,
-                               uid=snapshot["uid"] if snapshot else None)
+                               uid=snapshot["uid"] if snapshot else None, tree=snapshot["tree"] if snapshot else None)
     tree = Path(snapshot["tree"]) if snapshot else None
     return ProcessWorkspace(sandbox, base, limits, tree=tree)

@@ -1,0 +1,67 @@
+"""The workspace's disk limit holds while a command runs, on both backends (issue 15, finding 8).
+
+Checking the tree's size after a command let one command write 721 MB against
+a 256 MB limit; the work tree is now a size-limited filesystem, so writes past
+the limit fail as they happen and the host never holds more than the limit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from argym.envs.swe.env import swe_sandbox
+from argym.envs.swe.project import cache_root
+from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, open_workspace
+
+LIMIT_MB = 24
+FLOOD = "for i in $(seq 20); do head -c 5000000 /dev/zero > f$i || break; done; echo wrote $i"
+
+
+@pytest.fixture
+def base():
+    """A small git repository where the sandbox's uid can read it (not under pytest's private tmp)."""
+    path = Path(tempfile.mkdtemp(dir=cache_root())) / "base"
+    os.chmod(path.parent, 0o755)
+    yield _repo(path)
+    shutil.rmtree(path.parent)
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    (path / "a.py").write_text("x = 1\n")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+    return path
+
+
+def _host_bytes(tree: Path) -> int:
+    return sum(os.lstat(os.path.join(d, f)).st_size for d, _, files in os.walk(tree) for f in files)
+
+
+@pytest.mark.parametrize("backend", ["process", "docker"])
+def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need, base) -> None:
+    need(backend)
+    ws = open_workspace(swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB))
+    try:
+        r = ws.shell(FLOOD)
+        assert "No space left on device" in r.stderr, (r.stdout, r.stderr[-500:])
+        used = ws.shell(f"du -sk {ROOT} | cut -f1")
+        assert int(used.stdout.split()[0]) <= LIMIT_MB * 1024
+        if backend == "process":
+            assert _host_bytes(ws.repo) <= LIMIT_MB << 20  # what the host holds, measured on the host
+        assert ws.shell("rm -f f*; echo ok > note.txt; git status --porcelain").stdout.split() == ["??", "note.txt"]
+        again = open_workspace(swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB),
+                               snapshot=ws.snapshot())  # a snapshot restores into a bounded workspace too
+        try:
+            assert again.shell("cat note.txt").stdout.strip() == "ok"
+            assert "No space left on device" in again.shell(FLOOD).stderr
+        finally:
+            again.close()
+    finally:
+        ws.close()
