@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.env import swe_sandbox
 from argym.envs.swe.project import cache_root
 from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, open_workspace
@@ -45,10 +47,12 @@ def _host_bytes(tree: Path) -> int:
 
 
 @pytest.mark.parametrize("backend", ["process", "docker"])
-def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need, base) -> None:
+def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need, require_backend, base) -> None:
     need(backend)
     ws = open_workspace(swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB))
     try:
+        if backend == "process" and not ws._dir.bounded:
+            require_backend.unavailable("a size-limited workspace needs root to mount its tmpfs")
         r = ws.shell(FLOOD)
         assert "No space left on device" in r.stderr, (r.stdout, r.stderr[-500:])
         used = ws.shell(f"du -sk {ROOT} | cut -f1")
@@ -65,3 +69,22 @@ def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need,
             again.close()
     finally:
         ws.close()
+
+
+def test_a_bounded_dir_left_by_a_killed_process_is_unmounted_and_removed(require_backend, tmp_path) -> None:
+    code = ("import os\nfrom pathlib import Path\nfrom argym.envs.sandbox.disk import BoundedDir\n"
+            f"d = BoundedDir(Path({str(tmp_path)!r}), 'ws-', 8)\nprint(d.path, d.bounded, flush=True)\n"
+            "os.kill(os.getpid(), 9)\n")  # no exit handler runs
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
+    left, bounded = Path(out[0]), out[1] == "True"
+    if not bounded:
+        require_backend.unavailable("a size-limited directory needs root to mount its tmpfs")
+    assert left.exists() and os.path.ismount(left)
+    fresh = BoundedDir(tmp_path, "ws-", 8)
+    try:
+        assert not left.exists() and not os.path.ismount(left) and fresh.bounded
+        with pytest.raises(OSError, match="No space left"):
+            (fresh.path / "big").write_bytes(b"0" * (9 << 20))
+    finally:
+        fresh.close()
+    assert not fresh.path.exists()
