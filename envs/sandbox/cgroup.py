@@ -83,10 +83,18 @@ def find_layout() -> tuple[Layout | None, str]:
         wanted = [c for c in ("memory", "pids") if c in available]
         try:
             (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
-        except OSError as e:
+            return Layout(2, parent), ""
+        except OSError as e:  # v2 forbids controllers below a group that holds processes (ours does)
+            sibling_parent = parent.parent  # its children (our group's siblings) already get the memory controller
+            try:
+                usable = not override and parent != Path(point) and os.access(sibling_parent, os.W_OK) \
+                    and "memory" in (sibling_parent / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                usable = False
+            if usable:
+                return Layout(2, sibling_parent), ""
             return None, (f"cgroup v2 at {parent} cannot delegate the memory controller to child groups ({e}); "
                           f"set {ROOT_ENV} to a writable group whose processes live elsewhere")
-        return Layout(2, parent), ""
     memory = next(((p, r) for p, r, t, opts in mounts if t == "cgroup" and "memory" in opts), None)
     if memory is None:
         return None, "no cgroup hierarchy with the memory controller is mounted"
