@@ -151,14 +151,14 @@ class DockerSandbox(Sandbox):
                 pass
 
     def start_session(self, limits: Limits | None = None, image: str | None = None, workdir: str = "/testbed",
-                      tmp_mb: int = 256, workdir_mb: int | None = None, copy_workdir: bool = True) -> Any:
+                      tmp_mb: int = 256, workdir_mb: int | None = None) -> Any:
         """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
 
         With `workdir_mb`, `workdir` is a volume on a tmpfs of that size (the engine's
         writable layer has no size bound on most storage drivers), so a command cannot
-        write past it while it runs; it starts with the image's `workdir` unless
-        `copy_workdir` is False, and goes with the container (``remove(v=True)``). Its
-        pages count towards the container's memory limit.
+        write past it while it runs. It starts empty (the engine copies no image
+        content into a tmpfs volume), goes with the container (``remove(v=True)``),
+        and its pages count towards the container's memory limit.
 
         The same confinement as `run` (no network, memory/CPU/pids limits, only KILL,
         SETUID and SETGID kept, no-new-privileges, an init, rlimits) but a writable
@@ -173,7 +173,7 @@ class DockerSandbox(Sandbox):
         limits = limits or self.limits
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
         mounts = [] if workdir_mb is None else [docker.types.Mount(
-            workdir, None, type="volume", no_copy=not copy_workdir, labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+            workdir, None, type="volume", labels={LABEL: "1", f"{LABEL}.owner": self._owner},
             driver_config=docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
                                                               "o": f"size={workdir_mb}m"}))]
         try:

@@ -44,6 +44,7 @@ from typing import Any
 from argym.errors import ConfigError
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError
 from argym.envs.sandbox.disk import BoundedDir
+from argym.envs.sandbox.docker import LABEL
 from argym.envs.swe.project import cache_root
 
 ROOT = "/testbed"
@@ -228,6 +229,33 @@ def _tar_of(tree: Path, arcroot: str, uid: int) -> bytes:
     return buf.getvalue()
 
 
+def _save_tree(box: Any, dest: Path) -> None:
+    """``/testbed`` of a container (started or only created) as a tar file at `dest`."""
+    stream, _ = box.get_archive(ROOT)
+    with open(dest, "wb") as f:
+        for chunk in stream:
+            f.write(chunk)
+
+
+_IMAGE_TREES: dict[str, str] = {}
+_IMAGE_TREES_LOCK = threading.Lock()
+
+
+def _image_tree(client: Any, image: str) -> str:
+    """An image's own ``/testbed`` as a tar file (once per image and process), read from a container
+    that is created, never started."""
+    with _IMAGE_TREES_LOCK:
+        if image not in _IMAGE_TREES:
+            box = client.containers.create(image, ["true"], network_disabled=True, labels={LABEL: "1"})
+            try:
+                dest = _snapshot_dir() / f"image-{uuid.uuid4().hex}.tar"
+                _save_tree(box, dest)
+            finally:
+                box.remove(force=True)
+            _IMAGE_TREES[image] = str(dest)
+        return _IMAGE_TREES[image]
+
+
 class DockerWorkspace(Workspace):
     """A container of the SWE image with the repository in ``/testbed`` (see the module docstring)."""
 
@@ -235,23 +263,29 @@ class DockerWorkspace(Workspace):
 
     def __init__(self, sandbox: Any, base: Path | None, limits: Limits = DEFAULT_LIMITS, image: str | None = None,
                  uid: int | None = None, tree: str | None = None):
-        """From `base` (a fresh copy), or `image` (its ``/testbed``), or `image` and `tree` (a snapshot's tar)."""
+        """From `base` (a fresh copy), or `image` (its ``/testbed``), or `image` and `tree` (a snapshot's tar).
+
+        ``/testbed`` is a tmpfs volume of ``disk_mb`` that starts empty: the repository
+        goes in as a tar (the base's, the image's own, or the snapshot's).
+        """
         super().__init__(limits)
         self.sandbox = sandbox
         self.base = base
         # A uid of its own per workspace: the container's nproc rlimit counts per uid across the
         # whole host, so a shared uid (nobody) would let one workspace's fork bomb starve the others.
         self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
+        if image is not None and tree is None:
+            tree = _image_tree(sandbox.client, image)
         self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb,
-                                         workdir_mb=limits.disk_mb, copy_workdir=tree is None)
+                                         workdir_mb=limits.disk_mb)
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
                 self.box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), self.uid))
                 self.box.put_archive("/opt/argym", _tar_of(base / ".git", "base.git", 0))
-            elif tree is not None:
-                self.box.put_archive("/", Path(tree).read_bytes())
-            self.sandbox.exec_in(self.box, ["chown", f"{self.uid}:{self.uid}", ROOT], user="0", workdir="/")
+            else:
+                with open(tree, "rb") as f:
+                    self.box.put_archive("/", f)
         except Exception as e:  # noqa: BLE001
             self.close()
             raise SandboxError(f"could not copy the repository into the container: {e}") from e
@@ -287,10 +321,7 @@ class DockerWorkspace(Workspace):
             atexit.register(_remove_snapshot_images)
         _IMAGES.append((self.sandbox.client, image.id))
         tree = _snapshot_dir() / f"{uuid.uuid4().hex}.tar"
-        stream, _ = self.box.get_archive(ROOT)
-        with open(tree, "wb") as f:
-            for chunk in stream:
-                f.write(chunk)
+        _save_tree(self.box, tree)
         return {"backend": "docker", "image": image.id, "uid": self.uid, "tree": str(tree),
                 "base": str(self.base) if self.base else ""}
 

@@ -19,7 +19,7 @@ import pytest
 from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.env import swe_sandbox
 from argym.envs.swe.project import cache_root
-from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, open_workspace
+from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, SWE_IMAGE, DockerWorkspace, _tar_of, open_workspace
 
 LIMIT_MB = 24
 FLOOD = "for i in $(seq 20); do head -c 5000000 /dev/zero > f$i || break; done; echo wrote $i"
@@ -69,6 +69,28 @@ def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need,
             again.close()
     finally:
         ws.close()
+
+
+def test_an_image_workspace_starts_with_the_images_repository_and_is_bounded(need, base) -> None:
+    """SWE-bench instances start from their image's /testbed: copied into the bounded volume, not hidden by it."""
+    need("docker")
+    sandbox = swe_sandbox("docker")
+    box = sandbox.start_session(DEFAULT_LIMITS, image=SWE_IMAGE)
+    try:
+        box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), 65534))
+        sandbox.exec_in(box, ["chmod", "-R", "a+rwX", ROOT], user="65534")  # as SWE-bench images are prepared
+        image = box.commit(repository="argym-test-image-workspace", tag="t").id
+    finally:
+        box.remove(force=True, v=True)
+    try:
+        ws = DockerWorkspace(sandbox, None, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB), image=image)
+        try:
+            assert ws.shell("cat a.py && git log --oneline | wc -l").stdout.split() == ["x", "=", "1", "1"]
+            assert "No space left on device" in ws.shell(FLOOD).stderr
+        finally:
+            ws.close()
+    finally:
+        sandbox.client.images.remove(image, force=True)
 
 
 def test_a_bounded_dir_left_by_a_killed_process_is_unmounted_and_removed(require_backend, tmp_path) -> None:
