@@ -36,15 +36,16 @@ class Limits:
     cpu_s: int | None = None
     """CPU seconds per process (RLIMIT_CPU, soft = hard); default: timeout_s + 1"""
     memory_mb: int = 1024
-    """address space per process (RLIMIT_AS), container memory for docker"""
+    """memory of the run's whole process tree (a cgroup; docker: the container) and address space per
+    process (RLIMIT_AS); where no cgroup can be made, per process only (docs/sandboxes.md)"""
     processes: int = 64
-    """processes of the slot's user (RLIMIT_NPROC), pids limit for docker"""
+    """processes of the slot's user (RLIMIT_NPROC) and of the run's cgroup, pids limit for docker"""
     file_size_mb: int = 16
     """largest file the program may write (RLIMIT_FSIZE)"""
     open_files: int = 256
     """open descriptors per process (RLIMIT_NOFILE)"""
     disk_mb: int = 64
-    """size of the writable work dir and /tmp (tmpfs)"""
+    """size of the writable work dir and /tmp (tmpfs: writes past it fail while they happen)"""
     output_bytes: int = 1 << 20
     """stdout and stderr are each capped at this; the run is killed when one overflows"""
 

@@ -64,9 +64,14 @@ def cleanup(client: Any | None = None) -> int:
     n = 0
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         try:
-            c.remove(force=True)
+            c.remove(force=True, v=True)
             n += 1
         except Exception:  # noqa: BLE001
+            pass
+    for v in client.volumes.list(filters={"label": LABEL}):  # a session's work dir, once its container is gone
+        try:
+            v.remove()
+        except Exception:  # noqa: BLE001 -- still in use
             pass
     return n
 
@@ -146,8 +151,14 @@ class DockerSandbox(Sandbox):
                 pass
 
     def start_session(self, limits: Limits | None = None, image: str | None = None, workdir: str = "/testbed",
-                      tmp_mb: int = 256) -> Any:
+                      tmp_mb: int = 256, workdir_mb: int | None = None) -> Any:
         """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
+
+        With `workdir_mb`, `workdir` is a volume on a tmpfs of that size (the engine's
+        writable layer has no size bound on most storage drivers), so a command cannot
+        write past it while it runs. It starts empty (the engine copies no image
+        content into a tmpfs volume), goes with the container (``remove(v=True)``),
+        and its pages count towards the container's memory limit.
 
         The same confinement as `run` (no network, memory/CPU/pids limits, only KILL,
         SETUID and SETGID kept, no-new-privileges, an init, rlimits) but a writable
@@ -155,15 +166,19 @@ class DockerSandbox(Sandbox):
         can be committed as a snapshot; commands run as an unprivileged uid (`exec_in`'s
         `user`, the caller's files in `workdir` and the size-capped ``/tmp`` only); its
         processes are capped by an nproc rlimit below the pids limit, so `kill_user`
-        can always start. The caller removes it (``remove(force=True)``).
+        can always start. The caller removes it (``remove(force=True, v=True)``).
         """
         import docker
 
         limits = limits or self.limits
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        mounts = [] if workdir_mb is None else [docker.types.Mount(
+            workdir, None, type="volume", labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+            driver_config=docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
+                                                              "o": f"size={workdir_mb}m"}))]
         try:
             return self.client.containers.run(
-                image or self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0",
+                image or self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0", mounts=mounts,
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
                 pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
                 security_opt=["no-new-privileges"], tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
@@ -266,6 +281,6 @@ class DockerSandbox(Sandbox):
     def close(self) -> None:
         for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"}):
             try:
-                c.remove(force=True)
+                c.remove(force=True, v=True)
             except Exception:  # noqa: BLE001
                 pass

@@ -40,10 +40,11 @@ import json
 import re
 from typing import Any
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, InfrastructureError
 from argym.types import Message, Task
 from argym.envs.base import Reply, TextEnv
-from argym.envs.sandbox.base import Sandbox, SandboxError, SandboxUnavailable, episode_sandbox
+from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
+from argym.envs.sandbox.base import Sandbox, SandboxUnavailable, episode_sandbox
 from argym.envs.tasks import TaskSource, resolve_source
 from argym.envs.tools.calls import (CallLimits, ToolCall, check_call, format_calls, parse_tool_calls,
                                     tool_message)
@@ -157,7 +158,7 @@ class ToolCallEnv(TextEnv):
         try:
             for call in turn.calls:
                 messages.append(tool_message(call, self._run(call, verdict)))
-        except (SandboxError, SandboxUnavailable) as e:  # the sandbox could not run: a harness fault
+        except (InfrastructureError, SandboxUnavailable) as e:  # a sandbox or tool worker could not run: a harness fault
             verdict["errors"].append(f"infrastructure: {e}")
             return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, verdict=verdict,
                          infra_failure=True)
@@ -170,16 +171,29 @@ class ToolCallEnv(TextEnv):
         if problem is None and call.name not in TOOLS:
             problem = f"The tool '{call.name}' cannot run in this env."
         if problem is None:
+            tool = TOOLS[call.name]
             try:
-                return TOOLS[call.name].run(call.arguments, self._ctx)
+                if not tool.stateless:
+                    return tool.run(call.arguments, self._ctx)
+                ok, text = self._tool_pool().call(call.name, call.arguments, deadline_s=self.timeout_s)
+                if ok:
+                    return text
+                problem = f"{call.name} failed: {text}"
+            except DeadlineExceeded:
+                problem = f"{call.name} did not finish within {self.timeout_s:g} s and was stopped."
             except ToolError as e:
                 problem = f"{call.name} failed: {e}"
-            except (SandboxError, SandboxUnavailable):
+            except (InfrastructureError, SandboxUnavailable):
                 raise
             except Exception as e:  # a tool's own bug on odd arguments is still the agent's failure to avoid
                 problem = f"{call.name} failed: {type(e).__name__}: {e}"
         verdict["errors"].append(problem)
         return f"Error: {problem}"
+
+    def _tool_pool(self) -> WorkerPool:
+        """The engine's shared tool workers if it handed them in, else the process-wide pool."""
+        pool = getattr(self.executors, "tools", None)
+        return pool if pool is not None else Executors.default().tools  # type: ignore[return-value]
 
     def _shaping(self, verdict: dict[str, Any]) -> dict[str, float]:
         return {"format": self.format_weight * float(verdict["format_ok"]),

@@ -77,3 +77,11 @@ def test_next_episode_is_clean_after_writes_everywhere(env, sample) -> None:
     env.reset(options={"task_id": sample[0]})
     out = run(env, "ls /tmp/junk junk.txt 2>&1 | wc -l; git tag | wc -l; git rev-list --all | wc -l")
     assert out.splitlines()[1:] == ["2", "0", "1"]  # two "No such file" lines, no tag, one commit
+
+
+def test_a_disk_flood_is_stopped_while_it_runs(env, sample) -> None:
+    start(env, sample)  # 1 GB against the workspace's 256 MB: refused as it is written, not measured afterwards
+    out = run(env, "for i in $(seq 40); do head -c 25000000 /dev/zero > flood$i || break; done; "
+                   "echo used=$(du -sm . | cut -f1)")
+    assert "No space left on device" in out and int(out.split("used=")[1].split()[0]) <= 256
+    assert run(env, "rm -f flood*; echo ok") == "Exit code: 0\nok"  # the episode goes on
