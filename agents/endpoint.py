@@ -18,7 +18,7 @@ Sampling: while training, temperature and top_p are the recipe's, whatever the
 request says — the learner recomputes log-probs at the recipe's temperature,
 so a program's ``temperature=0`` would make the importance ratios wrong;
 ``max_tokens`` is honoured up to the recipe's `max_new_tokens`. Out of training
-the request's values are used.
+(`argym eval`) the request's values are used, and the evaluation's where it sets none.
 
 Requests from concurrent programs are batched: a single worker thread owns the
 generator (it is not thread-safe) and generates, in one call, every prompt
@@ -192,8 +192,8 @@ class PolicyEndpoint:
         cap = min(limit or self.sampling.max_new_tokens, self.sampling.max_new_tokens)
         if self.require_key:
             return replace(self.sampling, max_new_tokens=cap)
-        temperature = body.get("temperature", 1.0)
-        top_p = body.get("top_p", 1.0)
+        temperature = body.get("temperature", self.sampling.temperature)
+        top_p = body.get("top_p", self.sampling.top_p)
         if not isinstance(temperature, (int, float)) or not isinstance(top_p, (int, float)):
             raise RequestError(400, "'temperature' and 'top_p' must be numbers.")
         return SamplingParams(temperature=float(temperature), top_p=float(top_p), max_new_tokens=cap)
