@@ -87,8 +87,7 @@ class PolicyEndpoint:
         self._generating = threading.Lock()  # held while the generator runs
         self._calls = 0  # numbers tool-call ids
         self._seed = 0  # one sampling seed per generator call
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         threading.Thread(target=self._server.serve_forever, name="argym-endpoint", daemon=True).start()
         self._worker = threading.Thread(target=self._generate_loop, name="argym-endpoint-gen", daemon=True)
         if self.renderer is not None:
@@ -112,7 +111,7 @@ class PolicyEndpoint:
         """Stop accepting the episode's requests (later ones get a 410) and hand back its record."""
         with self._lock:
             record = self._episodes.pop(key)
-        record.open = False
+        record.close()
         return record
 
     def quiesce(self) -> None:
@@ -158,6 +157,8 @@ class PolicyEndpoint:
         model = body.get("model")
         key = header_key or (model if isinstance(model, str) and model in self._episodes else None)
         record = self._episode(key)
+        if record is not None:
+            record.count_request()
         sampling = self._sampling(body)
         if self.renderer is None:
             replies = [self._act(messages, tools, sampling) for _ in range(n)]
@@ -178,10 +179,8 @@ class PolicyEndpoint:
         choices = []
         for i, c in enumerate(completions):
             reply, finish = self._reply(c, record.key if record else "", i)
-            if record is not None:
-                if not record.open:
-                    raise RequestError(410, f"Episode {key!r} closed while generating.", "episode_closed")
-                record.record(prompt, c, reply)
+            if record is not None and not record.record(prompt, c, reply):
+                raise RequestError(410, f"Episode {key!r} closed while generating.", "episode_closed")
             choices.append(_choice(i, reply, finish))
         return _response(choices, body, len(prompt.ids), sum(len(c.token_ids) for c in completions))
 
@@ -233,6 +232,8 @@ class PolicyEndpoint:
         job = _Job(prompt, sampling, n, key)
         self._jobs.put(job)
         job.done.wait()
+        if isinstance(job.error, RequestError):
+            raise job.error
         if job.error is not None:
             raise RequestError(500, f"Generation failed: {type(job.error).__name__}: {job.error}",
                                "generation_failed") from job.error
@@ -243,6 +244,7 @@ class PolicyEndpoint:
         while True:
             first = self._jobs.get()
             if first is None:
+                self._refuse_waiting()
                 return
             batch, deadline = [first], time.monotonic() + self.batch_window_s
             while len(batch) < max(len(self._episodes), 1):  # wait briefly for the other live episodes
@@ -262,7 +264,8 @@ class PolicyEndpoint:
         live = [j for j in jobs if j.key is None or j.key in self._episodes]
         for j in jobs:
             if j not in live:
-                j.error = RuntimeError("the episode closed before its turn was generated")
+                j.error = RequestError(410, f"Episode {j.key!r} closed before its turn was generated.",
+                                       "episode_closed")
                 j.done.set()
         if not live:
             return
@@ -280,10 +283,26 @@ class PolicyEndpoint:
             j.result, at = out[at: at + j.n], at + j.n
             j.done.set()
 
+    def _refuse_waiting(self) -> None:
+        """The endpoint is closing: requests still queued get a 503 rather than waiting forever."""
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job.error = RequestError(503, "The endpoint is shutting down.", "shutting_down")
+                job.done.set()
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
         self._jobs.put(None)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the listen backlog: hundreds of programs connect at once (the default 5 refuses them)
 
 
 def _takes_sampling(fn: Any) -> bool:

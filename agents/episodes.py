@@ -127,7 +127,6 @@ class EpisodeRecord:
         assert self.renderer is not None
         tools_key = json.dumps(tools or [], sort_keys=True)
         with self._lock:
-            self.requests += 1
             for seg in reversed(self.segments):  # the most recent continuation first
                 if seg.extends_to(messages, tools_key):
                     more = self.renderer.continuation_ids(messages[len(seg.messages):], tools=tools or None,
@@ -135,9 +134,23 @@ class EpisodeRecord:
                     return Prompt(seg.ids + more, messages, tools_key, seg)
         return Prompt(self.renderer.prompt_ids(messages, tools=tools or None), messages, tools_key, None)
 
-    def record(self, prompt: Prompt, completion: Completion, reply: Message) -> None:
-        """Add one sampled completion: it extends its parent segment if that is still where the prompt left it."""
+    def count_request(self) -> None:
         with self._lock:
+            self.requests += 1
+
+    def close(self) -> None:
+        """No completion is added from now on (the runner reads the segments)."""
+        with self._lock:
+            self.open = False
+
+    def record(self, prompt: Prompt, completion: Completion, reply: Message) -> bool:
+        """Add one sampled completion (False if the episode closed meanwhile: it is not part of it).
+
+        It extends its parent segment if that is still where the prompt left it.
+        """
+        with self._lock:
+            if not self.open:
+                return False
             seg = prompt.parent
             if seg is None or len(seg.ids) > len(prompt.ids) or prompt.ids[:len(seg.ids)] != seg.ids:
                 # a fresh prompt, or a sibling (n > 1, a retry) of a completion already added: a new segment,
@@ -151,6 +164,7 @@ class EpisodeRecord:
             seg.turn_ends = seg.turn_ends + [len(seg.ids) - 1]
             seg.finish_reason = completion.finish_reason
             seg.messages = list(prompt.messages) + [reply]
+            return True
 
     @property
     def completions(self) -> int:

@@ -118,6 +118,9 @@ class ProgramTools:
         if hasattr(message, "model_dump"):
             message = message.model_dump(exclude_none=True)
         action = normalize_message(message, "tools.run(message)")
+        if not action.get("tool_calls"):
+            raise ValueError("tools.run takes an assistant message with tool_calls; return a final answer from "
+                             "your program instead (argym hands it to the env).")
         with self._lock:
             if self.closed:
                 raise RuntimeError("This episode is over (it ran past its deadline); its tools no longer run.")
@@ -215,7 +218,8 @@ class ProgramRunner:
     def run(self, tasks: list[Task], group_size: int, seed: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
         """Every episode's segments as trajectories (grouped by task), and the programs' metrics."""
         results = self.run_episodes(tasks, group_size, seed)
-        trajs = [t for r in results for t in r.trajectories()]
+        # an episode that sampled nothing (its first prompt was over the token budget) has nothing to train
+        trajs = [t for r in results for t in r.trajectories() if t.token_ids or t.infra_failure]
         n = max(len(results), 1)
         recorded = [r.record for r in results if r.record is not None and r.record.segments]
         metrics = {
@@ -280,7 +284,7 @@ class ProgramRunner:
             tools.closed = True
         if timed_out:
             self._envs[live.index] = argym.make(self.env_id, **self.env_kwargs)  # the abandoned thread keeps the old one
-        out = Trajectory(task_id=live.task.id, messages=[], reward=0.0, success=False, turns=record.completions,
+        out = Trajectory(task_id=live.task.id, messages=[], reward=0.0, success=False, turns=record.completions or record.requests,
                          terminated=False, truncated=False, infos=list(tools.infos), group=live.group)
         result = EpisodeResult(out, record)
         if timed_out:
@@ -294,7 +298,7 @@ class ProgramRunner:
                 self.first_error = live.tb
         if record.context_overflow:
             out.truncated, out.finish_reason = True, "token_budget"
-        if not record.completions:
+        if not record.requests:
             out.infra_failure = True
             result.error = result.error or "the program never called the endpoint"
         if result.error:

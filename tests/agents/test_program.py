@@ -194,7 +194,7 @@ def test_32_concurrent_programs_do_not_mix_episodes():
     finally:
         runner.close()
     trajs = [t for r in results for t in r.trajectories()]
-    assert len(trajs) == 32 and all(not r.error for r in results)
+    assert len(trajs) == 32 and [r.error for r in results if r.error] == []
     assert_exact(trajs, log)
     for task, t in zip(tasks, trajs):
         text = policy.renderer.decode(t.token_ids)
@@ -255,6 +255,13 @@ def test_eval_runs_a_program_with_any_agent_behind_it():
                       sampling=SamplingParams(temperature=0.0, max_new_tokens=4))
     assert result.n == 3 and result.infra_failures == 0
     assert all(e["tokens"] > 0 for e in result.episodes)
+    upstream = PolicyEndpoint(tiny_policy(), SamplingParams(temperature=0.0, max_new_tokens=4))  # a hosted model
+    try:
+        hosted = evaluate(*MATH, agent=f"program:{REPO / 'examples' / 'agent_program.py'}:solve@openai:{upstream.url}",
+                          episodes=3, sampling=SamplingParams(temperature=0.0, max_new_tokens=4))
+    finally:
+        upstream.close()
+    assert hosted.n == 3 and hosted.infra_failures == 0 and all(e["turns"] == 1 for e in hosted.episodes)
     with pytest.raises(ConfigError, match="which agent serves"):
         load_agent("program:my_agent:solve")
     with pytest.raises(ConfigError, match="rollout.strategy=program"):
