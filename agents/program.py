@@ -223,7 +223,7 @@ class ProgramRunner:
         n = max(len(results), 1)
         recorded = [r.record for r in results if r.record is not None and r.record.segments]
         metrics = {
-            "program/errors": sum(bool(r.error) and not r.timed_out for r in results) / n,
+            "program/errors": sum(bool(r.error) and not (r.timed_out or r.outcome.infra_failure) for r in results) / n,
             "program/timeouts": sum(r.timed_out for r in results) / n,
             "program/infra_failures": sum(r.outcome.infra_failure for r in results) / n,
             "program/segments_per_episode": sum(len(r.segments) for r in recorded) / max(len(recorded), 1),
@@ -322,7 +322,12 @@ class ProgramRunner:
         """The answer to the env as its final action (unless the env already ended), or to the reward function."""
         tools, answer = live.tools, _answer_text(live.result)
         if self.reward_fn is not None:
-            out.reward = tools.reward + float(self.reward_fn(live.task, answer))
+            try:
+                score = float(self.reward_fn(live.task, answer))
+            except Exception as e:  # the user's grader is broken: every episode would be mis-scored
+                raise ConfigError(f"agent.reward raised {type(e).__name__}: {e} (task {live.task.id!r}); it must "
+                                  "return a number for any answer string.") from e
+            out.reward = tools.reward + score
             out.success, out.terminated = out.reward > 0, True
             return
         if not tools.done:

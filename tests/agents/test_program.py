@@ -172,6 +172,9 @@ def test_failures_never_stall_the_step():
         runner.program = crash
         result, = runner.run_episodes(draw(runner, 1), 1)
         assert "ValueError" in result.error and result.outcome.reward == 0.0 and not result.outcome.infra_failure
+        runner.program, runner.reward_fn = load_function(f"{PROGRAMS}:solve_twice"), lambda task, answer: 1 / 0
+        with pytest.raises(ConfigError, match="agent.reward raised ZeroDivisionError"):  # the user's grader is broken
+            runner.run_episodes(draw(runner, 1), 1)
         # a request without an episode key during training: a clear 400
         client = openai.OpenAI(base_url=runner.endpoint.url, api_key="x", max_retries=0)
         with pytest.raises(openai.BadRequestError, match="No episode key"):
