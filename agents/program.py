@@ -127,11 +127,17 @@ class ProgramTools:
             if self.done:
                 return []
             obs, reward, terminated, truncated, info = self._env.step(action)
-            self._record(reward, terminated, truncated, info)
+            self.record(reward, terminated, truncated, info)
         last = max(i for i, m in enumerate(obs) if m.get("role") == "assistant")
         return [dict(m) for m in obs[last + 1:]]  # type: ignore[misc]
 
-    def _record(self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> None:
+    def close(self) -> None:
+        """The episode is over (finished or abandoned): `run` refuses from now on."""
+        with self._lock:
+            self.closed = True
+
+    def record(self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> None:
+        """One env step's outcome (a tool turn, or the final answer the runner hands in)."""
         self.reward += float(reward)
         self.infos.append(info)
         self.terminated, self.truncated = terminated, truncated
@@ -280,8 +286,7 @@ class ProgramRunner:
     def _finish(self, live: _Live, timed_out: bool) -> EpisodeResult:
         record = self.endpoint.close_episode(live.key)
         tools = live.tools
-        with tools._lock:
-            tools.closed = True
+        tools.close()
         if timed_out:
             self._envs[live.index] = argym.make(self.env_id, **self.env_kwargs)  # the abandoned thread keeps the old one
         out = Trajectory(task_id=live.task.id, messages=[], reward=0.0, success=False, turns=record.completions or record.requests,
@@ -332,7 +337,7 @@ class ProgramRunner:
             return
         if not tools.done:
             obs, reward, terminated, truncated, info = live.env.step(answer)
-            tools._record(reward, terminated, truncated, info)
+            tools.record(reward, terminated, truncated, info)
             out.messages = obs
         last = tools.infos[-1] if tools.infos else {}
         out.reward, out.success = tools.reward, bool(last.get("success", False))
