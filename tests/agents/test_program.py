@@ -37,49 +37,12 @@ def tiny_policy() -> HFPolicy:
     return HFPolicy(build_tiny_model(tok, SMALL), tok, name="tiny")
 
 
-def record_generations(policy) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]]:
-    """The backend's own record: every (prompt, sampled ids, log-probs) its `generate` produced."""
-    log, real = [], policy.generate
-
-    def generate(prompts, sampling, seed=None, **kwargs):
-        out = real(prompts, sampling, seed=seed, **kwargs)
-        log.extend((tuple(p), tuple(c.token_ids), tuple(c.logprobs)) for p, c in zip(prompts, out))
-        return out
-
-    policy.generate = generate
-    return log
-
-
-def assert_exact(trajectories, log) -> None:
-    """Each run of mask-1 tokens is a completion the backend sampled, fed exactly the ids before it."""
-    sampled = {(p, c): lp for p, c, lp in log}
-    runs = 0
-    for t in trajectories:
-        assert len(t.token_ids) == len(t.loss_mask) == len(t.sampler_logprobs)
-        i, ends = 0, []
-        while i < len(t.loss_mask):
-            if not t.loss_mask[i]:
-                assert t.sampler_logprobs[i] == 0.0
-                i += 1
-                continue
-            j = i
-            while j < len(t.loss_mask) and t.loss_mask[j]:
-                j += 1
-            key = (tuple(t.token_ids[:i]), tuple(t.token_ids[i:j]))
-            assert key in sampled, "a mask-1 run that the backend never sampled from that exact prompt"
-            assert t.sampler_logprobs[i:j] == list(sampled[key])
-            ends.append(j - 1)
-            runs, i = runs + 1, j
-        assert ends == t.turn_ends
-    assert runs == len(log), "every sampled completion is in exactly one trajectory"
-
-
 def draw(runner, n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     return [runner.task_source.sample(rng, "train") for _ in range(n)]
 
 
-def test_program_trains_two_steps_on_exact_tokens(tmp_path):
+def test_program_trains_two_steps_on_exact_tokens(tmp_path, record_generations, assert_exact):
     """The openai client, two turns with a tool: trajectories are what the policy sampled; the weights move."""
     cfg = load_config(REPO / "configs" / "grpo_program.yaml", [
         f"agent.program={PROGRAMS}:solve_twice", f"agent.reward={PROGRAMS}:answer_length", f"out_dir={tmp_path}", "warm_start.steps=0",
@@ -108,7 +71,7 @@ def test_program_trains_two_steps_on_exact_tokens(tmp_path):
         trainer.close()
 
 
-def test_history_edits_and_n_start_exact_segments():
+def test_history_edits_and_n_start_exact_segments(record_generations, assert_exact):
     policy = tiny_policy()
     log = record_generations(policy)
 
@@ -183,7 +146,7 @@ def test_failures_never_stall_the_step():
         runner.close()
 
 
-def test_32_concurrent_programs_do_not_mix_episodes():
+def test_32_concurrent_programs_do_not_mix_episodes(record_generations, assert_exact):
     policy = tiny_policy()
     log = record_generations(policy)
     calls = []
@@ -219,7 +182,7 @@ class ReplayTurns:
         return [Completion(ids, [-0.5] * len(ids), "stop", text) for _ in prompts]
 
 
-def test_tool_calls_round_trip_in_openai_form():
+def test_tool_calls_round_trip_in_openai_form(record_generations, assert_exact):
     """A sampled <tool_call> comes back as OpenAI tool_calls; the tool reply continues the same exact segment."""
     call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
     policy = ReplayTurns([call, "42"])
