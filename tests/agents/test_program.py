@@ -142,6 +142,9 @@ def test_failures_never_stall_the_step():
         client = openai.OpenAI(base_url=runner.endpoint.url, api_key="x", max_retries=0)
         with pytest.raises(openai.BadRequestError, match="No episode key"):
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        record = runner.endpoint.open_episode()  # ... and the key may come as the model name
+        client.chat.completions.create(model=record.key, messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+        assert runner.endpoint.close_episode(record.key).completions == 1
     finally:
         runner.close()
 
