@@ -131,13 +131,17 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
         agent = load_agent(agent, seed=seed)
     agent_spec = agent_spec or getattr(agent, "name", type(agent).__name__)
 
+    from argym.agents.program import ProgramAgent
     from argym.agents.rollout import RolloutEngine
 
-    engine = RolloutEngine(env_id, env_kwargs, agent, sampling, max_total_tokens=max_total_tokens)
-    try:
-        trajectories = engine.run(tasks, group_size=samples_per_task, seed=seed)
-    finally:
-        engine.close()
+    if isinstance(agent, ProgramAgent):  # an agent program drives its own episodes
+        trajectories = agent.run(env_id, env_kwargs, tasks, samples_per_task, seed, sampling, max_total_tokens)
+    else:
+        engine = RolloutEngine(env_id, env_kwargs, agent, sampling, max_total_tokens=max_total_tokens)
+        try:
+            trajectories = engine.run(tasks, group_size=samples_per_task, seed=seed)
+        finally:
+            engine.close()
     result = score(trajectories, env_id=env_id, env_kwargs=env_kwargs, split=split, tasks=tasks,
                    samples_per_task=samples_per_task, seed=seed, agent=agent_spec, sampling=sampling.to_dict())
     result.grader_versions, result.split_hash, result.env_defaults = grader_versions, split_hash, env_defaults

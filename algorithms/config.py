@@ -19,6 +19,7 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from argym.agents.program import ProgramConfig
 from argym.agents.tiny import TinyModelConfig
 from argym.agents.vllm import VLLMConfig
 from argym.algorithms.learner import LearnerConfig
@@ -113,7 +114,8 @@ class RolloutConfig:
     max_total_tokens: int = 512
     """Token budget of one episode (prompt, turns and env replies)."""
     strategy: str = "plain"
-    """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)."""
+    """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)
+    | program (your agent program through argym's endpoint, the `agent` section)."""
     backend: str = "hf"
     """Who generates: hf (transformers, eager), hf-compiled (transformers' static KV cache + torch.compile),
     vllm (vLLM's offline engine, `rollout.vllm`; the learner's weights are loaded into it after every update)."""
@@ -161,6 +163,8 @@ class TrainConfig:
     """R³L's reflect-and-retry rollouts (`rollout.strategy: r3l`)."""
     decomposer: DecomposerConfig = field(default_factory=DecomposerConfig)
     """Decomposer-Reasoner utility mode (`rollout.strategy: decomposer`)."""
+    agent: ProgramConfig = field(default_factory=ProgramConfig)
+    """The agent program `rollout.strategy: program` trains (docs/agent_programs.md)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
     steps: int = 100
@@ -180,8 +184,12 @@ class TrainConfig:
                 f"algorithm.temperature ({self.algorithm.temperature}) must equal rollout.temperature "
                 f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
                 f"Set both.")
-        if self.rollout.strategy not in ("plain", "r3l", "decomposer"):
-            raise ConfigError(f"rollout.strategy must be plain, r3l or decomposer, got {self.rollout.strategy!r}.")
+        if self.rollout.strategy not in ("plain", "r3l", "decomposer", "program"):
+            raise ConfigError(f"rollout.strategy must be plain, r3l, decomposer or program, "
+                              f"got {self.rollout.strategy!r}.")
+        if self.agent.program and self.rollout.strategy != "program":
+            raise ConfigError(f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
+                              "set rollout.strategy=program to train the program.")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

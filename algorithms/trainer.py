@@ -24,6 +24,7 @@ import yaml
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
+from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
@@ -99,6 +100,9 @@ def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: HFPolicy) ->
         return R3LRollout(engine, cfg.r3l, policy)
     if cfg.rollout.strategy == "decomposer":
         return UtilityDecomposer(engine, cfg.decomposer, policy)
+    if cfg.rollout.strategy == "program":
+        return ProgramRunner.from_config(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, engine.agent, cfg.agent,
+                                         engine.sampling, engine.max_total_tokens, training=True)
     return None
 
 
@@ -224,7 +228,10 @@ class Trainer:
         """Greedy (by default) evaluation on the first `episodes` test tasks."""
         cfg = self.cfg
         sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
-        return evaluate(cfg.env.id, cfg.env.kwargs, self.generator, agent_spec=f"tiny:{self.run_dir}",
+        agent: Any = self.generator
+        if isinstance(self.strategy, ProgramRunner):  # the program, with the policy behind its endpoint
+            agent = ProgramAgent(self.strategy.program, self.generator, deadline_s=cfg.agent.deadline_s)
+        return evaluate(cfg.env.id, cfg.env.kwargs, agent, agent_spec=f"tiny:{self.run_dir}",
                         split="test", episodes=episodes or cfg.eval.episodes, seed=cfg.seed, sampling=sampling,
                         max_total_tokens=cfg.rollout.max_total_tokens)
 
@@ -304,6 +311,8 @@ class Trainer:
 
     def close(self) -> None:
         self.engine.close()
+        if isinstance(self.strategy, ProgramRunner):
+            self.strategy.close()
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()

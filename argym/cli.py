@@ -197,7 +197,8 @@ def _read_reply(console: Any) -> str | None:
 @click.argument("env_kwargs", nargs=-1)
 @click.option("--agent", "agent_spec", required=True,
               help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT", "hf:PATH" (or hf:smollm2), '
-                   '"vllm:PATH[?key=value&...]" or "openai:URL[?model=NAME&...]".')
+                   '"vllm:PATH[?key=value&...]", "openai:URL[?model=NAME&...]" or '
+                   '"program:MODULE:FN@SPEC" (an agent program with SPEC behind its endpoint).')
 @click.option("--episodes", type=int, default=None,
               help="Evaluate the first N tasks of the split (all of them if N is larger). "
                    "Required for an endless procedural train split.")
