@@ -219,8 +219,9 @@ class Sentinels:
         fail, ok = statuses.get(self.must_fail, "MISSING"), statuses.get(self.must_pass, "MISSING")
         if (fail, ok) == ("FAILED", "PASSED"):
             return ""
-        if fail == ok == "MISSING" and (exit_code is None or not reported):
-            return ""  # the run ended (timeout, collection error) before any test ran: not a verdict on tampering
+        wrong = fail not in ("FAILED", "MISSING") or ok not in ("PASSED", "MISSING")
+        if not wrong and (exit_code is None or (fail == ok == "MISSING" and not reported)):
+            return ""  # the run was cut (timeout, flood) or ended before any test ran (collection error)
         return f"the sentinel test that must fail was reported {fail} and the one that must pass {ok}"
 
 
