@@ -32,6 +32,7 @@ import tarfile
 import tempfile
 import threading
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from importlib import metadata
 from pathlib import Path
@@ -232,6 +233,8 @@ class DockerWorkspace(Workspace):
         # whole host, so a shared uid (nobody) would let one workspace's fork bomb starve the others.
         self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
         self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb)
+        # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
+        self._finalizer = weakref.finalize(self, _remove_container, self.box)
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
@@ -274,10 +277,14 @@ class DockerWorkspace(Workspace):
         return {"backend": "docker", "image": image.id, "uid": self.uid, "base": str(self.base) if self.base else ""}
 
     def close(self) -> None:
-        try:
-            self.box.remove(force=True)
-        except Exception:  # noqa: BLE001
-            pass
+        self._finalizer()
+
+
+def _remove_container(box: Any) -> None:
+    try:
+        box.remove(force=True)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS,
