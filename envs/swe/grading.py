@@ -70,7 +70,7 @@ _GIT_ENV = f"""g="$(mktemp -d /tmp/.argym-git.XXXXXXXX)"
 cp -r {BASE_GIT} "$g/git"
 export HOME="$g" XDG_CONFIG_HOME="$g" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1 \
   GIT_DIR="$g/git" GIT_WORK_TREE={ROOT} GIT_INDEX_FILE="$g/git/index"
-stage() {{ git -c core.attributesFile=/dev/null add -A . ':(exclude,glob)**/__pycache__/**' \
+stage() {{ git -c core.attributesFile=/dev/null add -A "$@" . ':(exclude,glob)**/__pycache__/**' \
   ':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' >/dev/null; }}
 """
 _DIFF_OPTS = ("--binary --no-color --no-renames --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ "
@@ -80,15 +80,15 @@ DIFF_SCRIPT = f"""set -e
 git -c core.quotePath=true diff --cached {_DIFF_OPTS} "$1"
 """
 # Applies the diff on stdin (its output on stderr), then prints the paths it changed on disk, one per line
-# (git-quoted), against the tree as it was before. Exit 3: the patch does not apply; 4: what it changed cannot be
-# listed (the patched tree is not one git can read).
+# (git-quoted), against the tree as it was before (ignored files included: a .gitignore in the patch hides
+# nothing). Exit 3: the patch does not apply; 4: what it changed cannot be listed.
 APPLY_SCRIPT = f"""set -e
-{_GIT_ENV}stage
+{_GIT_ENV}stage --force
 before="$(git write-tree)"
 cat > "$g/patch.diff"
 (cd {ROOT} && unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE && {{ git apply --verbose "$g/patch.diff" ||
   patch --batch --fuzz=5 -p1 -i "$g/patch.diff"; }}) >&2 2>&1 || exit 3
-stage || exit 4
+stage --force || exit 4
 git -c core.quotePath=true diff --cached --name-only --no-renames "$before" || exit 4
 """
 TEST_PATCH_SCRIPT = f"""cat > /tmp/.argym-test.diff

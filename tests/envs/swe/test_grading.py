@@ -140,3 +140,20 @@ def test_the_grader_rejects_a_patch_that_writes_test_files_whatever_its_text(nee
         ws.close()
     assert v["resolved"] is False and v["patch"] == "rejected" and v["tampered"] is True
     assert "evil/conftest.py" in v["rejected"]
+
+
+def test_the_on_disk_check_ignores_gitignore(need) -> None:
+    need("process")
+    from argym.envs.swe.env import swe_sandbox
+    from argym.envs.swe.grading import grade
+    from argym.envs.swe.project import base_repo
+    from argym.envs.swe.workspace import open_workspace
+
+    inst = next(i for i in read_instances(SHIPPED) if i.repo == "pytoolz/toolz")
+    ws = open_workspace(swe_sandbox("process"), base_repo(inst.sdist, inst.patch, inst.base_commit))
+    try:  # a forged diff that also ignores what it writes
+        forged = _new_file_patch("src/.gitignore", "conftest.py\n") + _new_file_patch("src/conftest.py", "x = 1\n")
+        v = grade(ws, inst, forged, timeout_s=60)
+    finally:
+        ws.close()
+    assert v["patch"] == "rejected" and v["tampered"] is True and "src/conftest.py" in v["rejected"], v
