@@ -109,6 +109,8 @@ def reap_orphans(client: Any) -> int:
 
 
 def _remove_owned(client: Any, owner: str) -> None:
+    if owner.split("-")[0] != str(os.getpid()):
+        return  # a forked child exiting: the containers are its parent's
     for c in client.containers.list(all=True, filters={"label": f"{LABEL}.owner={owner}"}):
         try:
             c.remove(force=True)

@@ -234,7 +234,7 @@ class DockerWorkspace(Workspace):
         self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
         self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb)
         # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
-        self._finalizer = weakref.finalize(self, _remove_container, self.box)
+        self._finalizer = weakref.finalize(self, _remove_container, self.box, os.getpid())
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
@@ -280,7 +280,9 @@ class DockerWorkspace(Workspace):
         self._finalizer()
 
 
-def _remove_container(box: Any) -> None:
+def _remove_container(box: Any, owner_pid: int) -> None:
+    if os.getpid() != owner_pid:
+        return  # a forked child exiting: the container is its parent's
     try:
         box.remove(force=True)
     except Exception:  # noqa: BLE001

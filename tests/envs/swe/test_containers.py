@@ -62,3 +62,24 @@ def test_an_unclosed_envs_containers_are_removed(need) -> None:
     finally:
         live.close()
     assert not _exists(client, mine.id)
+
+
+def test_a_forked_childs_exit_hooks_leave_the_parents_containers(need) -> None:
+    need("docker")
+    from argym.envs.sandbox.docker import DockerSandbox
+    from argym.envs.swe.workspace import SWE_IMAGE
+
+    sandbox = DockerSandbox(image=SWE_IMAGE)
+    try:
+        box = sandbox.start_session(image=SWE_IMAGE)
+        pid = os.fork()
+        if pid == 0:  # the child runs the exit hooks it inherited, as a child that exits normally would
+            try:
+                sandbox._finalizer()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert _exists(sandbox.client, box.id)
+    finally:
+        sandbox.close()
+    assert not _exists(sandbox.client, box.id)

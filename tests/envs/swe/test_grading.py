@@ -93,7 +93,8 @@ def test_diff_headers_are_read_fail_closed() -> None:
                 "diff --git i/evil/conftest.py w/evil/conftest.py",  # diff.mnemonicPrefix
                 "diff --git a/x.py b/conftest.py", "diff --git a/ b/"):
         assert header_path(bad) is None, bad
-    noprefix = "diff --git evil/conftest.py evil/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ evil/conftest.py\n"
+    noprefix = ("diff --git evil/conftest.py evil/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+                "+++ evil/conftest.py\n")
     kept, files, dropped = split_diff(_diff("src/ok.py") + noprefix)
     assert kept == _diff("src/ok.py") and files == ["src/ok.py"] and dropped == [noprefix.split("\n")[0]]
     for path in ("pytest.toml", ".pytest.toml", ".pytest.ini", "pkg/.pytest.ini", "evil-1.0.dist-info/entry_points.txt",
@@ -104,7 +105,8 @@ def test_diff_headers_are_read_fail_closed() -> None:
 
 def test_sentinels_decide_whether_a_run_is_trusted() -> None:
     s = Sentinels("t_s.py", "t_s.py::test_f", "t_s.py::test_p")
-    honest = {"t.py::a": "PASSED", "t.py::b": "PASSED", "t.py::c": "PASSED", s.must_fail: "FAILED", s.must_pass: "PASSED"}
+    honest = {"t.py::a": "PASSED", "t.py::b": "PASSED", "t.py::c": "PASSED",
+              s.must_fail: "FAILED", s.must_pass: "PASSED"}
     assert resolve(INST, honest, 1, s)["resolved"] is True
     v = resolve(INST, honest, 0, s)  # the must-fail sentinel failed, yet the command exited 0
     assert v["resolved"] is False and not v["tampered"] and "exited with 0" in v["rejected"]
