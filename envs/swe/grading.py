@@ -41,6 +41,7 @@ What this guarantees and what it cannot: docs/swe_grading.md.
 from __future__ import annotations
 
 import configparser
+import itertools
 import re
 import secrets
 import shlex
@@ -264,36 +265,53 @@ def base_config(base: Path, instance: Instance) -> str | None:
     ``[tool.pytest]``/``[tool.pytest.ini_options]``, a ``tox.ini`` with ``[pytest]`` or a ``setup.cfg``
     with ``[tool:pytest]``. The grader names it with ``-c``, so no other file is ever read.
     """
-    folders = [PurePosixPath(t.split("::")[0]).parent for t in (*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS)]
-    common = PurePosixPath(*[p[0] for p in zip(*[f.parts for f in folders]) if len(set(p)) == 1])
+    folders = [PurePosixPath(t.split("::")[0]).parent.parts for t in (*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS)]
+    common = PurePosixPath(*[p[0] for p in itertools.takewhile(lambda p: len(set(p)) == 1, zip(*folders))])
     for folder in [common, *common.parents]:
         for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini",
                      "setup.cfg"):
             path = base / folder / name
-            if path.is_file() and not path.is_symlink() and _has_pytest_section(path):
+            if path.is_file() and not path.is_symlink() and pytest_options(path) is not None:
                 return str(folder / name)
     return None
 
 
-def _has_pytest_section(path: Path) -> bool:
-    if path.name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"):
-        return True  # a dedicated file counts even when empty
+def pytest_options(path: Path) -> dict[str, Any] | None:
+    """The pytest section of a configuration file (None if it has none; a dedicated file has one even empty)."""
+    dedicated = path.name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini")
     try:
         if path.suffix == ".toml":
-            tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})
-            return isinstance(tool, dict) and "pytest" in tool
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            table = data.get("pytest") if dedicated else data.get("tool", {}).get("pytest")
+            if not isinstance(table, dict):
+                return {} if dedicated else None
+            return {**table, **table.get("ini_options", {})}
         parser = configparser.ConfigParser(interpolation=None)
         parser.read_string(path.read_text(encoding="utf-8"))
-        return parser.has_section(_INI_SECTIONS[path.name])
-    except (ValueError, configparser.Error, UnicodeDecodeError):
-        return False
+        section = _INI_SECTIONS[path.name]
+        return dict(parser[section]) if parser.has_section(section) else ({} if dedicated else None)
+    except (ValueError, AttributeError, configparser.Error, UnicodeDecodeError):
+        return {} if dedicated else None
 
 
-def pytest_script(instance: Instance, config: str | None, sentinels: Sentinels) -> str:
+def draw_sentinels(ws: Workspace, instance: Instance) -> Sentinels | None:
+    """Sentinels for the grader's own pytest run; None where that run is not the grader's (a row's ``test_cmd``
+    or ``eval_script``) or where the base configuration renames test functions (``python_functions``), so
+    that ``test_*`` sentinels would not be collected and an honest run would look tampered with."""
+    if instance.eval_script or instance.test_cmd:
+        return None
+    base = getattr(ws, "base", None)
+    config = base_config(Path(base), instance) if base else None
+    if config and "python_functions" in (pytest_options(Path(base) / config) or {}):
+        return None
+    return Sentinels.draw(instance)
+
+
+def pytest_script(instance: Instance, config: str | None, sentinels: Sentinels | None) -> str:
     """The grader's pytest run (module docstring, 3.); `config` is the base commit's, relative to the repository."""
     tests = sorted(set(instance.FAIL_TO_PASS) | set(instance.PASS_TO_PASS))
     cfg = shlex.quote(f"{ROOT}/{config}") if config else '"$d/pytest.ini"'
-    args = " ".join(shlex.quote(t) for t in (sentinels.path, *tests))
+    args = " ".join(shlex.quote(t) for t in ((sentinels.path,) if sentinels else ()) + tuple(tests))
     return f"""d="$(mktemp -d /tmp/argym-grade.XXXXXXXX)" && : > "$d/pytest.ini" && cd {ROOT} || exit 1
 exec env -u PYTEST_ADDOPTS -u PYTEST_PLUGINS HOME="$d" PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONSAFEPATH=1 \\
   PYTHONNOUSERSITE=1 python3 -P -m pytest -c {cfg} --rootdir={ROOT} --confcutdir={ROOT} -p no:cacheprovider \\
@@ -316,16 +334,18 @@ def run_tests(ws: Workspace, instance: Instance, timeout_s: float,
             return log, None
         codes = _EXIT_LINE.findall(log.rsplit(END, 1)[-1]) if END in log else []
         return log, int(codes[-1]) if codes else r.exit_code  # the test command's status, written after END
-    if sentinels is not None:
+    if instance.test_cmd:
+        r = ws.exec(["bash", "-c", test_command(instance) + " 2>&1"], timeout_s=timeout_s)
+    else:
         base = getattr(ws, "base", None)
         config = base_config(Path(base), instance) if base else None
-        w = ws.exec(["bash", "-c", f"cat > {shlex.quote(sentinels.path)}"], stdin=sentinels.source().encode(),
-                    timeout_s=60)
-        if w.exit_code != 0:  # its folder holds the instance's tests, which no agent's patch may touch
-            raise InfrastructureError(f"could not write the sentinel tests to {sentinels.path}: {w.stderr[-300:]}")
+        if sentinels is not None:
+            w = ws.exec(["bash", "-c", f"cat > {shlex.quote(sentinels.path)}"], stdin=sentinels.source().encode(),
+                        timeout_s=60)
+            if w.exit_code != 0:  # its folder holds the instance's tests, which no agent's patch may touch
+                raise InfrastructureError(f"could not write the sentinel tests to {sentinels.path}: "
+                                          f"{w.stderr[-300:]}")
         r = ws.exec(["bash", "-c", pytest_script(instance, config, sentinels)], timeout_s=timeout_s)
-    else:
-        r = ws.exec(["bash", "-c", test_command(instance) + " 2>&1"], timeout_s=timeout_s)
     code = None if (r.timed_out or r.output_truncated) else r.exit_code
     return f"{START}\n{r.stdout}{r.stderr}\n{END}\n{EXIT}: {code}\n", code
 
@@ -337,7 +357,7 @@ def grade(fresh: Workspace, instance: Instance, diff: str, timeout_s: float = 30
     instance's own test patch does not apply); everything else is a verdict.
     """
     verdict: dict[str, Any] = {"patch": "empty" if not diff.strip() else "applied"}
-    sentinels = None if (instance.eval_script or instance.test_cmd) else Sentinels.draw(instance)
+    sentinels = draw_sentinels(fresh, instance)
     try:
         if diff.strip():
             if len(diff.encode()) > MAX_DIFF_BYTES:

@@ -159,3 +159,28 @@ def test_the_on_disk_check_ignores_gitignore(need) -> None:
     finally:
         ws.close()
     assert v["patch"] == "rejected" and v["tampered"] is True and "src/conftest.py" in v["rejected"], v
+
+
+def test_the_grader_names_the_config_file_pytest_would_pick_in_the_base_tree(tmp_path) -> None:
+    from argym.envs.swe.grading import base_config, draw_sentinels
+
+    inst = dataclasses.replace(INST, FAIL_TO_PASS=("pkg/tests/a/test_x.py::t",),
+                               PASS_TO_PASS=("pkg/tests/b/test_y.py::u",))
+    (tmp_path / "pkg/tests").mkdir(parents=True)
+    assert base_config(tmp_path, inst) is None
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = x\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert base_config(tmp_path, inst) is None  # neither has a pytest section
+    (tmp_path / "tox.ini").write_text("[pytest]\naddopts = -ra\n")
+    assert base_config(tmp_path, inst) == "tox.ini"
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-ra'\n")
+    assert base_config(tmp_path, inst) == "pyproject.toml"  # pytest's order in one folder
+    (tmp_path / "pkg/tests/.pytest.ini").write_text("")
+    assert base_config(tmp_path, inst) == "pkg/tests/.pytest.ini"  # the tests' common folder comes first
+
+    class Ws:
+        base = str(tmp_path)
+
+    assert draw_sentinels(Ws(), inst).path.startswith("pkg/tests/a/test_")  # type: ignore[arg-type]
+    (tmp_path / "pkg/tests/.pytest.ini").write_text("[pytest]\npython_functions = check_*\n")
+    assert draw_sentinels(Ws(), inst) is None  # test_* sentinels would not be collected there
