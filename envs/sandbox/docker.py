@@ -11,8 +11,9 @@ and capped. Containers carry the label ``argym.sandbox`` and their owning
 process (``argym.sandbox.process``: host, boot, pid, start time). A sandbox
 removes its containers when it is closed, garbage-collected or the
 interpreter exits, and on start `reap_orphans` removes those whose owner on
-this machine is gone (killed, ``os._exit``); `cleanup` (also ``argym sandbox
-cleanup``) removes every labelled container.
+this machine is gone (killed, ``os._exit``); so does `cleanup` (``argym
+sandbox cleanup``; ``--all`` removes every labelled container, live runs'
+too, which on a shared engine are other users').
 
 The verdict channel (``result_channel=True``) is the command's stdout; the
 code the command runs must send everything else to stderr (the Python
@@ -64,9 +65,12 @@ def image_exists(client: Any, image: str = IMAGE) -> bool:
         return False
 
 
-def cleanup(client: Any | None = None) -> int:
-    """Remove every container labelled ``argym.sandbox`` (leftovers of crashed runs); returns how many."""
+def cleanup(client: Any | None = None, everything: bool = False) -> int:
+    """Remove the leftovers of crashed runs: containers labelled ``argym.sandbox`` whose owning process is gone
+    (`reap_orphans`); with `everything`, every labelled container, live runs' included. Returns how many."""
     client = client or client_from_env()
+    if not everything:
+        return reap_orphans(client)
     n = 0
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         try:

@@ -83,3 +83,19 @@ def test_a_forked_childs_exit_hooks_leave_the_parents_containers(need) -> None:
     finally:
         sandbox.close()
     assert not _exists(sandbox.client, box.id)
+
+
+def test_sandbox_cleanup_leaves_live_runs_containers(need) -> None:
+    need("docker")  # on an engine shared by several users, `argym sandbox cleanup` removed their live containers
+    from argym.envs.sandbox.docker import DockerSandbox
+    from argym.envs.swe.workspace import SWE_IMAGE
+
+    sandbox = DockerSandbox(image=SWE_IMAGE)
+    try:
+        box = sandbox.start_session(image=SWE_IMAGE)
+        out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "cleanup"], capture_output=True,
+                             text=True, timeout=120, env=os.environ)
+        assert out.returncode == 0 and out.stdout.startswith("removed "), out.stderr[-2000:]
+        assert _exists(sandbox.client, box.id)
+    finally:
+        sandbox.close()
