@@ -32,7 +32,7 @@ from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.decomposer import UtilityDecomposer
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
-from argym.algorithms.metrics import MetricsLog, plot_learning_curve
+from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_rate
 from argym.algorithms.r3l.retry import R3LRollout
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
@@ -281,6 +281,7 @@ class Trainer:
         metrics.update({
             "train/reward": float(np.mean([t.reward for t in trajs])),
             "train/success": float(np.mean([t.success for t in trajs])),
+            "train/tampered": tampered_rate(trajs),
             "train/response_tokens": tokens / max(len(trajs), 1),
             "train/turns": float(np.mean([t.turns for t in trajs])),
             "perf/rollout_s": t1 - t0,

@@ -497,12 +497,13 @@ def sandbox_build_image(tag: str | None, base: str, suite: str | None, swe: bool
 
 
 @sandbox.command(name="cleanup")
-def sandbox_cleanup() -> None:
-    """Remove every container labelled argym.sandbox (leftovers of crashed runs)."""
+@click.option("--all", "everything", is_flag=True, help="Every argym container, those of live runs included.")
+def sandbox_cleanup(everything: bool) -> None:
+    """Remove argym's containers whose owning process is gone (leftovers of crashed runs)."""
     from argym.envs.sandbox.docker import cleanup
 
     with user_errors():
-        click.echo(f"removed {cleanup()} container(s)")
+        click.echo(f"removed {cleanup(everything=everything)} container(s)")
 
 
 @cli.group()

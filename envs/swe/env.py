@@ -13,7 +13,11 @@ Grading (`argym.envs.swe.grading`) takes the agent's diff against the base
 commit (test files and test-run configuration excluded), applies it and the
 instance's ``test_patch`` in a fresh workspace, runs the tests and parses the
 log with swebench's parser. Reward 1 if every FAIL_TO_PASS and PASS_TO_PASS
-test passes, else 0; ``info["verdict"]["tests"]`` has each test's status.
+test passes, else 0; ``info["verdict"]["tests"]`` has each test's status. The
+workspace cannot steer that run (pytest's configuration, plugins and the diff's
+git configuration are the grader's), and a run tampered with from inside (the
+grader's sentinel tests misreported) scores 0 with ``verdict["tampered"]``
+(docs/swe_grading.md).
 
 Backends (``sandbox=``): ``process`` (default; bubblewrap) or ``docker`` (one
 container per workspace from the ``argym-swe`` image); see

@@ -36,6 +36,7 @@ import tarfile
 import tempfile
 import threading
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from importlib import metadata
 from pathlib import Path
@@ -288,6 +289,8 @@ class DockerWorkspace(Workspace):
             tree = _image_tree(sandbox.client, image)
         self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb,
                                          workdir_mb=limits.disk_mb)
+        # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
+        self._finalizer = weakref.finalize(self, _remove_container, self.box, os.getpid())
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
@@ -344,10 +347,16 @@ class DockerWorkspace(Workspace):
                 "base": str(self.base) if self.base else ""}
 
     def close(self) -> None:
-        try:
-            self.box.remove(force=True, v=True)
-        except Exception:  # noqa: BLE001
-            pass
+        self._finalizer()
+
+
+def _remove_container(box: Any, owner_pid: int) -> None:
+    if os.getpid() != owner_pid:
+        return  # a forked child exiting: the container is its parent's
+    try:
+        box.remove(force=True, v=True)  # v: its tmpfs /testbed volume too
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS,
