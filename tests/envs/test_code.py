@@ -302,3 +302,13 @@ def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(brok
     _, reward, terminated, _, info = e.step(e.oracle_action())
     assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
     assert "bubblewrap failed" in info["verdict"]["message"]
+
+
+def test_a_harness_that_fails_before_the_program_runs_is_an_infrastructure_failure(harness_fault_sandbox) -> None:
+    # bubblewrap ran the command and reports its exit code, so only the harness's missing ready line tells
+    # this from a program that killed the harness (which is scored: tests/envs/sandbox/test_hostile.py)
+    e = CodeEnv(sandbox=harness_fault_sandbox)
+    e.reset(options={"task_id": "HumanEval/0"})
+    _, reward, terminated, _, info = e.step(e.oracle_action())
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert "the test harness stopped before the program ran" in info["verdict"]["message"]

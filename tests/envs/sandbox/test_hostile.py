@@ -299,6 +299,10 @@ def test_killing_its_parent_fails_the_run(sandbox) -> None:
     failed(run(sandbox, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nreturn a + b"), "no_verdict",
            "exception")
     failed(run(sandbox, "import os, signal\nos.kill(0, signal.SIGKILL)\nreturn a + b"))
+    # at load, before any test: the harness wrote its ready line before sending the program, so this is
+    # still the program's failure (scored), not an infrastructure failure it could hide behind
+    failed(run(sandbox, "return a + b", prelude="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+           "no_verdict", "exception")
     host_clean(sandbox)
 
 
