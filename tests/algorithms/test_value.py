@@ -39,7 +39,7 @@ def test_value_loss_hand_computed():
 
 @pytest.mark.slow
 def test_critic_fits_monte_carlo_returns_and_learner_uses_gae():
-    cfg = LearnerConfig(advantage="gae", value_lr=3e-3, micro_batch_size=3, max_grad_norm=None, lr=1e-5)
+    cfg = LearnerConfig(advantage="gae", value_lr_scale=300.0, micro_batch_size=3, max_grad_norm=None, lr=1e-5)
     acc = Accelerator(cpu=True)
     critic = Critic(ValueModel.from_policy(tiny_model()), cfg, acc)
     learner = Learner(tiny_model(), cfg, acc, critic=critic)
