@@ -145,9 +145,10 @@ class Critic:
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or float("inf"))
                 self.optimizer.step()
                 losses.append(total)
-        new = self.values(batch)
+        # explained variance 1 − Var(R − V)/Var(R) of the values before this update (those the advantages
+        # used, predicted before the critic saw these returns; CleanRL's ppo.py does the same)
         m = batch.loss_mask > 0
         var_r = returns[m].var() if m.sum() > 1 else torch.tensor(0.0)
-        ev = 1 - (returns[m] - new[m]).var() / var_r if var_r > 0 else torch.tensor(0.0)
+        ev = 1 - (returns[m] - old[m]).var() / var_r if var_r > 0 else torch.tensor(0.0)
         return {"value/loss": sum(losses) / max(len(losses), 1), "value/clip_frac": clip_n / max(tok_n, 1.0),
                 "value/explained_var": float(ev)}
