@@ -437,14 +437,15 @@ class Learner:
         n_dropped = sum(t.infra_failure for t in trajectories)
         if n_dropped == len(trajectories):
             return {"train/infra_dropped": float(n_dropped)}
-        n_minibatches = self._num_minibatches(len(trajectories) - n_dropped)
-        first = self._partition(len(trajectories) - n_dropped, n_minibatches)  # epoch 1's, also π_old's path
+        groups = torch.tensor([t.group for t in trajectories if not t.infra_failure])  # the batch's rows, in order
+        n_minibatches = self._num_minibatches(len(groups))
+        first = self._partition(groups, n_minibatches)  # epoch 1's, also π_old's path
         batch = self.prepare_batch(trajectories, pad_id, advantages, minibatches=first,
                                    old_logprobs=not self.reuses_training_forward)
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor] = []
         for epoch in range(cfg.ppo_epochs):
-            for rows in first if epoch == 0 else self._partition(len(batch), n_minibatches):
+            for rows in first if epoch == 0 else self._partition(groups, n_minibatches):
                 mini = batch.select(rows)
                 sums = self.backward_minibatch(mini)
                 if batch.old_logprobs is None and mini.old_logprobs is not None:  # one mini-batch: all rows
@@ -469,10 +470,20 @@ class Learner:
         smallest = int(self.accelerator.gather(torch.tensor([n], device=self.accelerator.device)).min())
         return max(1, min(self.config.num_minibatches, smallest))
 
-    def _partition(self, n: int, n_minibatches: int) -> list[Tensor]:
-        """One epoch's mini-batches: row indices, shuffled (seeded by `seed`) unless `shuffle` is off."""
-        order = torch.randperm(n, generator=self._shuffle_gen) if self.config.shuffle else torch.arange(n)
-        return list(torch.tensor_split(order, n_minibatches))
+    def _partition(self, groups: Tensor, n_minibatches: int) -> list[Tensor]:
+        """One epoch's mini-batches as row indices: whole groups, in an order shuffled by `seed` unless
+        `shuffle` is off. verl counts its mini-batch in prompts (DAPO's 512 responses = 32 prompts × 16), and a
+        whole group shares its prompt forward (algorithms/prefix.py); rows are split when there are fewer
+        groups than mini-batches."""
+        cfg = self.config
+        ids, inverse = torch.unique(groups, return_inverse=True)
+        by_group = len(ids) >= n_minibatches
+        units = len(ids) if by_group else len(groups)
+        order = torch.randperm(units, generator=self._shuffle_gen) if cfg.shuffle else torch.arange(units)
+        chunks = torch.tensor_split(order, n_minibatches)
+        if not by_group:
+            return list(chunks)
+        return [torch.cat([torch.nonzero(inverse == g).flatten() for g in chunk.tolist()]) for chunk in chunks]
 
     def value_targets(self, batch: TrainBatch) -> Tensor:
         """The critic's targets: GAE returns with λ_critic (1: Monte-Carlo), (B, L-1)."""
