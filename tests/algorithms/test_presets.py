@@ -100,7 +100,8 @@ def test_drgrpo_constant_follows_the_file_in_one_order(tmp_path):
     assert load_config(recipe).algorithm.loss_agg_constant == 40
     assert load_config(recipe, ["rollout.max_new_tokens=24"]).algorithm.loss_agg_constant == 24
     assert load_config(None, ["algo=drgrpo", "rollout.max_new_tokens=40"]).algorithm.loss_agg_constant == 40
-    assert load_config(REPO / "configs" / "drgrpo.yaml", ["rollout.max_new_tokens=32"]).algorithm.loss_agg_constant == 32
+    shipped = load_config(REPO / "configs" / "drgrpo.yaml", ["rollout.max_new_tokens=32"])
+    assert shipped.algorithm.loss_agg_constant == 32
     pinned = tmp_path / "pinned.yaml"  # a value any source sets is kept
     pinned.write_text("algo: drgrpo\nrollout:\n  max_new_tokens: 40\nalgorithm:\n  loss_agg_constant: 100\n")
     assert load_config(pinned).algorithm.loss_agg_constant == 100
