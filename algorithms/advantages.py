@@ -272,8 +272,10 @@ returns_advantage.token_level = True  # type: ignore[attr-defined]
 def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
     """VAPO's actor advantages: GAE with the critic's values and λ_policy per sequence (B, T).
 
-    λ_policy = 1 − 1/(α·l) with l the response's policy-token count when
-    ``lam_alpha > 0`` (arXiv 2504.05118 eq. 7), else the fixed ``lam_policy``.
+    λ_policy = max(1 − 1/(α·l), lam_policy) with l the response's policy-token count when
+    ``lam_alpha > 0`` (arXiv 2504.05118 eq. 7, α = 0.05), else the fixed ``lam_policy``. The floor
+    (VC-PPO's 0.95) keeps short answers from λ ≤ 0 (l ≤ 1/α = 20), i.e. Â = [δ_1, …, δ_l] with no credit
+    flowing back; the paper's long answers (l ≥ 400 at α = 0.05) get its adaptive λ unchanged.
     The critic's targets use λ_critic (decoupled GAE, §3.2) and are computed by the critic.
     """
     if batch.values is None:
@@ -282,7 +284,7 @@ def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
         raise ConfigError("advantage 'gae' needs a value model: build the Learner with critic= "
                           "(argym.algorithms.value.Critic), as the trainer does for VAPO.")
     if config.lam_alpha > 0:
-        lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha)  # (B,)
+        lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
     else:
         lam = config.lam_policy
     adv, _ = gae(batch.token_rewards, batch.values, batch.loss_mask, config.gamma, lam)

@@ -6,7 +6,7 @@ answers, trained with GRPO on two-digit addition (`argym/Math-v0`).
 dotted overrides; unknown keys are errors that name the close matches.
 ``algo=dapo`` (an override, or ``algo: dapo`` in a file) applies a named
 preset (`argym.algorithms.presets`) to the `algorithm` and `sampling`
-sections first; the file's and the other overrides' values then win.
+sections; `load_config` states the one order of all sources.
 """
 
 from __future__ import annotations
@@ -233,31 +233,58 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Read a YAML recipe (or the defaults when `path` is None) and apply overrides."""
-    from argym.algorithms.presets import get_preset
+    """Read a YAML recipe (or the defaults when `path` is None) and apply overrides.
 
+    Every run resolves its sources in one order, here and nowhere else:
+
+        defaults → file's preset → file → override's preset → other overrides → derived values
+
+    A preset applies just below the source that names it: ``algo: dapo`` in a
+    file is the base the file's own sections then change (a recipe that sets
+    `algorithm.num_minibatches` keeps it); ``algo=dapo`` on the command line
+    re-bases the recipe on that algorithm (its `SCALE_FIELDS` kept), below the
+    other overrides. Derived values (Dr.GRPO's constant C = `rollout.max_new_tokens`)
+    are filled last, from the final values, unless some source set them.
+    """
     data: dict[str, Any] = TrainConfig().to_dict()
+    loaded: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"Config file {str(path)!r} does not exist.")
         loaded = yaml.safe_load(path.read_text()) or {}
-        if isinstance(loaded, dict) and loaded.get("algo"):
-            get_preset(str(loaded["algo"])).apply(data)  # the file's own sections then win
-        merge_sections(data, loaded)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"A config file must hold a mapping, got {type(loaded).__name__}.")
+    _apply_preset(data, loaded.get("algo"))
+    merge_sections(data, loaded)
     presets = [o for o in overrides if o.split("=", 1)[0].strip() == "algo"]
-    for o in presets:  # algo=NAME first, so that the other overrides win
+    for o in presets:
         apply_override(data, o)
-        if data["algo"]:
-            get_preset(str(data["algo"])).apply(data)
+        _apply_preset(data, data["algo"])
     for o in overrides:
         if o not in presets:
             apply_override(data, o)
-    if presets and data["algo"] and get_preset(str(data["algo"])).agg_constant_is_max_tokens and not any(
-            o.split("=", 1)[0].strip() == "algorithm.loss_agg_constant" for o in overrides):
-        # Dr.GRPO's constant C is the max generation length, whichever override set it
-        data["algorithm"]["loss_agg_constant"] = float(data["rollout"]["max_new_tokens"])
+    _derive(data)
     return from_dict(TrainConfig, data)
+
+
+def _apply_preset(data: dict[str, Any], name: Any) -> None:
+    from argym.algorithms.presets import get_preset
+
+    if name:
+        get_preset(str(name)).apply(data)
+
+
+def _derive(data: dict[str, Any]) -> None:
+    """Values computed from others once every source applied (see `load_config`)."""
+    from argym.algorithms.presets import get_preset
+
+    algo = data.get("algorithm", {})
+    preset = get_preset(str(data["algo"])) if data.get("algo") else None
+    if algo.get("loss_agg_constant") is None and algo.get("loss_agg") == "seq-mean-token-sum-norm" and (
+            preset is not None and preset.agg_constant_is_max_tokens):
+        # Dr.GRPO (arXiv 2503.20783 §3.2): C is the max generation length of *this* run
+        algo["loss_agg_constant"] = float(data["rollout"]["max_new_tokens"])
 
 
 def merge_sections(base: dict[str, Any], new: dict[str, Any]) -> None:

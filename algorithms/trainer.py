@@ -128,6 +128,7 @@ class Trainer:
         if cfg.policy.gradient_checkpointing:
             self.policy.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.step = 0
+        self.value_pretrained = 0  # VAPO's value-pretraining steps done (a checkpoint records them)
         if state is None and cfg.warm_start.steps > 0:
             self._warm_start()
         ref_model = self._reference(resumed=state is not None) if cfg.algorithm.kl_coef > 0 else None
@@ -143,6 +144,8 @@ class Trainer:
             if critic is not None and state.get("critic") is not None:
                 critic.model.load_state_dict(state["critic"])
                 critic.optimizer.load_state_dict(state["critic_optimizer"])
+                # a checkpoint from before this key was recorded is taken as pretrained
+                self.value_pretrained = int(state.get("value_pretrained", cfg.algorithm.value_pretrain_steps))
             self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
         else:
             self.save()
@@ -155,8 +158,8 @@ class Trainer:
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
         self.strategy_metrics: dict[str, float] = {}
-        if state is None and critic is not None and cfg.algorithm.value_pretrain_steps > 0:
-            self._pretrain_value()
+        if critic is not None and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
+            self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 
     def _reference(self, resumed: bool) -> torch.nn.Module:
         """GRPO's KL reference: the policy as it starts RL (after the warm start), frozen.
@@ -204,24 +207,32 @@ class Trainer:
 
     def _pretrain_value(self) -> None:
         """VAPO's value pretraining (arXiv 2504.05118 §3.1): fit the critic to Monte-Carlo returns
-        of the initial policy, one rollout batch per step, before any policy update."""
-        t0, m = time.perf_counter(), {}
-        for k in range(self.cfg.algorithm.value_pretrain_steps):
+        of the initial policy, one rollout batch per step, before any policy update.
+
+        Its progress is checkpointed like RL steps (every `checkpoint_every` and at the end, with the
+        critic, its optimizer and the RNGs), so a run killed here resumes here: skipping the rest
+        would train on with an under-fit critic, the ablation that collapses (§3.1: 60 → 11)."""
+        cfg = self.cfg
+        t0, m, start = time.perf_counter(), {}, self.value_pretrained
+        for k in range(start, cfg.algorithm.value_pretrain_steps):
             trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
             batch = self.learner.prepare_batch(trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)),
                                                old_logprobs=False)
             m = self.learner.critic.update(batch, self.learner.value_targets(batch))
-        self.console.print(f"Value pretraining: {self.cfg.algorithm.value_pretrain_steps} steps, loss "
+            self.value_pretrained = done = k + 1
+            if done % cfg.checkpoint_every == 0 or done == cfg.algorithm.value_pretrain_steps:
+                self.save()
+        self.console.print(f"Value pretraining: steps {start + 1}–{cfg.algorithm.value_pretrain_steps}, loss "
                            f"{m.get('value/loss', 0):.4f}, explained variance {m.get('value/explained_var', 0):.2f} "
                            f"({time.perf_counter() - t0:.0f} s).")
-        self.save()
 
     def save(self) -> None:
         critic = getattr(getattr(self, "learner", None), "critic", None)
         state = {"step": self.step, "rng": rng_state(self.task_rng),
                  "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
                  "critic": critic.model.state_dict() if critic is not None else None,
-                 "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None}
+                 "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
+                 "value_pretrained": self.value_pretrained}
         save_checkpoint(self.run_dir, self.policy, state)
 
     def evaluate(self, episodes: int | None = None) -> Any:
