@@ -426,8 +426,10 @@ def serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int, max_se
     with user_errors():
         try:
             from argym.envs.openenv.server import ServeConfig, make_server
-        except ImportError as e:
-            raise MissingDependencyError(e.name or "openenv", "openenv", "argym serve") from None
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in ("openenv", "fastapi", "uvicorn"):
+                raise
+            raise MissingDependencyError("openenv-core", "openenv", "argym serve") from None
         server, _ = make_server(ServeConfig(env_id, parse_kwargs(env_kwargs), max_sessions, idle_timeout,
                                          max_message_mb), host, port)
     _console().print(f"argym serve: {env_id} at http://{host}:{port} (OpenEnv: ws://{host}:{port}/ws)", markup=False)

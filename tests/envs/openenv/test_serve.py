@@ -231,3 +231,12 @@ def test_argym_serve_unknown_env_is_a_one_line_error():
     out = subprocess.run([sys.executable, "-m", "argym.cli", "serve", "argym/Mat-v0"], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and "Did you mean: argym/Math-v0" in out.stderr
+
+
+@pytest.mark.parametrize("args", [["serve", "argym/Math-v0"],
+                                  ["eval", "argym/OpenEnv-v0", "url=http://127.0.0.1:9", "--agent", "random"]])
+def test_without_openenv_core_the_error_names_the_extra(args):
+    code = "import sys\nsys.modules['openenv'] = None  # as if openenv-core were not installed\n" \
+           "from argym.cli import main\nmain(sys.argv[1:])\n"
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "pip install 'argym[openenv]'" in out.stderr, out.stderr
