@@ -101,7 +101,9 @@ def test_served_swe_matches_in_process_and_an_idle_session_frees_its_workspace(s
     actions = [RUN, SUBMIT]
     local = in_process("argym/SWE-v0", kwargs, 0, actions)
     assert local[-1]["terminated"] and "FAIL_TO_PASS" in local[-1]["verdict"]
-    workspaces = lambda: sorted(cache_root().glob("ws-*"))  # noqa: E731
+    def workspaces() -> list:
+        return sorted(cache_root().glob("ws-*"))
+
     before = workspaces()
     with serve("argym/SWE-v0", env_kwargs=kwargs, idle_timeout_s=1.0) as (url, env_server):
         assert_same(local, served(url, 0, actions))
