@@ -50,6 +50,12 @@ ENVS: tuple[EnvEntry, ...] = (
         "Call tools (OpenAI tool_calls, JSON or <tool_call> tags) and answer; executable multi-step tasks "
         "(default) or BFCL (tasks=bfcl/CATEGORY).",
     ),
+    EnvEntry(
+        "argym/OpenEnv-v0",
+        "argym.envs.openenv.env:OpenEnvEnv",
+        "A running OpenEnv server (url=) as a text env: its observations as user messages, its reward as outcome "
+        "(pip install 'argym[openenv]').",
+    ),
 )
 
 

@@ -160,3 +160,42 @@ def harness_fault_sandbox(request, require_backend):
         sb.bwrap = str(wrapper)
         yield sb
         sb.close()
+
+
+@pytest.fixture(scope="session")
+def openenv_server():
+    """The URL of a small OpenEnv env (tests/envs/openenv/guess_server.py, written with openenv-core's server
+    classes) served by openenv-core in a subprocess on loopback; stopped after the session."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).parent / "openenv" / "guess_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    pytest.fail(f"the OpenEnv test server did not start: {proc.communicate()[0]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
