@@ -161,12 +161,14 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--out", default="runs/bench_algorithms")
+    ap.add_argument("--merge", nargs="+", metavar="DIR",
+                    help="summarise the results.json of several runs (e.g. one process per seed) instead of training")
     ap.add_argument("overrides", nargs="*", help="key=value overrides of the quickstart recipe for every run")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    seeds = [int(s) for s in a.seeds.split(",")]
-    results = []
+    seeds = [] if a.merge else [int(s) for s in a.seeds.split(",")]
+    results = [r for d in a.merge or [] for r in json.loads((Path(d) / "results.json").read_text())["runs"]]
     for seed in seeds:
         policy_dir = warm_start(out, seed, a.overrides)
         for name in a.presets.split(","):
