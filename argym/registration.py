@@ -50,6 +50,11 @@ ENVS: tuple[EnvEntry, ...] = (
         "Call tools (OpenAI tool_calls, JSON or <tool_call> tags) and answer; executable multi-step tasks "
         "(default) or BFCL (tasks=bfcl/CATEGORY).",
     ),
+    EnvEntry(
+        "argym/Verifiers-v0",
+        "argym.envs.verifiers.env:VerifiersEnv",
+        "An installed verifiers environment (env=NAME, its taskset package); graded by its own weighted rewards.",
+    ),
 )
 
 
