@@ -61,12 +61,78 @@ __all__ = ["AddTaskset"]
 '''
 
 
+GUESS = '''
+import verifiers.v1 as vf
+
+
+class GuessData(vf.TaskData):
+    secret: int
+
+
+class GuessTask(vf.Task[GuessData]):
+    @vf.reward(weight=0.1)
+    async def few_guesses(self, trace: vf.Trace) -> float:
+        return 1.0 / max(1, len(trace.assistant_messages))
+
+    @vf.metric
+    async def guesses(self, trace: vf.Trace) -> float:
+        return float(len(trace.assistant_messages))
+
+
+class GuessTaskset(vf.Taskset[GuessTask, vf.TasksetConfig]):
+    def load(self):
+        for i, secret in enumerate([37, 5, 81, 64]):
+            yield GuessTask(GuessData(id=f"guess-{i}", secret=secret, prompt="Guess my number from 1 to 100."))
+
+
+class GuessConfig(vf.EnvConfig):
+    player: vf.AgentConfig = vf.AgentConfig()
+
+
+class GuessEnv(vf.Env[GuessConfig]):
+    """The env answers each guess with higher/lower until the agent finds the number."""
+
+    async def run(self, task, agents):
+        found = False
+        async with agents.player.interaction(task) as interaction:
+            segment = await interaction.turn()
+            while not segment.terminated:
+                if "EXPLODE" in segment.last_reply:
+                    raise RuntimeError("the game engine broke")
+                try:
+                    guess = int(segment.last_reply)
+                except ValueError:
+                    segment = await interaction.turn("Reply with a whole number.")
+                    continue
+                if guess == task.data.secret:
+                    found = True
+                    break
+                segment = await interaction.turn("higher" if guess < task.data.secret else "lower")
+        interaction.trace.record_reward("solved", float(found), 1.0)
+
+
+__all__ = ["GuessTaskset", "GuessEnv"]
+'''
+
+
+def _install(tmp_path, monkeypatch, prefix, source):
+    name = prefix + tmp_path.name.replace("-", "_")[-20:]
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text(textwrap.dedent(source))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
 @pytest.fixture
 def taskset(tmp_path, monkeypatch):
-    name = "argym_vf_add_" + tmp_path.name.replace("-", "_")[-20:]
-    (tmp_path / name).mkdir()
-    (tmp_path / name / "__init__.py").write_text(textwrap.dedent(TASKSET))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    name = _install(tmp_path, monkeypatch, "argym_vf_add_", TASKSET)
+    yield name
+    sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def guess(tmp_path, monkeypatch):
+    name = _install(tmp_path, monkeypatch, "argym_vf_guess_", GUESS)
     yield name
     sys.modules.pop(name, None)
 
@@ -117,7 +183,7 @@ def test_same_scores_as_verifiers_own(taskset, response):
     expected_correct = 1.0 if response.rstrip(".").endswith("14") else 0.0
     expected_short = 1.0 if len(response) <= 20 else 0.0
     assert info["reward_parts"] == {"correct": expected_correct, "short": 0.5 * expected_short}
-    assert info["success"] == (expected_correct == 1.0 and expected_short == 1.0)
+    assert info["success"] == (expected_correct == 1.0)  # the reward of the largest weight
     assert info["verdict"]["rewards"]["brevity"]["weight"] == 0.0
 
 
@@ -144,3 +210,39 @@ def test_close_stops_the_scoring_loop(taskset):
     assert loop is not None and loop.alive
     env.close()
     assert not loop.alive
+
+
+def test_a_multi_turn_env_answers_each_turn_and_scores_the_exchange(guess):
+    with argym.make("argym/Verifiers-v0", env=guess) as env:
+        obs, _ = env.reset(options={"task_id": "guess-0"})  # secret 37
+        assert obs == [{"role": "user", "content": "Guess my number from 1 to 100."}]
+        turns = []
+        for action in ["50", "twenty", "25", "37"]:
+            obs, reward, terminated, truncated, info = env.step(action)
+            turns.append(obs[-1])
+        assert [m["content"] for m in turns[:3]] == ["lower", "Reply with a whole number.", "higher"]
+        assert all(m["role"] == "user" for m in turns[:3]) and turns[3] == {"role": "assistant", "content": "37"}
+        assert terminated and not truncated and not info["infra_failure"]
+        # the env's own reward (recorded by its run) and the task's weighted one, over the whole exchange
+        assert info["reward_parts"] == {"solved": 1.0, "few_guesses": pytest.approx(0.1 / 4)}
+        assert reward == pytest.approx(1.025) and info["success"]
+        assert info["verdict"]["metrics"] == {"guesses": 4.0}
+
+
+def test_a_truncated_multi_turn_episode_is_cancelled_and_the_next_one_starts_clean(guess):
+    with argym.make("argym/Verifiers-v0", env=guess, max_turns=2) as env:
+        env.reset(options={"task_id": "guess-1"})  # secret 5
+        env.step("50")
+        obs, reward, terminated, truncated, info = env.step("40")
+        assert truncated and not terminated and reward == 0.0 and obs[-1]["content"] == "lower"
+        env.reset(options={"task_id": "guess-1"})
+        obs, reward, terminated, *_ = env.step("5")
+        assert terminated and reward == pytest.approx(1.1)
+
+
+def test_a_multi_turn_env_that_raises_is_an_infrastructure_failure(guess):
+    with argym.make("argym/Verifiers-v0", env=guess) as env:
+        env.reset(options={"task_id": "guess-2"})
+        _, reward, terminated, _, info = env.step("EXPLODE")
+    assert terminated and info["infra_failure"] and reward == 0.0
+    assert "the game engine broke" in info["verdict"]["error"]
