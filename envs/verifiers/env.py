@@ -52,6 +52,8 @@ from argym.envs.base import Reply, TextEnv
 from argym.envs.loop import LoopThread, LoopTimeout
 from argym.envs.tasks import ListSource, TaskSource, split_of
 
+DEMO = "argym-verifiers-demo"
+"""The default: a small taskset shipped with argym (`argym.envs.verifiers.demo`)."""
 DEFAULT_MAX_TASKS = 10_000
 """How many tasks an endless taskset contributes when `max_tasks` is not given."""
 
@@ -65,18 +67,21 @@ def _vf() -> Any:
 
 
 class VerifiersEnv(TextEnv):
-    """A verifiers taskset as a single-answer text env, graded by the taskset's own rewards.
+    """A verifiers environment as an argym text env, graded by its tasks' own rewards.
 
-    ``env``: the taskset's id (its installed package, as ``vf-eval`` takes it);
+    One answer per episode for a plain taskset; a turn-by-turn exchange for a
+    package with its own one-agent `vf.Env`.
+
+    ``env``: the taskset's id (its installed package, as ``vf-eval`` takes it;
+    default: a demo shipped with argym, two-digit additions);
     every other unknown keyword goes to the taskset's config (its
     `TasksetConfig` subclass validates it). ``max_tasks`` caps how many tasks
     are read; ``test_fraction`` is the share hashed into the test split.
     """
 
-    def __init__(self, env: str, split: str = "train", max_turns: int = 8, test_fraction: float = 0.1,
+    def __init__(self, env: str = DEMO, split: str = "train", max_turns: int = 8, test_fraction: float = 0.1,
                  max_tasks: int | None = None, score_timeout_s: float = 60.0, success_reward: str | None = None,
-                 render_mode: str | None = None,
-                 executors: Any = None, **env_args: Any):
+                 render_mode: str | None = None, executors: Any = None, **env_args: Any):
         if not isinstance(env, str) or not env:
             raise ConfigError(f"env= must name an installed verifiers taskset package, got {env!r}.")
         if not 0.0 <= float(test_fraction) < 1.0:
@@ -102,6 +107,10 @@ class VerifiersEnv(TextEnv):
         from verifiers.v1.configs.agent import agent_config_fields
         from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
+        if self.env_id == DEMO:
+            from argym.envs.verifiers import demo
+
+            demo.register()
         try:
             env_config = resolve_env_config({"taskset": {**self.env_args, "id": self.env_id}})
             self._vf_env = load_environment(env_config)

@@ -246,3 +246,12 @@ def test_a_multi_turn_env_that_raises_is_an_infrastructure_failure(guess):
         _, reward, terminated, _, info = env.step("EXPLODE")
     assert terminated and info["infra_failure"] and reward == 0.0
     assert "the game engine broke" in info["verdict"]["error"]
+
+
+def test_the_default_is_the_demo_taskset_shipped_with_argym():
+    with argym.make("argym/Verifiers-v0") as env:
+        obs, _ = env.reset(seed=3)
+        a, b = (int(x) for x in obs[-1]["content"].removeprefix("What is ").rstrip("?").split(" + "))
+        _, reward, terminated, _, info = env.step(str(a + b))
+    assert terminated and reward == 1.0 and info["success"]
+    assert info["verdict"]["rewards"]["number_only"] == {"score": 1.0, "weight": 0.0}
