@@ -29,6 +29,8 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.dev-installed: $(VENV)/.installed
 	$(PIP) install -q -e ".[dev]"
 	bash .ci/pip-check.sh $(PY)
+	# a published MCP server for the ToolCall MCP tests, apart: it needs mcp>=2.3, verifiers 0.4.0 pins mcp==2.0.0
+	$(PIP) install -q --upgrade --target $(VENV)/mcp-servers/time "mcp-server-time==2026.10.19"
 	touch $@
 
 $(SMOLLM2):

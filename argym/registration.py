@@ -56,6 +56,11 @@ ENVS: tuple[EnvEntry, ...] = (
         "A running OpenEnv server (url=) as a text env: its observations as user messages, its reward as outcome "
         "(pip install 'argym[openenv]').",
     ),
+    EnvEntry(
+        "argym/Verifiers-v0",
+        "argym.envs.verifiers.env:VerifiersEnv",
+        "An installed verifiers environment (env=NAME, its taskset package); graded by its own weighted rewards.",
+    ),
 )
 
 
