@@ -1,6 +1,6 @@
 """Evaluation: run an agent on an env's split in order and score it.
 
-DESIGN.md, "Evaluation": walk the chosen split (default ``test``) in order, so
+docs/design.md, "Evaluation": walk the chosen split (default ``test``) in order, so
 two runs see the same tasks; ``episodes=N`` takes the first N tasks (all of
 them if N is larger); ``samples_per_task=k`` draws k samples per task and
 reports pass@1..pass@k with the unbiased estimator (arXiv 2107.03374);
@@ -66,7 +66,7 @@ class EvalResult:
     """sha256 of the evaluated tasks (ids, prompts, answers) in order: same hash, same task set."""
     argym_version: str = argym.__version__
     episodes: list[dict[str, Any]] = field(default_factory=list)
-    # provenance for leaderboards (DESIGN.md, Leaderboards); only the agent side knows these
+    # provenance for leaderboards (docs/design.md, Leaderboards); only the agent side knows these
     grader_versions: dict[str, str] = field(default_factory=dict)
     """The env's `grader_versions()`, e.g. ``{"math-verify": "0.8.0"}``."""
     split_hash: str = ""

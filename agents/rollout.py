@@ -2,7 +2,7 @@
 
 Runs many episodes at once (tasks × group size), batches generation across
 every live episode, steps the envs concurrently, and returns `Trajectory`
-objects that keep the invariants of DESIGN.md ("Agents and rollouts"):
+objects that keep the invariants of docs/design.md ("Agents and rollouts"):
 exact generated ids per turn, a loss mask on policy tokens (end-of-turn
 included), per-turn rewards on each turn's last policy token, and a token
 budget per episode (the env has no tokenizer; the engine does).

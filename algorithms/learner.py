@@ -7,7 +7,7 @@ DAPO, ... are config presets. It is built on `accelerate.Accelerator`:
 
 - each process passes its own trajectories (whole groups) to `update`;
 - every mini-batch loss is normalised by token / sequence counts summed over
-  all micro-batches *and* processes (ALGORITHMS.md §0), so the gradient does not
+  all micro-batches *and* processes (docs/design.md, Learners), so the gradient does not
   depend on `micro_batch_size` or on the number of processes;
 - gradients are accumulated over micro-batches with `no_sync` until the last
   one; since DDP/FSDP average gradients over processes and the loss already
@@ -15,7 +15,7 @@ DAPO, ... are config presets. It is built on `accelerate.Accelerator`:
   of processes before `backward`.
 
 π_old (the ratio's denominator) is recomputed here on the exact training
-context at the sampling temperature (DESIGN.md, Agents and rollouts); the
+context at the sampling temperature (docs/design.md, Agents and rollouts); the
 sampler's log-probs only feed the training–inference mismatch metric.
 """
 

@@ -1,7 +1,7 @@
 """The named algorithms as config instances of the one learner (never subclasses).
 
 Each preset is a `LearnerConfig` plus a `SamplingConfig` with its paper's
-defaults (ALGORITHMS.md). From Python::
+defaults (its `paper` field names the source). From Python::
 
     from argym.algorithms.presets import DAPO
     learner = Learner(model, DAPO.learner, accelerator)

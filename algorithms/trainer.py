@@ -247,7 +247,7 @@ class Trainer:
                         max_total_tokens=cfg.rollout.max_total_tokens)
 
     def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
-        """Roll out this step's groups and score them (DESIGN.md "score → update", steps 1 and 3).
+        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
 
         Reward components are summed first (the DAPO overlong penalty, in policy
         tokens); dynamic sampling then drops groups whose *outcome* rewards are

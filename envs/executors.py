@@ -4,9 +4,10 @@ Graders run candidate-controlled input through libraries that can hang
 (sympy on ``9^{9^{9^{9}}}``), and math-verify's own SIGALRM timeouts only work
 in a main thread. So graders run in worker processes, each the main thread
 of its own process, and the parent enforces a hard wall-clock deadline by
-killing the worker (research/SANDBOX_SWE.md §4, §7c). The rollout engine builds
-one `Executors` and hands it to every env, so 256 live episodes share one
-pool instead of starting 256 (DESIGN.md, "Agents and rollouts").
+killing the worker (without one, a hung verify holds a reward worker for good:
+inclusionAI/AReaL issue 1426). The rollout engine builds one `Executors` and
+hands it to every env, so 256 live episodes share one pool instead of
+starting 256 (docs/design.md, "Agents and rollouts").
 
 A worker is a fresh interpreter (like multiprocessing's spawn) started with
 `subprocess` and talking over a socket-pair `Connection`, not a

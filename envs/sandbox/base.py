@@ -1,7 +1,7 @@
 """The `Sandbox` interface: run untrusted programs and get back what they did.
 
-One interface, several backends (DESIGN.md, "Sandboxes";
-research/SANDBOX_SWE.md §7a): `ProcessSandbox` (namespaces + rlimits + a
+One interface, several backends (docs/design.md, "Sandboxes";
+docs/sandboxes.md): `ProcessSandbox` (namespaces + rlimits + a
 per-slot uid, no daemon) and `DockerSandbox` (one container per session).
 A sandbox is a pool of slots; `run` takes a free slot for its duration, so
 one sandbox is shared by every live episode (the rollout engine owns it).

@@ -1,6 +1,6 @@
 """`ProcessSandbox`: untrusted programs as child processes in fresh namespaces (no daemon).
 
-Per run (research/SANDBOX_SWE.md §6, §7a):
+Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this way"):
 - **uid per slot**: as root, each concurrent slot runs as its own unprivileged
   uid, so RLIMIT_NPROC is enforced (it is not for root) and slots cannot see
   or signal each other; after each run every process of that uid is killed.

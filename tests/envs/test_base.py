@@ -1,4 +1,4 @@
-"""The `TextEnv` contract (DESIGN.md, "The environment contract"), on every registered env and a toy one."""
+"""The `TextEnv` contract (docs/design.md, "The environment contract"), on every registered env and a toy one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""argym/Code-v0: task sources, code extraction, grading, multi-turn feedback (DESIGN.md, "Env families").
+"""argym/Code-v0: task sources, code extraction, grading, multi-turn feedback (docs/design.md, "Env families").
 
 The hostile-code cases live in tests/envs/sandbox/test_hostile.py.
 """

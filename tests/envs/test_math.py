@@ -1,4 +1,4 @@
-"""argym/Math-v0: the verifier, the task sources and the env (DESIGN.md, "Env families")."""
+"""argym/Math-v0: the verifier, the task sources and the env (docs/design.md, "Env families")."""
 
 from __future__ import annotations
 

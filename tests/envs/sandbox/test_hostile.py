@@ -1,4 +1,4 @@
-"""Hostile and broken code on every sandbox backend (research/SANDBOX_SWE.md §8; issue 4).
+"""Hostile and broken code on every sandbox backend (issue 4; docs/sandboxes.md).
 
 Each case grades a candidate for ``add(a, b)`` through the Code env's grader
 and checks: the verdict (never a pass), the host unchanged (canary intact, no
