@@ -1,4 +1,4 @@
-# The two README commands: `make quickstart` and `make test`.
+# The two README commands: `make quickstart` and `make test` (pytest, then .ci/packaging.sh).
 # Everything installs into .venv; torch's CPU build is pinned so that a CPU-only
 # machine does not pull a multi-GB CUDA build (GPU users: see README).
 PYTHON ?= python3
@@ -14,7 +14,10 @@ SMOLLM2 := $(ARGYM_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 BFCL := $(ARGYM_CACHE)/bfcl/2026.3.23/.complete
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test test-full venv dev smollm2 bfcl vllm clean
+# argym as users install it (the wheel in fresh venvs, run from outside the checkout): .ci/packaging.sh
+PACKAGING := BUILD_PY=$(PY) PYTHON=$(PYTHON) TORCH=$(TORCH) ARGYM_CACHE=$(ARGYM_CACHE) bash .ci/packaging.sh
+
+.PHONY: quickstart test test-full packaging venv dev smollm2 bfcl vllm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +29,8 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.dev-installed: $(VENV)/.installed
 	$(PIP) install -q -e ".[dev]"
 	bash .ci/pip-check.sh $(PY)
+	# a published MCP server for the ToolCall MCP tests, apart: it needs mcp>=2.3, verifiers 0.4.0 pins mcp==2.0.0
+	$(PIP) install -q --upgrade --target $(VENV)/mcp-servers/time "mcp-server-time==2026.10.19"
 	touch $@
 
 $(SMOLLM2):
@@ -57,7 +62,7 @@ quickstart: $(VENV)/.installed $(BFCL)
 define run_tests
 	bash .ci/setup-browser.sh
 	bash -c 'source .ci/setup-docker.sh && trap argym_docker_stop EXIT && \
-		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(1) $(PY) -m pytest $(PYTEST_ARGS)'
+		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(1) $(PY) -m pytest $(PYTEST_ARGS) && $(PACKAGING)'
 endef
 
 test: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
@@ -65,6 +70,9 @@ test: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 
 test-full: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 	$(call run_tests,ARGYM_TEST_FULL=1)
+
+packaging: $(VENV)/.dev-installed $(SMOLLM2) $(BFCL)
+	bash -c 'source .ci/setup-docker.sh && trap argym_docker_stop EXIT && $(PACKAGING)'
 
 clean:
 	rm -rf $(VENV) build *.egg-info

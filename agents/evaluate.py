@@ -1,6 +1,6 @@
 """Evaluation: run an agent on an env's split in order and score it.
 
-DESIGN.md, "Evaluation": walk the chosen split (default ``test``) in order, so
+docs/design.md, "Evaluation": walk the chosen split (default ``test``) in order, so
 two runs see the same tasks; ``episodes=N`` takes the first N tasks (all of
 them if N is larger); ``samples_per_task=k`` draws k samples per task and
 reports pass@1..pass@k with the unbiased estimator (arXiv 2107.03374);
@@ -66,7 +66,7 @@ class EvalResult:
     """sha256 of the evaluated tasks (ids, prompts, answers) in order: same hash, same task set."""
     argym_version: str = argym.__version__
     episodes: list[dict[str, Any]] = field(default_factory=list)
-    # provenance for leaderboards (DESIGN.md, Leaderboards); only the agent side knows these
+    # provenance for leaderboards (docs/design.md, Leaderboards); only the agent side knows these
     grader_versions: dict[str, str] = field(default_factory=dict)
     """The env's `grader_versions()`, e.g. ``{"math-verify": "0.8.0"}``."""
     split_hash: str = ""
@@ -131,13 +131,17 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
         agent = load_agent(agent, seed=seed)
     agent_spec = agent_spec or getattr(agent, "name", type(agent).__name__)
 
+    from argym.agents.program import ProgramAgent
     from argym.agents.rollout import RolloutEngine
 
-    engine = RolloutEngine(env_id, env_kwargs, agent, sampling, max_total_tokens=max_total_tokens)
-    try:
-        trajectories = engine.run(tasks, group_size=samples_per_task, seed=seed)
-    finally:
-        engine.close()
+    if isinstance(agent, ProgramAgent):  # an agent program drives its own episodes
+        trajectories = agent.run(env_id, env_kwargs, tasks, samples_per_task, seed, sampling, max_total_tokens)
+    else:
+        engine = RolloutEngine(env_id, env_kwargs, agent, sampling, max_total_tokens=max_total_tokens)
+        try:
+            trajectories = engine.run(tasks, group_size=samples_per_task, seed=seed)
+        finally:
+            engine.close()
     result = score(trajectories, env_id=env_id, env_kwargs=env_kwargs, split=split, tasks=tasks,
                    samples_per_task=samples_per_task, seed=seed, agent=agent_spec, sampling=sampling.to_dict())
     result.grader_versions, result.split_hash, result.env_defaults = grader_versions, split_hash, env_defaults

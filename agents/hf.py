@@ -61,7 +61,7 @@ class HFPolicy:
         self.tokenizer = tokenizer
         self.name = name
         self.renderer = ChatRenderer(tokenizer)
-        if tokenizer.pad_token_id is None:  # SmolLM2 ships none (PRACTICAL.md)
+        if tokenizer.pad_token_id is None:  # SmolLM2's tokenizer defines none
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
         self.stop_ids = sorted({self.renderer.eos_id, *([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])})

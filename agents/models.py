@@ -9,7 +9,7 @@ training configs load like any other.
 Why a rebuild rather than `save_pretrained` of the GGUF-loaded model: transformers
 flags a model loaded from GGUF as quantized (`config.quantization_config`), and
 trainers then refuse to fine-tune it. The weights are copied into a model built
-from the config without that flag (PRACTICAL.md, "Models").
+from the config without that flag (docs/design.md, Agents: "Real models offline").
 """
 
 from __future__ import annotations

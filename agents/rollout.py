@@ -2,14 +2,22 @@
 
 Runs many episodes at once (tasks × group size), batches generation across
 every live episode, steps the envs concurrently, and returns `Trajectory`
-objects that keep the invariants of DESIGN.md ("Agents and rollouts"):
+objects that keep the invariants of docs/design.md ("Agents and rollouts"):
 exact generated ids per turn, a loss mask on policy tokens (end-of-turn
 included), per-turn rewards on each turn's last policy token, and a token
 budget per episode (the env has no tokenizer; the engine does).
+
+An episode whose env cannot start (`InfrastructureError` from ``reset`` or
+``restore``: a sandbox that will not run, a workspace that cannot be built)
+is not the policy's doing: it comes back as an infrastructure-failure
+trajectory on which nothing was generated (no new turn, no policy token),
+which the learner drops and counts and evaluation leaves out of the score,
+and the other episodes go on.
 """
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,7 +25,10 @@ from typing import Any
 import argym
 from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
+from argym.errors import InfrastructureError
 from argym.types import Message, Task, Trajectory
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,6 +50,12 @@ class _Episode:
     truncated: bool = False
     finish_reason: str = ""
     snapshots: list[Any] | None = None  # env state before each turn, when the caller asked for them
+    infra_error: str = ""  # why the env could not start the episode; it is then never driven
+
+    def fail(self, what: str, error: InfrastructureError) -> None:
+        """The env's `what` (reset, restore) raised a harness fault: the episode ends unstarted, an infra failure."""
+        self.infra_error, self.finish_reason = f"{what} failed: {error}", "infra_failure"
+        log.warning("task %r: %s; counted as an infrastructure failure", self.task.id, self.infra_error)
 
     @property
     def done(self) -> bool:
@@ -63,7 +80,8 @@ class _Episode:
             turns=len(self.infos), terminated=self.terminated, truncated=self.truncated, infos=self.infos,
             token_ids=self.ids, loss_mask=self.mask, sampler_logprobs=self.logprobs,
             turn_rewards=self.turn_rewards, turn_ends=self.turn_ends, group=self.group,
-            infra_failure=any(i.get("infra_failure", False) for i in self.infos), finish_reason=self.finish_reason,
+            infra_failure=bool(self.infra_error) or any(i.get("infra_failure", False) for i in self.infos),
+            finish_reason=self.finish_reason,
             snapshots=self.snapshots if self.snapshots is not None else [],
         )
 
@@ -127,9 +145,12 @@ class RolloutEngine:
         for t, task in enumerate(tasks):
             for s in range(group_size):
                 env = self._env(len(episodes))
-                obs, _ = env.reset(seed=seed + len(episodes), options={"task": task})
-                episodes.append(_Episode(env=env, task=task, group=t, obs=obs,
-                                         snapshots=[] if record_snapshots else None))
+                ep = _Episode(env=env, task=task, group=t, obs=[], snapshots=[] if record_snapshots else None)
+                try:
+                    ep.obs, _ = env.reset(seed=seed + len(episodes), options={"task": task})
+                except InfrastructureError as e:
+                    ep.fail("reset", e)
+                episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
     def resume(self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None) -> list[Trajectory]:
@@ -143,19 +164,23 @@ class RolloutEngine:
         episodes = []
         for i, st in enumerate(starts):
             env = self._env(i)
-            env.get_wrapper_attr("restore")(st.state)
             ep = _Episode(env=env, task=st.task, group=st.group, obs=[dict(m) for m in st.messages],  # type: ignore[misc]
                           turn_rewards=list(st.turn_rewards), turn_ends=list(st.turn_ends), infos=list(st.infos),
                           reward=float(sum(st.turn_rewards)))
+            try:
+                env.get_wrapper_attr("restore")(st.state)
+            except InfrastructureError as e:
+                ep.fail("restore", e)
             ep.extend(list(st.ids), policy=False)
             episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
     def _drive(self, episodes: list[_Episode], sampling: SamplingParams | None, seed: int) -> list[Trajectory]:
+        started = [ep for ep in episodes if not ep.infra_error]
         if self.renderer is not None:
-            self._run_tokens(episodes, sampling or self.sampling, seed)
+            self._run_tokens(started, sampling or self.sampling, seed)
         else:
-            self._run_messages(episodes, sampling or self.sampling, seed)
+            self._run_messages(started, sampling or self.sampling, seed)
         return [ep.trajectory() for ep in episodes]
 
     def _step_all(self, episodes: list[_Episode], actions: list[Any]) -> None:

@@ -9,6 +9,7 @@
 | ``hf:PATH`` | any local Hugging Face checkpoint directory (or ``hf:smollm2``, prepared on first use) |
 | ``vllm:PATH[?key=value&...]`` | the same checkpoint served by vLLM's offline engine (`VLLMConfig` keys, e.g. ``dtype=float32``) |
 | ``openai:URL[?model=NAME&key=value...]`` | a server speaking the Chat Completions API (`OpenAIConfig` keys) |
+| ``program:MODULE:FN@SPEC`` | an agent program (`agents/program.py`) with the agent `SPEC` behind its endpoint |
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from argym.errors import ConfigError
 
-SPECS = ("oracle", "random", "tiny", "tiny:RUN_DIR", "hf:PATH", "vllm:PATH", "openai:URL")
+SPECS = ("oracle", "random", "tiny", "tiny:RUN_DIR", "hf:PATH", "vllm:PATH", "openai:URL", "program:MODULE:FN@SPEC")
 
 
 def checkpoint_policy_dir(path: str | Path) -> Path:
@@ -60,6 +61,10 @@ def load_agent(spec: str, seed: int = 0) -> Any:
 
         url, options = split_options(arg)
         return OpenAIAgent(url, config_from_options(OpenAIConfig, options, spec))
+    if kind == "program" and arg:
+        from argym.agents.program import load_program_agent
+
+        return load_program_agent(arg, seed=seed)
     raise ConfigError(f"Unknown agent spec {spec!r}; expected one of: {', '.join(SPECS)}.")
 
 

@@ -210,7 +210,7 @@ def length_adaptive_lambda(lengths: Tensor, alpha: float = 0.05, low: float = 0.
     """VAPO's λ_policy = 1 − 1/(α·l), clamped to [low, high]; (B,) → (B,).
 
     (VAPO, arXiv 2504.05118 eq. 7: Σ_t λ^t = 1/(1−λ) = α·l.) For l ≤ 1/α the raw
-    value is ≤ 0, hence the clamp (ALGORITHMS.md §4).
+    value is ≤ 0, hence the clamp (docs/design.md, "VAPO's λ_policy rule").
     """
     lam = 1.0 - 1.0 / (alpha * lengths.to(torch.float64).clamp(min=1e-9))
     return lam.clamp(low, high).float()
@@ -221,7 +221,7 @@ def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0,
     """Generalised advantage estimation over policy tokens; returns ``(advantages, returns)`` (B, T).
 
     δ_t = r_t + γ V_{t'} − V_t,  Â_t = δ_t + γλ Â_{t'}  (arXiv 1506.02438 eq. 16),
-    t' the next *policy* token (env tokens are skipped, DESIGN.md), V = 0 after
+    t' the next *policy* token (env tokens are skipped, docs/design.md), V = 0 after
     the last one. `lam` is a float or one λ per row (B,) (VAPO's length-adaptive
     λ). Returns R_t = Â_t + V_t; with λ = 1 these are the Monte-Carlo returns
     (VAPO's λ_critic = 1, arXiv 2504.05118 §3.2). Both are 0 off the mask.
@@ -272,8 +272,10 @@ returns_advantage.token_level = True  # type: ignore[attr-defined]
 def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
     """VAPO's actor advantages: GAE with the critic's values and λ_policy per sequence (B, T).
 
-    λ_policy = 1 − 1/(α·l) with l the response's policy-token count when
-    ``lam_alpha > 0`` (arXiv 2504.05118 eq. 7), else the fixed ``lam_policy``.
+    λ_policy = max(1 − 1/(α·l), lam_policy) with l the response's policy-token count when
+    ``lam_alpha > 0`` (arXiv 2504.05118 eq. 7, α = 0.05), else the fixed ``lam_policy``. The floor
+    (VC-PPO's 0.95) keeps short answers from λ ≤ 0 (l ≤ 1/α = 20), i.e. Â = [δ_1, …, δ_l] with no credit
+    flowing back; the paper's long answers (l ≥ 400 at α = 0.05) get its adaptive λ unchanged.
     The critic's targets use λ_critic (decoupled GAE, §3.2) and are computed by the critic.
     """
     if batch.values is None:
@@ -282,7 +284,7 @@ def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
         raise ConfigError("advantage 'gae' needs a value model: build the Learner with critic= "
                           "(argym.algorithms.value.Critic), as the trainer does for VAPO.")
     if config.lam_alpha > 0:
-        lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha)  # (B,)
+        lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
     else:
         lam = config.lam_policy
     adv, _ = gae(batch.token_rewards, batch.values, batch.loss_mask, config.gamma, lam)

@@ -7,7 +7,7 @@ so every per-token field of `TrainBatch` is *target-aligned*: column t of a
 (B, L − 1) tensor belongs to token ``input_ids[:, t + 1]``, i.e. it is the
 trajectory field shifted by one (``traj.loss_mask[1:]``).
 
-Infrastructure failures are dropped here and counted (DESIGN.md, "score →
+Infrastructure failures are dropped here and counted (docs/design.md, "score →
 update" step 2), so no learner trains on a harness fault.
 """
 

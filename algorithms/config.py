@@ -6,7 +6,7 @@ answers, trained with GRPO on two-digit addition (`argym/Math-v0`).
 dotted overrides; unknown keys are errors that name the close matches.
 ``algo=dapo`` (an override, or ``algo: dapo`` in a file) applies a named
 preset (`argym.algorithms.presets`) to the `algorithm` and `sampling`
-sections first; the file's and the other overrides' values then win.
+sections; `load_config` states the one order of all sources.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from argym.agents.program import ProgramConfig
 from argym.agents.tiny import TinyModelConfig
 from argym.agents.vllm import VLLMConfig
 from argym.algorithms.learner import LearnerConfig
@@ -113,7 +114,8 @@ class RolloutConfig:
     max_total_tokens: int = 512
     """Token budget of one episode (prompt, turns and env replies)."""
     strategy: str = "plain"
-    """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)."""
+    """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)
+    | program (your agent program through argym's endpoint, the `agent` section)."""
     backend: str = "hf"
     """Who generates: hf (transformers, eager), hf-compiled (transformers' static KV cache + torch.compile),
     vllm (vLLM's offline engine, `rollout.vllm`; the learner's weights are loaded into it after every update)."""
@@ -161,6 +163,8 @@ class TrainConfig:
     """R³L's reflect-and-retry rollouts (`rollout.strategy: r3l`)."""
     decomposer: DecomposerConfig = field(default_factory=DecomposerConfig)
     """Decomposer-Reasoner utility mode (`rollout.strategy: decomposer`)."""
+    agent: ProgramConfig = field(default_factory=ProgramConfig)
+    """The agent program `rollout.strategy: program` trains (docs/agent_programs.md)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
     steps: int = 100
@@ -180,8 +184,12 @@ class TrainConfig:
                 f"algorithm.temperature ({self.algorithm.temperature}) must equal rollout.temperature "
                 f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
                 f"Set both.")
-        if self.rollout.strategy not in ("plain", "r3l", "decomposer"):
-            raise ConfigError(f"rollout.strategy must be plain, r3l or decomposer, got {self.rollout.strategy!r}.")
+        if self.rollout.strategy not in ("plain", "r3l", "decomposer", "program"):
+            raise ConfigError(f"rollout.strategy must be plain, r3l, decomposer or program, "
+                              f"got {self.rollout.strategy!r}.")
+        if self.agent.program and self.rollout.strategy != "program":
+            raise ConfigError(f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
+                              "set rollout.strategy=program to train the program.")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -225,31 +233,58 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Read a YAML recipe (or the defaults when `path` is None) and apply overrides."""
-    from argym.algorithms.presets import get_preset
+    """Read a YAML recipe (or the defaults when `path` is None) and apply overrides.
 
+    Every run resolves its sources in one order, here and nowhere else:
+
+        defaults → file's preset → file → override's preset → other overrides → derived values
+
+    A preset applies just below the source that names it: ``algo: dapo`` in a
+    file is the base the file's own sections then change (a recipe that sets
+    `algorithm.num_minibatches` keeps it); ``algo=dapo`` on the command line
+    re-bases the recipe on that algorithm (its `SCALE_FIELDS` kept), below the
+    other overrides. Derived values (Dr.GRPO's constant C = `rollout.max_new_tokens`)
+    are filled last, from the final values, unless some source set them.
+    """
     data: dict[str, Any] = TrainConfig().to_dict()
+    loaded: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"Config file {str(path)!r} does not exist.")
         loaded = yaml.safe_load(path.read_text()) or {}
-        if isinstance(loaded, dict) and loaded.get("algo"):
-            get_preset(str(loaded["algo"])).apply(data)  # the file's own sections then win
-        merge_sections(data, loaded)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"A config file must hold a mapping, got {type(loaded).__name__}.")
+    _apply_preset(data, loaded.get("algo"))
+    merge_sections(data, loaded)
     presets = [o for o in overrides if o.split("=", 1)[0].strip() == "algo"]
-    for o in presets:  # algo=NAME first, so that the other overrides win
+    for o in presets:
         apply_override(data, o)
-        if data["algo"]:
-            get_preset(str(data["algo"])).apply(data)
+        _apply_preset(data, data["algo"])
     for o in overrides:
         if o not in presets:
             apply_override(data, o)
-    if presets and data["algo"] and get_preset(str(data["algo"])).agg_constant_is_max_tokens and not any(
-            o.split("=", 1)[0].strip() == "algorithm.loss_agg_constant" for o in overrides):
-        # Dr.GRPO's constant C is the max generation length, whichever override set it
-        data["algorithm"]["loss_agg_constant"] = float(data["rollout"]["max_new_tokens"])
+    _derive(data)
     return from_dict(TrainConfig, data)
+
+
+def _apply_preset(data: dict[str, Any], name: Any) -> None:
+    from argym.algorithms.presets import get_preset
+
+    if name:
+        get_preset(str(name)).apply(data)
+
+
+def _derive(data: dict[str, Any]) -> None:
+    """Values computed from others once every source applied (see `load_config`)."""
+    from argym.algorithms.presets import get_preset
+
+    algo = data.get("algorithm", {})
+    preset = get_preset(str(data["algo"])) if data.get("algo") else None
+    if algo.get("loss_agg_constant") is None and algo.get("loss_agg") == "seq-mean-token-sum-norm" and (
+            preset is not None and preset.agg_constant_is_max_tokens):
+        # Dr.GRPO (arXiv 2503.20783 §3.2): C is the max generation length of *this* run
+        algo["loss_agg_constant"] = float(data["rollout"]["max_new_tokens"])
 
 
 def merge_sections(base: dict[str, Any], new: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 Where sub-answers cannot be verified (so the verified wrapper,
 `argym.envs.wrappers.DecomposeReasoner`, does not apply), A²D trains a
 *decomposer* that writes sub-question hints and a *reasoner* that solves the
-task, and the only verifiable signal stays the final answer (ALGORITHMS.md §9):
+task, and the only verifiable signal stays the final answer (arXiv 2602.00759):
 
 - per task the reasoner first samples `group_size` ordinary rollouts;
 - the decomposer writes `hint_sets` hint lists for the task (a role prompt);

@@ -7,7 +7,7 @@ DAPO, ... are config presets. It is built on `accelerate.Accelerator`:
 
 - each process passes its own trajectories (whole groups) to `update`;
 - every mini-batch loss is normalised by token / sequence counts summed over
-  all micro-batches *and* processes (ALGORITHMS.md §0), so the gradient does not
+  all micro-batches *and* processes (docs/design.md, Learners), so the gradient does not
   depend on `micro_batch_size` or on the number of processes;
 - gradients are accumulated over micro-batches with `no_sync` until the last
   one; since DDP/FSDP average gradients over processes and the loss already
@@ -15,7 +15,7 @@ DAPO, ... are config presets. It is built on `accelerate.Accelerator`:
   of processes before `backward`.
 
 π_old (the ratio's denominator) is recomputed here on the exact training
-context at the sampling temperature (DESIGN.md, Agents and rollouts); the
+context at the sampling temperature (docs/design.md, Agents and rollouts); the
 sampler's log-probs only feed the training–inference mismatch metric.
 """
 
@@ -95,13 +95,16 @@ class LearnerConfig:
     adv_baseline: bool = True
     """`advantage: returns`: subtract the group's mean return (False: raw returns)."""
     lam_policy: float = 0.95
-    """GAE λ of the actor's advantages when `lam_alpha` is 0 (VC-PPO's 0.95)."""
+    """GAE λ of the actor's advantages: fixed when `lam_alpha` is 0, else the floor of the length-adaptive
+    λ (VC-PPO's 0.95, arXiv 2503.01491), so answers shorter than 1/(α(1 − λ)) = 400 tokens keep 0.95."""
     lam_alpha: float = 0.05
-    """α of VAPO's length-adaptive λ_policy = 1 − 1/(α·l) (arXiv 2504.05118 eq. 7); 0: fixed `lam_policy`."""
+    """α of VAPO's length-adaptive λ_policy = max(1 − 1/(α·l), lam_policy) (arXiv 2504.05118 eq. 7, α = 0.05);
+    0: fixed `lam_policy`. Without the floor, λ ≤ 0 for l ≤ 1/α = 20 tokens and Â_t = δ_t only."""
     lam_critic: float = 1.0
     """GAE λ of the critic's targets; 1 gives Monte-Carlo returns (VAPO's decoupled GAE)."""
-    value_lr: float = 2e-6
-    """Critic AdamW learning rate (VAPO: 2e-6, twice the actor's 1e-6)."""
+    value_lr_scale: float = 2.0
+    """Critic AdamW learning rate as a multiple of the actor's `lr` (VAPO arXiv 2504.05118 §4.1: critic 2e-6,
+    actor 1e-6), so a recipe's lr moves both and the critic never runs slower than the paper has it."""
     value_clip: float | None = 0.2
     """Clip of the value update around the old values (PPO's clipped value loss); None: off."""
     value_pretrain_steps: int = 50
@@ -138,7 +141,8 @@ class LearnerConfig:
         for name in ("lam_policy", "lam_critic"):
             need(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}.")
         need(self.lam_alpha >= 0, f"lam_alpha must be >= 0 (0: fixed lam_policy), got {self.lam_alpha}.")
-        need(self.value_lr > 0, f"value_lr must be > 0, got {self.value_lr}; VAPO uses 2e-6.")
+        need(self.value_lr_scale > 0, f"value_lr_scale must be > 0, got {self.value_lr_scale}; VAPO uses 2 "
+             "(critic lr = value_lr_scale × lr).")
         need(self.value_pretrain_steps >= 0, f"value_pretrain_steps must be >= 0, got {self.value_pretrain_steps}.")
         for name in ("num_minibatches", "ppo_epochs", "micro_batch_size"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}.")
@@ -167,8 +171,11 @@ class Learner:
     the learner accumulates micro-batches itself). `ref_model` is required when
     ``config.kl_coef > 0``; it is frozen and prepared for evaluation.
 
-    Set the model's dropout to 0 for RL: π_old is computed in eval mode and a
-    training forward with dropout would make the ratio ≠ 1 on-policy.
+    The model's dropout is switched off (`disable_dropout`), as verl and OpenRLHF
+    do for RL: π_old is a deterministic forward, and a training forward with
+    dropout (attention or LoRA) would make the ratio ≠ 1 at θ = θ_old. π_old is
+    also computed on the training forward's own path (same micro-batches, hence the
+    same shapes, padding and shared-prompt plan), so in bf16 it matches to the bit.
     """
 
     def __init__(self, model: nn.Module, config: LearnerConfig, accelerator: Accelerator,
@@ -181,6 +188,7 @@ class Learner:
                               "(a frozen copy of the initial policy) or set kl_coef=0.")
         self.config = config
         self.accelerator = accelerator
+        disable_dropout(model)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                       lr=config.lr, weight_decay=config.weight_decay)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
@@ -243,21 +251,26 @@ class Learner:
         self._shuffle_gen.set_state(state["shuffle_rng"])
 
     @torch.no_grad()
-    def logprobs(self, batch: TrainBatch, model: nn.Module | None = None) -> Tensor:
+    def logprobs(self, batch: TrainBatch, model: nn.Module | None = None,
+                 minibatches: list[Tensor] | None = None) -> Tensor:
         """Log-probs (B, L-1) of `batch`'s targets under `model` (default: the policy) at T.
 
-        No grad, eval mode, in micro-batches of `micro_batch_size`; 0 on padding.
-        Returned on the CPU, like the rest of a `TrainBatch`.
+        No grad, eval mode (dropout is off either way), 0 on padding, returned on
+        the CPU like the rest of a `TrainBatch`. The rows go through the forward as
+        the update's micro-batches do: `micro_batch_size` rows of each of
+        `minibatches` (row indices; default: all rows in order), so π_old and the
+        training forward see the same shapes and take the same numerical path.
         """
         model = self.model if model is None else model
         was_training = model.training
         model.eval()
         out = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)  # (B, L-1)
-        start = 0
-        for mb in split_batch(batch, self.config.micro_batch_size):
-            logp, _ = self._forward(model, mb.to(self.accelerator.device))
-            out[start:start + len(mb), :logp.shape[1]] = logp.cpu()
-            start += len(mb)
+        for rows in minibatches if minibatches is not None else [torch.arange(len(batch))]:
+            start = 0
+            for mb in split_batch(batch.select(rows), self.config.micro_batch_size):
+                logp, _ = self._forward(model, mb.to(self.accelerator.device))
+                out[rows[start:start + len(mb)], :logp.shape[1]] = logp.cpu()
+                start += len(mb)
         model.train(was_training)
         return out * (batch.attention_mask[:, 1:] > 0)
 
@@ -265,7 +278,7 @@ class Learner:
 
     def prepare_batch(self, trajectories: list[Trajectory], pad_id: int,
                       advantages: Tensor | list[list[float]] | None = None,
-                      old_logprobs: bool = True) -> TrainBatch:
+                      old_logprobs: bool = True, minibatches: list[Tensor] | None = None) -> TrainBatch:
         """Advantages, padding, π_old and (if kl_coef > 0) π_ref: everything before the steps.
 
         Without `advantages`, outcome advantages come from `traj.reward` and
@@ -273,14 +286,15 @@ class Learner:
         that are not infra failures. Otherwise pass them aligned with
         `trajectories`: (N,) per trajectory, or token-level lists (see `make_batch`).
         With ``old_logprobs=False`` π_old is left to the training forward
-        (`update` does so when `reuses_training_forward`).
+        (`update` does so when `reuses_training_forward`); `minibatches` is the
+        first epoch's partition, for π_old to take the training forward's path.
         """
         given = advantages is not None
         if not given:
             advantages = torch.zeros(len(trajectories))  # placeholder until π_old / π_ref exist
         batch = make_batch(trajectories, advantages, pad_id)
         if old_logprobs:
-            batch.old_logprobs = self.logprobs(batch)
+            batch.old_logprobs = self.logprobs(batch, minibatches=minibatches)
         if self.config.kl_coef > 0:
             batch.ref_logprobs = self.logprobs(batch, model=self.ref_model)
         if self.critic is not None:
@@ -420,24 +434,22 @@ class Learner:
         token), `reward` and `group` (samples of one task share it, and a group
         must be whole within this call); `sampler_logprobs` is optional.
         Trajectories with `infra_failure` are dropped before the advantages.
-        In multi-process training each process must keep at least
-        `num_minibatches` trajectories, so all take the same steps.
+        A process holding fewer than `num_minibatches` trajectories makes every
+        process take that many steps instead (`train/optimizer_steps` shows it).
         """
         cfg, acc = self.config, self.accelerator
         n_dropped = sum(t.infra_failure for t in trajectories)
         if n_dropped == len(trajectories):
             return {"train/infra_dropped": float(n_dropped)}
-        batch = self.prepare_batch(trajectories, pad_id, advantages,
+        groups = torch.tensor([t.group for t in trajectories if not t.infra_failure])  # the batch's rows, in order
+        n_minibatches = self._num_minibatches(len(groups))
+        first = self._partition(groups, n_minibatches)  # epoch 1's, also π_old's path
+        batch = self.prepare_batch(trajectories, pad_id, advantages, minibatches=first,
                                    old_logprobs=not self.reuses_training_forward)
-        if len(batch) < cfg.num_minibatches:
-            raise ConfigError(f"{len(batch)} trajectories cannot fill num_minibatches="
-                              f"{cfg.num_minibatches}; lower it or collect a larger batch.")
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor] = []
-        for _ in range(cfg.ppo_epochs):
-            order = (torch.randperm(len(batch), generator=self._shuffle_gen) if cfg.shuffle
-                     else torch.arange(len(batch)))
-            for rows in torch.tensor_split(order, cfg.num_minibatches):
+        for epoch in range(cfg.ppo_epochs):
+            for rows in first if epoch == 0 else self._partition(groups, n_minibatches):
                 mini = batch.select(rows)
                 sums = self.backward_minibatch(mini)
                 if batch.old_logprobs is None and mini.old_logprobs is not None:  # one mini-batch: all rows
@@ -455,6 +467,27 @@ class Learner:
         if self.critic is not None:  # decoupled GAE: the critic regresses on λ_critic returns (VAPO §3.2)
             metrics.update(self.critic.update(batch, self.value_targets(batch), epochs=cfg.ppo_epochs))
         return metrics
+
+    def _num_minibatches(self, n: int) -> int:
+        """`num_minibatches`, or fewer when a process holds fewer trajectories (a small dynamic-sampling
+        draw, a tiny recipe): every process takes the same count, that of the smallest share."""
+        smallest = int(self.accelerator.gather(torch.tensor([n], device=self.accelerator.device)).min())
+        return max(1, min(self.config.num_minibatches, smallest))
+
+    def _partition(self, groups: Tensor, n_minibatches: int) -> list[Tensor]:
+        """One epoch's mini-batches as row indices: whole groups, in an order shuffled by `seed` unless
+        `shuffle` is off. verl counts its mini-batch in prompts (DAPO's 512 responses = 32 prompts × 16), and a
+        whole group shares its prompt forward (algorithms/prefix.py); rows are split when there are fewer
+        groups than mini-batches."""
+        cfg = self.config
+        ids, inverse = torch.unique(groups, return_inverse=True)
+        by_group = len(ids) >= n_minibatches
+        units = len(ids) if by_group else len(groups)
+        order = torch.randperm(units, generator=self._shuffle_gen) if cfg.shuffle else torch.arange(units)
+        chunks = torch.tensor_split(order, n_minibatches)
+        if not by_group:
+            return list(chunks)
+        return [torch.cat([torch.nonzero(inverse == g).flatten() for g in chunk.tolist()]) for chunk in chunks]
 
     def value_targets(self, batch: TrainBatch) -> Tensor:
         """The critic's targets: GAE returns with λ_critic (1: Monte-Carlo), (B, L-1)."""
@@ -509,3 +542,19 @@ class Learner:
             out["train/logprob_mismatch_mean"] = s["gap"] / s["gap_n"]
             out["train/logprob_mismatch_max"] = gap_max
         return out
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """Switch every dropout in `model` off: `nn.Dropout` modules (LoRA's `lora_dropout` too) and
+    the attention dropout transformers' attention modules read from a float attribute in train mode.
+
+    RL needs π_θ = π_old at equal weights (the ratio is 1 on-policy), so the policy
+    and the critic train without dropout, as verl and OpenRLHF do (they set the
+    model config's dropouts to 0); here the modules are changed, not the saved config.
+    """
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        for name in ("attention_dropout", "dropout"):
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, 0.0)

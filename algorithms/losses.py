@@ -9,7 +9,7 @@ Three registries, each filled by name so presets only pick names:
 - aggregations reduce a per-token loss (B, T) to a scalar.
 
 Aggregation always divides by counts of the whole global (mini-)batch, which
-the caller passes in (ALGORITHMS.md §0; verl's `global_batch_info`). Hence the
+the caller passes in (docs/design.md, Learners; verl's `global_batch_info`). Hence the
 aggregated losses of the micro-batches sum to the loss of the full batch, and
 the gradient does not depend on how the batch was split.
 """
@@ -165,7 +165,7 @@ def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """k3 = π_ref/π_θ − log(π_ref/π_θ) − 1 ≥ 0 (GRPO's KL, arXiv 2402.03300 eq. 4; verl "low_var_kl").
 
     Clamped as verl's `kl_penalty_forward`: log-ratio to ±20, value to [−10, 10].
-    Note its gradient as a loss is a biased estimate of ∇KL (ALGORITHMS.md §1).
+    Note its gradient as a loss is a biased estimate of ∇KL (volcengine/verl PR 2953, huggingface/trl 4637).
     """
     log_ratio = (ref_logp - logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # (B, T)
     return (torch.exp(log_ratio) - log_ratio - 1.0).clamp(-10.0, 10.0)
@@ -216,7 +216,7 @@ def aggregate(per_token: Tensor, mask: Tensor, mode: str, global_tokens: float,
     `global_tokens` is Σ M and `global_seqs` is the number of sequences over the
     whole mini-batch (all micro-batches, all processes), not over `per_token`'s
     rows, so summing this over the micro-batches of a batch gives the batch's
-    loss. Modes (ALGORITHMS.md §0):
+    loss. Modes (named as verl's `agg_loss` names them):
 
     - ``token-mean``: Σ_{i,t} M·L / global_tokens
     - ``seq-mean-token-mean``: Σ_i (Σ_t M·L / |o_i|) / global_seqs, |o_i| = Σ_t M_i,t

@@ -8,6 +8,15 @@ from pathlib import Path
 from typing import Any
 
 
+def tampered_rate(trajectories: list[Any]) -> float:
+    """The fraction of trajectories whose grader found the test run tampered with (``verdict["tampered"]``,
+    SWE-v0's sentinels): reward hacking caught, worth watching as training pushes on the reward."""
+    if not trajectories:
+        return 0.0
+    hit = [any((info.get("verdict") or {}).get("tampered") is True for info in t.infos) for t in trajectories]
+    return sum(hit) / len(trajectories)
+
+
 class MetricsLog:
     """Appends one JSON object per step to `metrics.jsonl` and mirrors scalars to TensorBoard."""
 

@@ -2,7 +2,7 @@
 
 `argym.rewards.compose.RewardComposer` is pure scoring; the components that
 need more than a trajectory get their scorer here, where the trainer's policy
-and config are known (DESIGN.md: rewards never import learners).
+and config are known (docs/design.md: rewards never import learners).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """DAPO's rollout-side parts: soft overlong punishment and dynamic sampling (arXiv 2503.14476).
 
-Both run inside the trainer's "score → update" order (DESIGN.md): the overlong
+Both run inside the trainer's "score → update" order (docs/design.md): the overlong
 penalty is a reward component (step 1), dynamic sampling filters groups on the
 *outcome* reward, before the penalty (step 3). Lengths count policy tokens, so
 env replies never count against a response, and the penalty reads the longest

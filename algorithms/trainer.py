@@ -24,6 +24,7 @@ import yaml
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
+from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
@@ -31,7 +32,7 @@ from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.decomposer import UtilityDecomposer
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
-from argym.algorithms.metrics import MetricsLog, plot_learning_curve
+from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_rate
 from argym.algorithms.r3l.retry import R3LRollout
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
@@ -99,6 +100,9 @@ def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: HFPolicy) ->
         return R3LRollout(engine, cfg.r3l, policy)
     if cfg.rollout.strategy == "decomposer":
         return UtilityDecomposer(engine, cfg.decomposer, policy)
+    if cfg.rollout.strategy == "program":
+        return ProgramRunner.from_config(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, engine.agent, cfg.agent,
+                                         engine.sampling, engine.max_total_tokens, training=True)
     return None
 
 
@@ -124,6 +128,7 @@ class Trainer:
         if cfg.policy.gradient_checkpointing:
             self.policy.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.step = 0
+        self.value_pretrained = 0  # VAPO's value-pretraining steps done (a checkpoint records them)
         if state is None and cfg.warm_start.steps > 0:
             self._warm_start()
         ref_model = self._reference(resumed=state is not None) if cfg.algorithm.kl_coef > 0 else None
@@ -139,6 +144,8 @@ class Trainer:
             if critic is not None and state.get("critic") is not None:
                 critic.model.load_state_dict(state["critic"])
                 critic.optimizer.load_state_dict(state["critic_optimizer"])
+                # a checkpoint from before this key was recorded is taken as pretrained
+                self.value_pretrained = int(state.get("value_pretrained", cfg.algorithm.value_pretrain_steps))
             self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
         else:
             self.save()
@@ -151,8 +158,8 @@ class Trainer:
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
         self.strategy_metrics: dict[str, float] = {}
-        if state is None and critic is not None and cfg.algorithm.value_pretrain_steps > 0:
-            self._pretrain_value()
+        if critic is not None and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
+            self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 
     def _reference(self, resumed: bool) -> torch.nn.Module:
         """GRPO's KL reference: the policy as it starts RL (after the warm start), frozen.
@@ -200,36 +207,47 @@ class Trainer:
 
     def _pretrain_value(self) -> None:
         """VAPO's value pretraining (arXiv 2504.05118 §3.1): fit the critic to Monte-Carlo returns
-        of the initial policy, one rollout batch per step, before any policy update."""
-        t0, m = time.perf_counter(), {}
-        for k in range(self.cfg.algorithm.value_pretrain_steps):
+        of the initial policy, one rollout batch per step, before any policy update.
+
+        Its progress is checkpointed like RL steps (every `checkpoint_every` and at the end, with the
+        critic, its optimizer and the RNGs), so a run killed here resumes here: skipping the rest
+        would train on with an under-fit critic, the ablation that collapses (§3.1: 60 → 11)."""
+        cfg = self.cfg
+        t0, m, start = time.perf_counter(), {}, self.value_pretrained
+        for k in range(start, cfg.algorithm.value_pretrain_steps):
             trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
             batch = self.learner.prepare_batch(trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)),
                                                old_logprobs=False)
             m = self.learner.critic.update(batch, self.learner.value_targets(batch))
-        self.console.print(f"Value pretraining: {self.cfg.algorithm.value_pretrain_steps} steps, loss "
+            self.value_pretrained = done = k + 1
+            if done % cfg.checkpoint_every == 0 or done == cfg.algorithm.value_pretrain_steps:
+                self.save()
+        self.console.print(f"Value pretraining: steps {start + 1}–{cfg.algorithm.value_pretrain_steps}, loss "
                            f"{m.get('value/loss', 0):.4f}, explained variance {m.get('value/explained_var', 0):.2f} "
                            f"({time.perf_counter() - t0:.0f} s).")
-        self.save()
 
     def save(self) -> None:
         critic = getattr(getattr(self, "learner", None), "critic", None)
         state = {"step": self.step, "rng": rng_state(self.task_rng),
                  "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
                  "critic": critic.model.state_dict() if critic is not None else None,
-                 "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None}
+                 "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
+                 "value_pretrained": self.value_pretrained}
         save_checkpoint(self.run_dir, self.policy, state)
 
     def evaluate(self, episodes: int | None = None) -> Any:
         """Greedy (by default) evaluation on the first `episodes` test tasks."""
         cfg = self.cfg
         sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
-        return evaluate(cfg.env.id, cfg.env.kwargs, self.generator, agent_spec=f"tiny:{self.run_dir}",
+        agent: Any = self.generator
+        if isinstance(self.strategy, ProgramRunner):  # the program, with the policy behind its endpoint
+            agent = ProgramAgent(self.strategy.program, self.generator, deadline_s=cfg.agent.deadline_s)
+        return evaluate(cfg.env.id, cfg.env.kwargs, agent, agent_spec=f"tiny:{self.run_dir}",
                         split="test", episodes=episodes or cfg.eval.episodes, seed=cfg.seed, sampling=sampling,
                         max_total_tokens=cfg.rollout.max_total_tokens)
 
     def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
-        """Roll out this step's groups and score them (DESIGN.md "score → update", steps 1 and 3).
+        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
 
         Reward components are summed first (the DAPO overlong penalty, in policy
         tokens); dynamic sampling then drops groups whose *outcome* rewards are
@@ -274,6 +292,7 @@ class Trainer:
         metrics.update({
             "train/reward": float(np.mean([t.reward for t in trajs])),
             "train/success": float(np.mean([t.success for t in trajs])),
+            "train/tampered": tampered_rate(trajs),
             "train/response_tokens": tokens / max(len(trajs), 1),
             "train/turns": float(np.mean([t.turns for t in trajs])),
             "perf/rollout_s": t1 - t0,
@@ -304,6 +323,8 @@ class Trainer:
 
     def close(self) -> None:
         self.engine.close()
+        if isinstance(self.strategy, ProgramRunner):
+            self.strategy.close()
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()

@@ -5,7 +5,8 @@ the value targets (the Monte-Carlo returns) and a length-adaptive λ_policy for
 the actor (`argym.algorithms.advantages.gae`, `length_adaptive_lambda`). Its
 ablation shows the value model must be pretrained on returns of the initial
 policy before policy updates (§3.1: 60 → 11 on AIME24 without), and that it
-takes its own learning rate (critic 2e-6, actor 1e-6).
+takes its own learning rate (critic 2e-6, actor 1e-6): here `value_lr_scale`
+(2) times the actor's, so a recipe's lr moves both.
 
 - `ValueModel`: a copy of the policy's transformer body (separate weights) with a
   scalar head; V(s_t) is read at position t, so values are target-aligned like
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from argym.algorithms.batch import TrainBatch, split_batch
+from argym.algorithms.learner import disable_dropout
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -46,8 +48,16 @@ class ValueModel(nn.Module):
         """A value model with the policy's architecture and a copy of its weights (then trained apart).
 
         Takes the body of a transformers `*ForCausalLM` (its `base_model`) and drops the LM head.
+        A LoRA policy (peft) gives a copy with its adapters merged in: the critic is a
+        plain model that trains all its weights (peft's own `base_model` is the LoRA
+        wrapper of the whole `*ForCausalLM`, which has no `last_hidden_state`).
         """
-        body = copy.deepcopy(getattr(policy_model, "base_model", policy_model))
+        if hasattr(policy_model, "merge_and_unload"):  # peft.PeftModel
+            policy_model = copy.deepcopy(policy_model).merge_and_unload()
+            body = policy_model.base_model
+        else:
+            body = copy.deepcopy(getattr(policy_model, "base_model", policy_model))
+        body.requires_grad_(True)
         return cls(body, policy_model.config.hidden_size)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -76,12 +86,14 @@ def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor
 
 
 class Critic:
-    """The value model with its own optimizer (VAPO: lr 2e-6 against the actor's 1e-6)."""
+    """The value model with its own optimizer, lr `value_lr_scale` × the actor's (VAPO: 2e-6 against 1e-6)."""
 
     def __init__(self, model: ValueModel, config: LearnerConfig, accelerator: Accelerator):
         self.config = config
         self.accelerator = accelerator
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config.value_lr)
+        disable_dropout(model)  # V at equal weights is the same in the update as in `values` (the clip's V_old)
+        self.lr = config.value_lr_scale * config.lr  # VAPO §4.1: critic 2e-6 = 2 × actor 1e-6
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.lr)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
 
     @torch.no_grad()
@@ -133,9 +145,10 @@ class Critic:
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or float("inf"))
                 self.optimizer.step()
                 losses.append(total)
-        new = self.values(batch)
+        # explained variance 1 − Var(R − V)/Var(R) of the values before this update (those the advantages
+        # used, predicted before the critic saw these returns; CleanRL's ppo.py does the same)
         m = batch.loss_mask > 0
         var_r = returns[m].var() if m.sum() > 1 else torch.tensor(0.0)
-        ev = 1 - (returns[m] - new[m]).var() / var_r if var_r > 0 else torch.tensor(0.0)
+        ev = 1 - (returns[m] - old[m]).var() / var_r if var_r > 0 else torch.tensor(0.0)
         return {"value/loss": sum(losses) / max(len(losses), 1), "value/clip_frac": clip_n / max(tok_n, 1.0),
                 "value/explained_var": float(ev)}

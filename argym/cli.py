@@ -4,10 +4,12 @@
     argym play argym/Math-v0 [key=value ...] [--seed S]
     argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE] [--submit]
     argym board [ENV_ID] [--split S]            # leaderboards: also `board export`, `board serve`
-    argym train CONFIG.yaml [key=value ...]
+    argym serve argym/Math-v0 [key=value ...] [--host H] [--port N]   # over OpenEnv's protocol
+    argym train CONFIG.yaml|RECIPE [key=value ...]
     argym quickstart [--out DIR] [key=value ...]
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
+    argym doctor [--json]                        # what is installed and usable, and how to fix the rest
     argym check ENV_ID [key=value ...] [--import MODULE] [--json PATH] [--quick]   # conformance and exploits
 
 ``key=value`` pairs after the env id are the env's keyword arguments, read as
@@ -197,7 +199,8 @@ def _read_reply(console: Any) -> str | None:
 @click.argument("env_kwargs", nargs=-1)
 @click.option("--agent", "agent_spec", required=True,
               help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT", "hf:PATH" (or hf:smollm2), '
-                   '"vllm:PATH[?key=value&...]" or "openai:URL[?model=NAME&...]".')
+                   '"vllm:PATH[?key=value&...]", "openai:URL[?model=NAME&...]" or '
+                   '"program:MODULE:FN@SPEC" (an agent program with SPEC behind its endpoint).')
 @click.option("--episodes", type=int, default=None,
               help="Evaluate the first N tasks of the split (all of them if N is larger). "
                    "Required for an endless procedural train split.")
@@ -408,19 +411,52 @@ def board_serve(host: str, port: int, db: str | None) -> None:
 
 
 @cli.command()
+@click.argument("env_id")
+@click.argument("env_kwargs", nargs=-1)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port.")
+@click.option("--max-sessions", type=int, default=16, show_default=True, help="Most sessions (connections) at once.")
+@click.option("--idle-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds before an idle session is closed and its sandbox freed.")
+@click.option("--max-message-mb", type=float, default=4.0, show_default=True, help="Largest request or message.")
+def serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int, max_sessions: int, idle_timeout: float,
+          max_message_mb: float) -> None:
+    """Serve ENV_ID over OpenEnv's protocol (WebSocket /ws; HTTP /reset, /step, /state, /schema, /health)."""
+    from argym.errors import MissingDependencyError
+
+    with user_errors():
+        try:
+            from argym.envs.openenv.server import ServeConfig, make_server
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in ("openenv", "fastapi", "uvicorn"):
+                raise
+            raise MissingDependencyError("openenv-core", "openenv", "argym serve") from None
+        server, _ = make_server(ServeConfig(env_id, parse_kwargs(env_kwargs), max_sessions, idle_timeout,
+                                         max_message_mb), host, port)
+    _console().print(f"argym serve: {env_id} at http://{host}:{port} (OpenEnv: ws://{host}:{port}/ws)", markup=False)
+    server.run()
+
+
+@cli.command()
 @click.argument("config")
 @click.argument("overrides", nargs=-1)
 def train(config: str, overrides: tuple[str, ...]) -> None:
-    """Train with the recipe CONFIG (YAML), changed by key=value OVERRIDES.
+    """Train with the recipe CONFIG (a YAML file, or a shipped recipe's name), changed by key=value OVERRIDES.
 
-    Example: argym train configs/grpo_math.yaml algorithm.lr=1e-4 steps=50
+    Example: argym train grpo_math algorithm.lr=1e-4 steps=50   (or: argym train my_recipe.yaml ...)
     """
+    from argym.recipes import find_recipe, recipe_names
+
     config_path: str | None = config
     if not Path(config).is_file():
-        if "=" in config:  # no recipe file, only overrides of the defaults
+        shipped = find_recipe(config)
+        if shipped is not None:
+            config_path = str(shipped)
+        elif "=" in config:  # no recipe file, only overrides of the defaults
             overrides, config_path = (config, *overrides), None
         else:
-            _fail(f"config file {config!r} does not exist.")
+            _fail(f"config file {config!r} does not exist, and no shipped recipe has that name. "
+                  f"Shipped recipes: {', '.join(recipe_names())}.")
     with user_errors():
         pairs = _check_overrides(overrides)
     from argym.algorithms.config import load_config
@@ -451,6 +487,17 @@ def quickstart(out_dir: str, overrides: tuple[str, ...], submit: bool, db: str |
     with user_errors():
         # prints its own before/after table and writes summary.json
         run_quickstart(out_dir, pairs, submit=(lambda r: _submit(r, db, strict=False)) if submit else None)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor(as_json: bool) -> None:
+    """What is installed and usable (extras, bubblewrap, Docker, vLLM, BFCL data, SmolLM2, GPU), and how
+    to fix what is missing."""
+    from argym.doctor import render, run_checks
+
+    checks = run_checks()
+    click.echo(json.dumps([c.to_dict() for c in checks], indent=1) if as_json else render(checks))
 
 
 @cli.command()
@@ -520,12 +567,13 @@ def sandbox_build_image(tag: str | None, base: str, suite: str | None, swe: bool
 
 
 @sandbox.command(name="cleanup")
-def sandbox_cleanup() -> None:
-    """Remove every container labelled argym.sandbox (leftovers of crashed runs)."""
+@click.option("--all", "everything", is_flag=True, help="Every argym container, those of live runs included.")
+def sandbox_cleanup(everything: bool) -> None:
+    """Remove argym's containers whose owning process is gone (leftovers of crashed runs)."""
     from argym.envs.sandbox.docker import cleanup
 
     with user_errors():
-        click.echo(f"removed {cleanup()} container(s)")
+        click.echo(f"removed {cleanup(everything=everything)} container(s)")
 
 
 @cli.group()

@@ -50,6 +50,17 @@ ENVS: tuple[EnvEntry, ...] = (
         "Call tools (OpenAI tool_calls, JSON or <tool_call> tags) and answer; executable multi-step tasks "
         "(default) or BFCL (tasks=bfcl/CATEGORY).",
     ),
+    EnvEntry(
+        "argym/OpenEnv-v0",
+        "argym.envs.openenv.env:OpenEnvEnv",
+        "A running OpenEnv server (url=) as a text env: its observations as user messages, its reward as outcome "
+        "(pip install 'argym[openenv]').",
+    ),
+    EnvEntry(
+        "argym/Verifiers-v0",
+        "argym.envs.verifiers.env:VerifiersEnv",
+        "An installed verifiers environment (env=NAME, its taskset package); graded by its own weighted rewards.",
+    ),
 )
 
 

@@ -11,7 +11,7 @@ same thing.
   score interval is used (Wilson 1927; it stays inside [0, 1] and behaves at
   rates near 0 or 1, unlike the Wald interval). With several samples per task
   the samples of one task are correlated, so the interval is clustered by
-  task (DESIGN.md, Evaluation): a cluster-robust standard error of the mean
+  task (docs/design.md, Evaluation): a cluster-robust standard error of the mean
   with a normal approximation, clipped to [0, 1].
 """
 

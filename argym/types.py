@@ -60,7 +60,7 @@ class Trajectory:
     """One finished episode as the rollout engine returns it.
 
     Token fields are empty for agents that act on messages (oracle, HTTP).
-    Invariants (DESIGN.md, Agents and rollouts):
+    Invariants (docs/design.md, Agents and rollouts):
     - `token_ids` is the exact context: prompt, the policy's generated ids
       (never re-tokenized) and the rendered env replies, in order;
     - `loss_mask[t]` is 1 on policy tokens (each turn's end-of-turn token

@@ -1,47 +1,68 @@
-"""Every preset on the same Math task, from the same warm start and seeds: learning curves side by side.
+"""Every preset on the same Math task, from the same warm start per seed: learning curves side by side.
 
-The tiny policy is warm-started once (the quickstart's supervised warm start),
-then each preset (`argym.algorithms.presets`) trains a copy of it with the
-quickstart's scale (lr 2e-4, one mini-batch) and the preset's algorithm.
-Held-out greedy accuracy is measured on the same test tasks every
-`--eval-every` steps. Writes `<out>/curves.png` (accuracy vs. samples and vs.
-wall-clock), `<out>/results.json`, and prints a Markdown table.
+For each seed the tiny policy is warm-started once (the quickstart's supervised
+warm start, seeded), then each preset (`argym.algorithms.presets`) trains a copy
+of it at the quickstart's scale (lr 2e-4, 32 tasks × 8 samples) with the
+preset's algorithm, its own optimizer steps per rollout included: GRPO,
+Dr.GRPO, RLOO and REINFORCE++ one mini-batch (fully on-policy, ratio 1), GSPO 4
+mini-batches, DAPO and VAPO 16. Held-out greedy accuracy is measured on the same
+test tasks every `--eval-every` steps.
 
-    .venv/bin/python benchmarks/algorithms.py [--steps 100] [--presets grpo,dapo,...] [--out runs/bench_algorithms]
+Beside accuracy each preset records whether its defining mechanism acted: the
+mean clip fraction over training (the learner's `train/clip_frac`; 0 for the
+on-policy presets by construction) and, for VAPO, the critic's explained variance
+(1 − Var(R − V)/Var(R), V the values the advantages used) and value loss. Final
+accuracies come with a 95% t-interval across seeds and the pooled Wilson
+interval over all seeds' test episodes.
+
+Writes `<out>/curves.png` (every preset's mean curve vs. samples and vs.
+wall-clock, one figure), `<out>/results.json`, and prints a Markdown table.
+
+    .venv/bin/python benchmarks/algorithms.py [--steps 100] [--seeds 0,1,2] [--presets grpo,dapo,...]
+        [--out runs/bench_algorithms] [key=value ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import time
 from pathlib import Path
 
+# two-sided 95% Student-t quantiles t_{0.975, df} for the across-seed interval (df = seeds − 1)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
-def warm_start(out: Path, overrides: list[str]) -> Path:
+
+def warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(None, overrides + ["steps=0", f"out_dir={out / 'warm'}"])
+    cfg = load_config(None, overrides + ["steps=0", f"seed={seed}", f"out_dir={out / f'warm-seed{seed}'}"])
     trainer = Trainer(cfg)
     trainer.close()
-    return out / "warm" / "checkpoint" / "policy"
+    return out / f"warm-seed{seed}" / "checkpoint" / "policy"
 
 
-def run_preset(name: str, policy_dir: Path, out: Path, steps: int, eval_every: int, episodes: int,
+def run_preset(name: str, seed: int, policy_dir: Path, out: Path, steps: int, eval_every: int, episodes: int,
                overrides: list[str]) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
     cfg = load_config(None, overrides + [f"algo={name}", "policy.kind=hf", f"policy.path={policy_dir}",
-                                         "warm_start.steps=0", f"steps={steps}", "eval.every=0",
-                                         f"out_dir={out / name.replace('+', 'p')}", f"checkpoint_every={10**6}"])
+                                         "warm_start.steps=0", f"steps={steps}", "eval.every=0", f"seed={seed}",
+                                         f"out_dir={out / name.replace('+', 'p') / f'seed{seed}'}",
+                                         f"checkpoint_every={10**6}"])
     t0 = time.perf_counter()
     trainer = Trainer(cfg)  # VAPO's value pretraining happens here and counts in wall-clock and samples
     per_draw = cfg.rollout.tasks_per_step * cfg.rollout.group_size
     samples = per_draw * cfg.algorithm.value_pretrain_steps if cfg.algorithm.advantage == "gae" else 0
     train_s = time.perf_counter() - t0
-    curve = [{"step": 0, "samples": samples, "seconds": train_s, "accuracy": trainer.evaluate(episodes).mean}]
+    first = trainer.evaluate(episodes)
+    curve = [{"step": 0, "samples": samples, "seconds": train_s, "accuracy": first.mean}]
+    mechanism: dict[str, list[float]] = {"clip_frac": [], "optimizer_steps": [], "value_explained_var": [],
+                                         "value_loss": []}
     try:
         for step in range(1, steps + 1):
             t = time.perf_counter()
@@ -49,46 +70,84 @@ def run_preset(name: str, policy_dir: Path, out: Path, steps: int, eval_every: i
             trainer.step = step
             train_s += time.perf_counter() - t
             samples += per_draw * int(m.get("sampling/draws", 1))
+            mechanism["clip_frac"].append(m.get("train/clip_frac", 0.0))
+            mechanism["optimizer_steps"].append(m.get("train/optimizer_steps", 0.0))
+            if "value/loss" in m:
+                mechanism["value_explained_var"].append(m["value/explained_var"])
+                mechanism["value_loss"].append(m["value/loss"])
             if step % eval_every == 0 or step == steps:
-                curve.append({"step": step, "samples": samples, "seconds": train_s,
-                              "accuracy": trainer.evaluate(episodes).mean})
-                print(f"  {name:12} step {step:4d}  acc {curve[-1]['accuracy']:.3f}  {train_s:6.0f} s", flush=True)
+                result = trainer.evaluate(episodes)
+                curve.append({"step": step, "samples": samples, "seconds": train_s, "accuracy": result.mean})
+                print(f"  {name:12} seed {seed} step {step:4d}  acc {result.mean:.3f}  clip "
+                      f"{statistics.fmean(mechanism['clip_frac']):.4f}  {train_s:6.0f} s", flush=True)
     finally:
         trainer.close()
-    return {"preset": name, "curve": curve}
+    final_n = result.n if steps else first.n
+    return {"preset": name, "seed": seed, "curve": curve, "mechanism": mechanism,
+            "final_successes": round(curve[-1]["accuracy"] * final_n), "final_n": final_n}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
 
 
 def summarise(results: list[dict], threshold: float) -> list[dict]:
+    """One row per preset: accuracies over seeds (t-interval, pooled Wilson) and the mechanism columns."""
+    from argym.stats import wilson_interval
+
     rows = []
-    for r in results:
-        c = r["curve"]
-        reach = next((p["samples"] for p in c if p["accuracy"] >= threshold), None)
-        rows.append({"preset": r["preset"], "start": c[0]["accuracy"], "final": c[-1]["accuracy"],
-                     "gain": c[-1]["accuracy"] - c[0]["accuracy"], "best": max(p["accuracy"] for p in c),
-                     "samples_to_threshold": reach, "train_seconds": c[-1]["seconds"]})
+    for name in dict.fromkeys(r["preset"] for r in results):
+        runs = [r for r in results if r["preset"] == name]
+        finals = [r["curve"][-1]["accuracy"] for r in runs]
+        mean = statistics.fmean(finals)
+        half = T975.get(len(finals) - 1, 1.96) * statistics.stdev(finals) / math.sqrt(len(finals)) \
+            if len(finals) > 1 else math.nan
+        pooled = wilson_interval(sum(r["final_successes"] for r in runs), sum(r["final_n"] for r in runs))
+        reach = [next((p["samples"] for p in r["curve"] if p["accuracy"] >= threshold), None) for r in runs]
+        mech = lambda key: _mean([x for r in runs for x in r["mechanism"][key]])  # noqa: E731
+        last_ev = [r["mechanism"]["value_explained_var"][-1] for r in runs if r["mechanism"]["value_explained_var"]]
+        rows.append({
+            "preset": name, "seeds": len(runs), "start": statistics.fmean(r["curve"][0]["accuracy"] for r in runs),
+            "final": mean, "final_ci_seeds": [mean - half, mean + half], "final_ci_pooled": list(pooled),
+            "finals": finals, "gain": mean - statistics.fmean(r["curve"][0]["accuracy"] for r in runs),
+            "samples_to_threshold": reach, "train_seconds": statistics.fmean(r["curve"][-1]["seconds"] for r in runs),
+            "clip_frac": mech("clip_frac"), "optimizer_steps": mech("optimizer_steps"),
+            "value_explained_var": mech("value_explained_var"), "value_explained_var_last": _mean(last_ev),
+            "value_loss": mech("value_loss"),
+        })
     return rows
 
 
 def plot(results: list[dict], path: Path) -> None:
+    """Every preset's mean curve over seeds (band: min–max over seeds), vs. samples and vs. wall-clock."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for r in results:
-        c = r["curve"]
-        axes[0].plot([p["samples"] for p in c], [p["accuracy"] for p in c], marker="o", label=r["preset"])
-        axes[1].plot([p["seconds"] for p in c], [p["accuracy"] for p in c], marker="o", label=r["preset"])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for name in dict.fromkeys(r["preset"] for r in results):
+        curves = [r["curve"] for r in results if r["preset"] == name]
+        n = min(len(c) for c in curves)
+        acc = [[c[i]["accuracy"] for c in curves] for i in range(n)]
+        mean = [statistics.fmean(a) for a in acc]
+        for ax, key in zip(axes, ("samples", "seconds")):
+            x = [statistics.fmean(c[i][key] for c in curves) for i in range(n)]
+            line, = ax.plot(x, mean, marker="o", label=f"{name} (n={len(curves)})")
+            ax.fill_between(x, [min(a) for a in acc], [max(a) for a in acc], color=line.get_color(), alpha=0.12)
     axes[0].set_xlabel("samples (trajectories rolled out)")
     axes[1].set_xlabel("wall-clock training seconds")
-    axes[0].set_ylabel("held-out accuracy (greedy)")
-    axes[1].legend()
+    axes[0].set_ylabel("held-out accuracy (greedy), mean over seeds")
+    axes[1].legend(fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle("argym presets on argym/Math-v0, two-digit addition, tiny policy, same warm start")
+    fig.suptitle("argym presets on argym/Math-v0, two-digit addition, tiny policy, same warm start per seed")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "—" if x is None else format(x, spec)
 
 
 def main() -> None:
@@ -96,29 +155,40 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--episodes", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--out", default="runs/bench_algorithms")
+    ap.add_argument("--merge", nargs="+", metavar="DIR",
+                    help="summarise the results.json of several runs (e.g. one process per seed) instead of training")
     ap.add_argument("overrides", nargs="*", help="key=value overrides of the quickstart recipe for every run")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    policy_dir = warm_start(out, a.overrides)
-    results = []
-    for name in a.presets.split(","):
-        results.append(run_preset(name, policy_dir, out, a.steps, a.eval_every, a.episodes, a.overrides))
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+    seeds = [] if a.merge else [int(s) for s in a.seeds.split(",")]
+    results = [r for d in a.merge or [] for r in json.loads((Path(d) / "results.json").read_text())["runs"]]
+    for seed in seeds:
+        policy_dir = warm_start(out, seed, a.overrides)
+        for name in a.presets.split(","):
+            results.append(run_preset(name, seed, policy_dir, out, a.steps, a.eval_every, a.episodes, a.overrides))
+            (out / "results.json").write_text(json.dumps({"runs": results}, indent=2))
     rows = summarise(results, a.threshold)
     (out / "results.json").write_text(json.dumps({"runs": results, "table": rows}, indent=2))
     plot(results, out / "curves.png")
-    print(f"\n| preset | warm start | final | gain | best | samples to {a.threshold:.0%} | train s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(f"\n| preset | seeds | warm start | final (95% CI over seeds) | pooled Wilson 95% | gain | "
+          f"opt. steps / rollout | clip frac | critic EV (last) | value loss | train s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        reach = r["samples_to_threshold"] if r["samples_to_threshold"] is not None else "—"
-        print(f"| {r['preset']} | {r['start']:.3f} | {r['final']:.3f} | {r['gain']:+.3f} | {r['best']:.3f} | "
-              f"{reach} | {r['train_seconds']:.0f} |")
+        lo, hi = r["final_ci_seeds"]
+        seeds_ci = f"[{lo:.3f}, {hi:.3f}]" if not math.isnan(lo) else "—"
+        ev = "—" if r["value_explained_var"] is None else \
+            f"{r['value_explained_var']:.2f} ({r['value_explained_var_last']:.2f})"
+        print(f"| {r['preset']} | {r['seeds']} | {r['start']:.3f} | {r['final']:.3f} {seeds_ci} | "
+              f"[{r['final_ci_pooled'][0]:.3f}, {r['final_ci_pooled'][1]:.3f}] | {r['gain']:+.3f} | "
+              f"{_fmt(r['optimizer_steps'], '.0f')} | {_fmt(r['clip_frac'], '.4f')} | {ev} | "
+              f"{_fmt(r['value_loss'], '.4f')} | {r['train_seconds']:.0f} |")
 
 
 if __name__ == "__main__":

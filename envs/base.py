@@ -3,7 +3,7 @@
 A subclass supplies tasks (`load_tasks`), the env's answer to an assistant
 turn (`respond`) and optionally a scripted solution (`oracle_action`); the
 base class owns the episode loop, turn limits, action parsing, snapshots and
-errors. See DESIGN.md, "The environment contract".
+errors. See docs/design.md, "The environment contract".
 
 Example episode (argym/Math-v0)::
 

@@ -4,9 +4,10 @@ Graders run candidate-controlled input through libraries that can hang
 (sympy on ``9^{9^{9^{9}}}``), and math-verify's own SIGALRM timeouts only work
 in a main thread. So graders run in worker processes, each the main thread
 of its own process, and the parent enforces a hard wall-clock deadline by
-killing the worker (research/SANDBOX_SWE.md §4, §7c). The rollout engine builds
-one `Executors` and hands it to every env, so 256 live episodes share one
-pool instead of starting 256 (DESIGN.md, "Agents and rollouts").
+killing the worker (without one, a hung verify holds a reward worker for good:
+inclusionAI/AReaL issue 1426). The rollout engine builds one `Executors` and
+hands it to every env, so 256 live episodes share one pool instead of
+starting 256 (docs/design.md, "Agents and rollouts").
 
 A worker is a fresh interpreter (like multiprocessing's spawn) started with
 `subprocess` and talking over a socket-pair `Connection`, not a
@@ -114,15 +115,17 @@ class WorkerPool:
         self._closed = False
         self._finalizer = weakref.finalize(self, _kill_all, self._all)  # also runs at interpreter exit
 
-    def call(self, *args: Any) -> Any:
-        """Run the function on `args` in a worker; `DeadlineExceeded` past the deadline.
+    def call(self, *args: Any, deadline_s: float | None = None) -> Any:
+        """Run the function on `args` in a worker; `DeadlineExceeded` past the deadline
+        (the pool's, or `deadline_s` for this call).
 
         Raises `InfrastructureError` if the worker dies or the function raises.
         """
+        deadline = self.deadline_s if deadline_s is None else deadline_s
         w = self._checkout()
         try:
             w.conn.send(args)
-            done = w.conn.poll(self.deadline_s)  # also True on EOF: recv then raises
+            done = w.conn.poll(deadline)  # also True on EOF: recv then raises
             if done:
                 ok, value = w.conn.recv()
         except (EOFError, OSError) as e:
@@ -134,7 +137,7 @@ class WorkerPool:
             raise
         if not done:
             self._discard(w)
-            raise DeadlineExceeded(f"{self.fn_path} ran past its {self.deadline_s:g} s deadline; "
+            raise DeadlineExceeded(f"{self.fn_path} ran past its {deadline:g} s deadline; "
                                    f"the worker was killed.")
         self._release(w)
         if not ok:
@@ -200,6 +203,8 @@ class Executors:
     """Runs `argym.envs.math.verifier:grade`; envs given None use the process-wide default."""
     sandbox: Any = None
     """An `argym.envs.sandbox.Sandbox` shared by the code envs; envs given None use the process-wide one."""
+    tools: WorkerPool | None = None
+    """Runs `argym.envs.toolcall.tools:run_tool` (ToolCall's stateless tools); None: the process-wide default."""
 
     @classmethod
     def default(cls) -> "Executors":
@@ -208,8 +213,9 @@ class Executors:
         with _DEFAULT_LOCK:
             if _DEFAULT is None or _DEFAULT[0] != os.getpid():
                 from argym.envs.math.verifier import verifier_pool
+                from argym.envs.toolcall.tools import tool_pool
 
-                _DEFAULT = (os.getpid(), cls(verifier=verifier_pool()))
+                _DEFAULT = (os.getpid(), cls(verifier=verifier_pool(), tools=tool_pool()))
             return _DEFAULT[1]
 
 

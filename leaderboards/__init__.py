@@ -5,7 +5,7 @@
     lb.board("argym/Math-v0", split="test")    # the ranked rows of that env's board
     lb.boards()                                # every board, ranked
 
-DESIGN.md, "Leaderboards". This package knows only argym's core: it stores
+docs/design.md, "Leaderboards". This package knows only argym's core: it stores
 and ranks results, it runs nothing. The store's location is
 `argym.leaderboards.store.default_path` (``$ARGYM_LEADERBOARD``, else
 ``$ARGYM_HOME/leaderboard.sqlite``, else ``~/.local/share/argym/leaderboard.sqlite``).

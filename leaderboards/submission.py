@@ -1,6 +1,6 @@
 """A leaderboard submission: an evaluation result with its provenance, validated.
 
-DESIGN.md, "Leaderboards": two results are comparable only when they share the
+docs/design.md, "Leaderboards": two results are comparable only when they share the
 board key — env id (its ``-vN`` suffix is the env version), env kwargs, the
 task-set hash, split, grader versions, metric and sampling settings. Beside
 the key a submission carries the score and its interval, the mean shaped

@@ -151,19 +151,24 @@ class RewardComposer:
 
     def _sequence(self, name: str, trajs: list[Trajectory], failed: list[bool],
                   metrics: dict[str, float]) -> list[float]:
-        """One component over the batch; on a harness fault, each trajectory alone to find which failed."""
+        """One component over the batch's trajectories that are not infra failures already (one whose env never
+        started has no tokens to score; it gets 0.0, unused); on a harness fault, each alone to find which failed."""
+        live = [i for i, f in enumerate(failed) if not f]
+        vals = [0.0] * len(trajs)
+        if not live:
+            return vals
         try:
-            return [float(v) for v in self.sequence[name](trajs)]
+            for i, v in zip(live, self.sequence[name]([trajs[i] for i in live])):
+                vals[i] = float(v)
         except InfrastructureError:
-            vals = []
-            for i, t in enumerate(trajs):
+            for i in live:
                 try:
-                    vals.append(float(self.sequence[name]([t])[0]))
+                    vals[i] = float(self.sequence[name]([trajs[i]])[0])
                 except InfrastructureError:
                     failed[i] = True
-                    vals.append(0.0)
+                    vals[i] = 0.0
                     metrics[f"reward/{name}_infra_failures"] = metrics.get(f"reward/{name}_infra_failures", 0) + 1
-            return vals
+        return vals
 
     def _process(self, trajs: list[Trajectory], failed: list[bool],
                  metrics: dict[str, float]) -> tuple[list[list[Step]], list[list[float]]]:

@@ -50,3 +50,16 @@ def test_unknown_env_id_suggests_the_close_match() -> None:
     with pytest.raises(argym.UnknownEnvError, match="argym/Math-v0") as e:
         argym.make("argym/Mth-v0")
     assert isinstance(e.value, KeyError) and "Did you mean" in str(e.value)
+
+
+def test_shipped_recipes_are_the_configs_folder(tmp_path) -> None:
+    from argym.recipes import find_recipe, recipe_names
+
+    names = sorted(p.stem for p in (REPO / "configs").glob("*.yaml"))
+    assert recipe_names() == names and "grpo_math" in names
+    for name in ("grpo_math", "grpo_math.yaml"):
+        assert find_recipe(name).read_text() == (REPO / "configs" / "grpo_math.yaml").read_text()
+    assert find_recipe("no_such_recipe") is None and find_recipe("../pyproject") is None
+    out = subprocess.run([sys.executable, "-m", "argym.cli", "train", "no_such_recipe"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "no shipped recipe" in out.stderr and "grpo_math" in out.stderr

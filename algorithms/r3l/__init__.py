@@ -1,7 +1,7 @@
 """R³L: reflect on a failed trajectory, retry from the failure point, train on the distilled retry.
 
 Shi et al. 2026, "R³L: Reflect-then-Retry Reinforcement Learning" (arXiv 2601.03715;
-code: shiweijiezero/R3L on Trinity-RFT; ALGORITHMS.md §8). Two parts:
+code: shiweijiezero/R3L on Trinity-RFT). Two parts:
 
 **Rollout strategy** (`R3LRollout`). Per task, half the group are ordinary
 rollouts (recorded with an env snapshot before every turn). Each failed one
@@ -23,7 +23,7 @@ as a message there, and sampling continues. The training data are:
 **Credit rule** (learner step 5, `amplify_positive`): successful samples'
 advantage is set to 1, other non-negative advantages are multiplied by α
 (3 in the paper's code, `OPMDReweightAdvGroupAdvantage`), negatives are left
-unchanged. ALGORITHMS.md notes the rule is read from the code; argym applies
+unchanged. This rule is taken from that code, not the paper's text; argym applies
 it to whatever estimator the preset uses (the paper: A = r − mean, no std).
 
 **Off-policy handling.** The retried suffix was sampled with the guidance in

@@ -51,8 +51,10 @@ def generic_script(env: gym.Env) -> Script:
 
 def oracle_script(env: gym.Env) -> Script | None:
     """The env's oracle (`oracle_action()`), or None if it has none."""
+    from argym.envs.base import TextEnv
+
     o = owner(env, "oracle_action")
-    if o is None:
+    if o is None or type(o).oracle_action is TextEnv.oracle_action:  # the base class's raises: no oracle
         return None
     return lambda _env, _i: o.oracle_action()
 

@@ -12,7 +12,8 @@ Reward 1 if every assert passes, else 0 (``partial_credit=True``: passed /
 the task's asserts, an assert that never ran, because the candidate exited or
 crashed first, counting as not passed); ``info["success"]`` is the all-pass.
 A timeout, a memory or output kill is the candidate's failure; only a sandbox
-that cannot run is an infrastructure failure.
+that cannot run, or a test harness that fails before the program runs, is an
+infrastructure failure.
 
 With ``max_attempts > 1`` a failed attempt is answered and the agent revises.
 What the answer says is ``feedback``:

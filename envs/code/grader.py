@@ -2,7 +2,9 @@
 
 The tests run in the harness process of `argym.envs.sandbox.pyharness`; the
 candidate runs in a separate process forked before the tests were read, and
-the verdict comes back on the harness's result descriptor with a per-run nonce.
+the verdict comes back on the harness's result descriptor with a per-run nonce,
+after a ready line written before the program ran: no ready line is a harness
+fault (`InfrastructureError`), never the candidate's failure.
 
 What is counted is decided here, from the test source, not by how far the run
 got: the task's asserts (`counted_asserts`: every ``assert`` statement whose
@@ -77,6 +79,23 @@ def _asserts_of(task: Task) -> list[str]:
         return []
 
 
+def read_channel(raw: bytes | None, nonce: str) -> tuple[bool, dict[str, Any] | None]:
+    """(ready, record) from the harness's result channel: its ready line, then its verdict record, each
+    a JSON line carrying `nonce`; record is None if missing or not the run's (see `argym.envs.sandbox.pyharness`)."""
+    lines = (raw or b"").split(b"\n", 1)
+    if _json_line(lines[0]) != {"ready": nonce}:
+        return False, None
+    record = _json_line(lines[1]) if len(lines) > 1 else None
+    return True, record if isinstance(record, dict) and record.get("nonce") == nonce else None
+
+
+def _json_line(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
 def tally(asserts: list[str], reported: Any) -> tuple[int, int]:
     """(passed, failed) among `asserts`: passed = ran and held every time; failed = failed at least once.
     `reported` is the harness's ``{id: [held, failed]}``; an assert it does not report never ran."""
@@ -113,15 +132,15 @@ def grade(sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0,
                         limits=limits, result_channel=True)
     except SandboxError as e:
         raise InfrastructureError(f"the sandbox failed: {e}") from e
+    ready, record = read_channel(r.result, nonce)
+    if not ready:  # the harness failed before the program ran: nothing of the candidate's is to be scored
+        raise InfrastructureError(
+            f"the test harness stopped before the program ran (no ready line; exit {r.exit_code}, signal {r.signal}, "
+            f"timed out {r.timed_out}): {r.stderr.strip()[-500:]}")
     output = (r.stdout + r.stderr)[:MAX_OUTPUT_CHARS]
-    try:
-        record = json.loads(r.result or b"")
-        ok = isinstance(record, dict) and record.get("nonce") == nonce
-    except ValueError:
-        ok = False
     if r.output_truncated:
         kind, record = "output_limit", {"message": f"the program wrote more than {limits.output_bytes} bytes"}
-    elif not ok:
+    elif record is None:
         kind = "timeout" if r.timed_out else "no_verdict"
         record = {"message": "time limit exceeded" if r.timed_out else "the test harness was killed or gave no result"}
     else:

@@ -2,9 +2,9 @@
 
 The comparison runs in a `WorkerPool` process with math-verify's own SIGALRM
 timeouts on (they need a main thread) under a hard parent-side deadline, and
-the answer is capped before parsing (research/SANDBOX_SWE.md §4, §7c). An
-answer that makes the verifier time out is the candidate's failure (scored
-0); a worker that crashes is an infrastructure failure (raised).
+the answer is capped before parsing (``\\boxed{9^{9^{9^{9}}}}`` alone takes
+math-verify's whole 5 s timeout). An answer that makes the verifier time out
+is the candidate's failure (scored 0); a worker that crashes is an infrastructure failure (raised).
 
 A task that names its own scorer (``meta["scorer"]``: a reasoning-gym
 dataset's ``score_answer``) is scored by it instead, in the same pool under
@@ -22,7 +22,7 @@ from argym.envs.executors import DeadlineExceeded, WorkerPool
 
 BOXED_INSTRUCTION = "Put the final answer in \\boxed{}."
 GRADE_FN = "argym.envs.math.verifier:grade"
-MAX_ANSWER_CHARS = 1000  # longer boxed answers are rejected unparsed (§7c)
+MAX_ANSWER_CHARS = 1000  # longer boxed answers are rejected unparsed
 MAX_TEXT_CHARS = 10_000  # only the tail of a response is searched
 
 # A \boxed{ opening, an escaped (literal) brace, or a plain brace.

@@ -1,7 +1,7 @@
 """Sandboxes for untrusted code: one `Sandbox` interface, `process` and `docker` backends.
 
 Shared by every env that runs model-written code (Code today; SWE and tools next).
-See `argym.envs.sandbox.base` for the interface and DESIGN.md, "Sandboxes".
+See `argym.envs.sandbox.base` for the interface and docs/design.md, "Sandboxes".
 """
 
 from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable, clean_output,

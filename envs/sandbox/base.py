@@ -1,7 +1,7 @@
 """The `Sandbox` interface: run untrusted programs and get back what they did.
 
-One interface, several backends (DESIGN.md, "Sandboxes";
-research/SANDBOX_SWE.md §7a): `ProcessSandbox` (namespaces + rlimits + a
+One interface, several backends (docs/design.md, "Sandboxes";
+docs/sandboxes.md): `ProcessSandbox` (namespaces + rlimits + a
 per-slot uid, no daemon) and `DockerSandbox` (one container per session).
 A sandbox is a pool of slots; `run` takes a free slot for its duration, so
 one sandbox is shared by every live episode (the rollout engine owns it).
@@ -36,15 +36,16 @@ class Limits:
     cpu_s: int | None = None
     """CPU seconds per process (RLIMIT_CPU, soft = hard); default: timeout_s + 1"""
     memory_mb: int = 1024
-    """address space per process (RLIMIT_AS), container memory for docker"""
+    """memory of the run's whole process tree (a cgroup; docker: the container) and address space per
+    process (RLIMIT_AS); where no cgroup can be made, per process only (docs/sandboxes.md)"""
     processes: int = 64
-    """processes of the slot's user (RLIMIT_NPROC), pids limit for docker"""
+    """processes of the slot's user (RLIMIT_NPROC) and of the run's cgroup, pids limit for docker"""
     file_size_mb: int = 16
     """largest file the program may write (RLIMIT_FSIZE)"""
     open_files: int = 256
     """open descriptors per process (RLIMIT_NOFILE)"""
     disk_mb: int = 64
-    """size of the writable work dir and /tmp (tmpfs)"""
+    """size of the writable work dir and /tmp (tmpfs: writes past it fail while they happen)"""
     output_bytes: int = 1 << 20
     """stdout and stderr are each capped at this; the run is killed when one overflows"""
 

@@ -7,8 +7,13 @@ inside, needs to start the candidate as ``nobody`` and to kill it),
 ``no-new-privileges``, a read-only root with size-capped tmpfs at ``/sandbox``
 and ``/tmp``, an init process, rlimits. Commands run with ``timeout -s KILL``
 inside and a host-side timer that kills the container; output is streamed
-and capped. Containers carry the label ``argym.sandbox``; `cleanup` (also
-``argym sandbox cleanup``) removes leftovers of crashed runs.
+and capped. Containers carry the label ``argym.sandbox`` and their owning
+process (``argym.sandbox.process``: host, boot, pid, start time). A sandbox
+removes its containers when it is closed, garbage-collected or the
+interpreter exits, and on start `reap_orphans` removes those whose owner on
+this machine is gone (killed, ``os._exit``); so does `cleanup` (``argym
+sandbox cleanup``; ``--all`` removes every labelled container, live runs'
+too, which on a shared engine are other users').
 
 The verdict channel (``result_channel=True``) is the command's stdout; the
 code the command runs must send everything else to stderr (the Python
@@ -21,8 +26,10 @@ from __future__ import annotations
 import base64
 import os
 import queue
+import socket
 import threading
 import time
+import weakref
 from typing import Any
 
 from argym.errors import MissingDependencyError
@@ -58,17 +65,66 @@ def image_exists(client: Any, image: str = IMAGE) -> bool:
         return False
 
 
-def cleanup(client: Any | None = None) -> int:
-    """Remove every container labelled ``argym.sandbox`` (leftovers of crashed runs); returns how many."""
+def cleanup(client: Any | None = None, everything: bool = False) -> int:
+    """Remove the leftovers of crashed runs: containers labelled ``argym.sandbox`` whose owning process is gone
+    (`reap_orphans`); with `everything`, every labelled container, live runs' included. Returns how many."""
     client = client or client_from_env()
+    if not everything:
+        return reap_orphans(client)
     n = 0
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         try:
-            c.remove(force=True)
+            c.remove(force=True, v=True)
             n += 1
         except Exception:  # noqa: BLE001
             pass
+    for v in client.volumes.list(filters={"label": LABEL}):  # a session's work dir, once its container is gone
+        try:
+            v.remove()
+        except Exception:  # noqa: BLE001 -- still in use
+            pass
     return n
+
+
+def process_tag(pid: int) -> str | None:
+    """``host:boot id:pid:start time`` of a live process of this machine (None if there is none): unlike a pid
+    alone, it names one process, not a later one that reuses the number."""
+    try:
+        stat = open(f"/proc/{pid}/stat", "rb").read()
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        return None
+    return f"{socket.gethostname()}:{boot}:{pid}:{stat.rsplit(b')', 1)[1].split()[19].decode()}"
+
+
+def reap_orphans(client: Any) -> int:
+    """Remove the containers whose owning process ran on this machine and is gone; returns how many.
+
+    Containers of live processes, of other machines sharing the engine, or without the label are left alone.
+    """
+    mine = (process_tag(os.getpid()) or "").rsplit(":", 2)[0]
+    n = 0
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.process"}):
+        tag = c.labels.get(f"{LABEL}.process", "")
+        host, _, rest = tag.rpartition(":")[0].rpartition(":")
+        if host != mine or not rest.isdigit() or process_tag(int(rest)) == tag:
+            continue
+        try:
+            c.remove(force=True, v=True)  # v: its tmpfs work-dir volume too
+            n += 1
+        except Exception:  # noqa: BLE001 -- gone meanwhile, or another reaper got it
+            pass
+    return n
+
+
+def _remove_owned(client: Any, owner: str) -> None:
+    if owner.split("-")[0] != str(os.getpid()):
+        return  # a forked child exiting: the containers are its parent's
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.owner={owner}"}):
+        try:
+            c.remove(force=True, v=True)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class DockerSandbox(Sandbox):
@@ -87,6 +143,10 @@ class DockerSandbox(Sandbox):
         for i in range(slots):
             self._slots.put(i)
         self._owner = f"{os.getpid()}-{id(self)}"
+        self._labels = {LABEL: "1", f"{LABEL}.owner": self._owner, f"{LABEL}.process": process_tag(os.getpid()) or ""}
+        reap_orphans(self.client)
+        # an env that is never closed still takes its containers with it (at garbage collection or at exit)
+        self._finalizer = weakref.finalize(self, _remove_owned, self.client, self._owner)
 
     def leftover_containers(self) -> list[str]:
         return [c.id for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"})]
@@ -112,7 +172,7 @@ class DockerSandbox(Sandbox):
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
                 pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
                 security_opt=["no-new-privileges"], read_only=True, tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
-                working_dir="/sandbox", init=True, labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+                working_dir="/sandbox", init=True, labels=self._labels,
                 ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (
                     ("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files),
                     ("core", 0))])  # no "as": runc itself needs more address space
@@ -146,8 +206,14 @@ class DockerSandbox(Sandbox):
                 pass
 
     def start_session(self, limits: Limits | None = None, image: str | None = None, workdir: str = "/testbed",
-                      tmp_mb: int = 256) -> Any:
+                      tmp_mb: int = 256, workdir_mb: int | None = None) -> Any:
         """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
+
+        With `workdir_mb`, `workdir` is a volume on a tmpfs of that size (the engine's
+        writable layer has no size bound on most storage drivers), so a command cannot
+        write past it while it runs. It starts empty (the engine copies no image
+        content into a tmpfs volume), goes with the container (``remove(v=True)``),
+        and its pages count towards the container's memory limit.
 
         The same confinement as `run` (no network, memory/CPU/pids limits, only KILL,
         SETUID and SETGID kept, no-new-privileges, an init, rlimits) but a writable
@@ -155,19 +221,23 @@ class DockerSandbox(Sandbox):
         can be committed as a snapshot; commands run as an unprivileged uid (`exec_in`'s
         `user`, the caller's files in `workdir` and the size-capped ``/tmp`` only); its
         processes are capped by an nproc rlimit below the pids limit, so `kill_user`
-        can always start. The caller removes it (``remove(force=True)``).
+        can always start. The caller removes it (``remove(force=True, v=True)``).
         """
         import docker
 
         limits = limits or self.limits
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        mounts = [] if workdir_mb is None else [docker.types.Mount(
+            workdir, None, type="volume", labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+            driver_config=docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
+                                                              "o": f"size={workdir_mb}m"}))]
         try:
             return self.client.containers.run(
-                image or self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0",
+                image or self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0", mounts=mounts,
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
                 pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
                 security_opt=["no-new-privileges"], tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
-                working_dir=workdir, init=True, labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+                working_dir=workdir, init=True, labels=self._labels,
                 ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (
                     ("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files),
                     ("core", 0), ("nproc", max(limits.processes - 16, 8)))])  # room for root's kill_user
@@ -264,8 +334,4 @@ class DockerSandbox(Sandbox):
             result=bytes(out) if result_channel else None)
 
     def close(self) -> None:
-        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"}):
-            try:
-                c.remove(force=True)
-            except Exception:  # noqa: BLE001
-                pass
+        self._finalizer()

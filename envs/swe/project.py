@@ -40,9 +40,15 @@ _ROOT: list[Path] = []
 
 
 def cache_root() -> Path:
-    """This process's cache directory (removed at exit)."""
+    """This process's cache directory, named by its pid: removed at exit, and reaped by the next process
+    to start if this one was killed (found by `argym check`'s resources check)."""
     if not _ROOT:
-        root = Path(tempfile.mkdtemp(prefix="argym-swe-"))
+        from argym.envs.sandbox.disk import orphans, reap
+
+        for orphan in orphans(Path(tempfile.gettempdir()), "argym-swe-"):
+            reap(orphan, "ws-")  # its workspaces (unmounted) first, then the rest of it
+        reap(Path(tempfile.gettempdir()), "argym-swe-")
+        root = Path(tempfile.mkdtemp(prefix=f"argym-swe-{os.getpid()}-"))
         os.chmod(root, 0o755)
         atexit.register(shutil.rmtree, root, True)
         _ROOT.append(root)

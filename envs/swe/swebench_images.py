@@ -127,7 +127,7 @@ def open_image_workspace(sandbox: Sandbox, instance: Instance, limits: Limits = 
         if snapshot.get("backend") != "docker" or sandbox.backend != "docker":
             raise ConfigError("An image instance's snapshot can only be restored on the docker backend.")
         limits = limits.with_(disk_mb=limits.disk_mb + prepared_image(sandbox, instance)[1])
-        return DockerWorkspace(sandbox, None, limits, image=snapshot["image"], uid=snapshot["uid"])
+        return DockerWorkspace(sandbox, None, limits, image=snapshot["image"], uid=snapshot["uid"], tree=snapshot["tree"])
     image, size_mb = prepared_image(sandbox, instance)
     # The disk limit bounds what the agent adds: a real repository may alone be larger than it.
     return DockerWorkspace(sandbox, None, limits.with_(disk_mb=limits.disk_mb + size_mb), image=image)

@@ -4,9 +4,10 @@
 the sandbox (paths outside the repository are refused there); `undo_edit`
 restores a file from the host-side history of its edits; `run` is a shell
 command in the repository with a timeout, its output cut to a head and a tail
-(research/SANDBOX_SWE.md §2: R2E-Gym and mini-swe-agent both keep the ends);
-`submit` ends the episode (handled by the env). Tool calls are read with
-`argym.envs.tools.calls`, so every call form of the ToolCall env works here.
+(R2E-Gym keeps the first and last 40 lines, SWE-agent/mini-swe-agent the first
+and last 5,000 characters); `submit` ends the episode (handled by the env).
+Tool calls are read with `argym.envs.tools.calls`, so every call form of the
+ToolCall env works here.
 """
 
 from __future__ import annotations

@@ -5,19 +5,23 @@
 Two backends:
 
 - `ProcessWorkspace` (``process``): a fresh copy of the base repository on the
-  host, bound read-write at ``/testbed`` into a `ProcessSandbox` run (bubblewrap:
+  host, in a `BoundedDir` (as root a tmpfs of ``disk_mb``, so a command cannot
+  write past the disk limit while it runs),
+  bound read-write at ``/testbed`` into a `ProcessSandbox` run (bubblewrap:
   no network, own PID namespace, a per-slot uid, rlimits, the tree killed after
   every command, so daemons do not outlive it). Python's pytest comes from a
   read-only copy of argym's own pytest install at ``/opt/argym/site``.
 - `DockerWorkspace` (``docker``): one container per workspace from the SWE
   image (``argym-swe``: Debian's python3, pytest and git), the repository copied
-  into ``/testbed``, commands run as a uid of the workspace's own; after every
-  command all of that uid's processes are killed.
+  into ``/testbed`` (a volume on a tmpfs of ``disk_mb``, so a command cannot
+  write past the disk limit while it runs), commands run as a uid of the
+  workspace's own; after every command all of that uid's processes are killed.
 
 Both bind the base commit's pristine git directory read-only at
 ``/opt/argym/base.git`` (the grader diffs against it, whatever the agent did to
-``.git``). `snapshot()` copies the work tree (process) or commits the container
-(docker); `Workspace.restore` builds a new workspace from it.
+``.git``). `snapshot()` copies the work tree (process) or commits the container and
+copies ``/testbed`` out as a tar (docker: a commit leaves volumes out);
+`open_workspace` builds a new workspace from it.
 """
 
 from __future__ import annotations
@@ -32,13 +36,16 @@ import tarfile
 import tempfile
 import threading
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, MissingDependencyError
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError
+from argym.envs.sandbox.disk import BoundedDir
+from argym.envs.sandbox.docker import LABEL
 from argym.envs.swe.project import cache_root
 
 ROOT = "/testbed"
@@ -84,12 +91,20 @@ _ENV_LOCK = threading.Lock()
 def test_env(python: str) -> Path:
     """``site/`` (pytest and what it needs, copied from this interpreter's install) and ``bin/python``.
 
-    The sandbox masks every site-packages directory, so the tests get exactly this.
+    The sandbox masks every site-packages directory, so the tests get exactly this. pytest comes
+    with the ``swe`` extra; without it this raises `MissingDependencyError` (at `reset`), since a
+    grader that cannot run the tests must never score the agent. Built once per process, and built
+    again if it was removed.
     """
     root = cache_root() / "testenv"
     with _ENV_LOCK:
-        if root.exists():
+        if (root / "site" / "pytest").is_dir() and (root / "bin" / "python").exists():
             return root
+        try:
+            metadata.distribution("pytest")
+        except metadata.PackageNotFoundError:
+            raise MissingDependencyError("pytest", "swe", "argym/SWE-v0's process backend (it runs the "
+                                                          "repository's tests with pytest)") from None
         tmp = Path(tempfile.mkdtemp(dir=cache_root()))
         site = tmp / "site"
         todo, seen = ["pytest"], set()
@@ -102,7 +117,7 @@ def test_env(python: str) -> Path:
             try:
                 dist = metadata.distribution(name)
             except metadata.PackageNotFoundError:
-                continue
+                continue  # a dependency for another platform or Python (colorama, tomli)
             for f in dist.files or []:
                 if f.parts[0] == ".." or "__pycache__" in f.parts:
                     continue
@@ -121,6 +136,8 @@ def test_env(python: str) -> Path:
         for p in [tmp, *tmp.rglob("*")]:
             if not p.is_symlink():
                 os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        if root.exists():  # an incomplete or damaged one: replaced whole
+            shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
         return root
 
@@ -146,10 +163,15 @@ class ProcessWorkspace(Workspace):
             raise ConfigError("The process workspace needs a ProcessSandbox.")
         self.sandbox = sandbox
         self.base = base
-        self.dir = Path(tempfile.mkdtemp(prefix="ws-", dir=cache_root()))
-        os.chmod(self.dir, 0o711)
+        self._dir = BoundedDir(cache_root(), "ws-", limits.disk_mb)
+        self.dir = self._dir.path
         self.repo = self.dir / "repo"
-        copy_tree(tree if tree is not None else base, self.repo)
+        try:
+            copy_tree(tree if tree is not None else base, self.repo)
+        except OSError as e:
+            self.close()
+            raise ConfigError(f"The repository does not fit the workspace's disk limit of {limits.disk_mb} MB "
+                              f"({e}); raise Limits.disk_mb.") from e
         env_root = test_env(sandbox.python)
         from argym.envs.sandbox.process import Mount
 
@@ -179,7 +201,7 @@ class ProcessWorkspace(Workspace):
         return {"backend": "process", "tree": str(dest), "base": str(self.base)}
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._dir.close()
 
 
 _SNAPSHOTS: list[Path] = []
@@ -218,30 +240,78 @@ def _tar_of(tree: Path, arcroot: str, uid: int) -> bytes:
     return buf.getvalue()
 
 
+def _save_tree(box: Any, dest: Path) -> None:
+    """``/testbed`` of a container (started or only created) as a tar file at `dest`."""
+    stream, _ = box.get_archive(ROOT)
+    with open(dest, "wb") as f:
+        for chunk in stream:
+            f.write(chunk)
+
+
+_IMAGE_TREES: dict[str, str] = {}
+_IMAGE_TREES_LOCK = threading.Lock()
+
+
+def _image_tree(client: Any, image: str) -> str:
+    """An image's own ``/testbed`` as a tar file (once per image and process), read from a container
+    that is created, never started."""
+    with _IMAGE_TREES_LOCK:
+        if image not in _IMAGE_TREES:
+            box = client.containers.create(image, ["true"], network_disabled=True, labels={LABEL: "1"})
+            try:
+                dest = _snapshot_dir() / f"image-{uuid.uuid4().hex}.tar"
+                _save_tree(box, dest)
+            finally:
+                box.remove(force=True)
+            _IMAGE_TREES[image] = str(dest)
+        return _IMAGE_TREES[image]
+
+
 class DockerWorkspace(Workspace):
     """A container of the SWE image with the repository in ``/testbed`` (see the module docstring)."""
 
     backend = "docker"
 
     def __init__(self, sandbox: Any, base: Path | None, limits: Limits = DEFAULT_LIMITS, image: str | None = None,
-                 uid: int | None = None):
+                 uid: int | None = None, tree: str | None = None):
+        """From `base` (a fresh copy), or `image` (its ``/testbed``), or `image` and `tree` (a snapshot's tar).
+
+        ``/testbed`` is a tmpfs volume of ``disk_mb`` that starts empty: the repository
+        goes in as a tar (the base's, the image's own, or the snapshot's).
+        """
         super().__init__(limits)
         self.sandbox = sandbox
         self.base = base
         # A uid of its own per workspace: the container's nproc rlimit counts per uid across the
         # whole host, so a shared uid (nobody) would let one workspace's fork bomb starve the others.
         self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
-        self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb)
+        if image is not None and tree is None:
+            tree = _image_tree(sandbox.client, image)
+        self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb,
+                                         workdir_mb=limits.disk_mb)
+        # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
+        self._finalizer = weakref.finalize(self, _remove_container, self.box, os.getpid())
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
                 self.box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), self.uid))
                 self.box.put_archive("/opt/argym", _tar_of(base / ".git", "base.git", 0))
+            else:
+                with open(tree, "rb") as f:
+                    self.box.put_archive("/", f)
         except Exception as e:  # noqa: BLE001
             self.close()
             raise SandboxError(f"could not copy the repository into the container: {e}") from e
 
     def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+        try:
+            return self._exec(argv, stdin, timeout_s)
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the engine's own errors: the container is gone or unreachable
+            raise SandboxError(f"lost the workspace container: {e}") from e
+
+    def _exec(self, argv: list[str], stdin: bytes | None, timeout_s: float | None) -> ExecResult:
         limits = self.limits.with_(timeout_s=timeout_s or self.limits.timeout_s, cpu_s=None)
         if stdin is not None:  # exec has no stdin: the data goes in as a root-owned file first
             name = f"stdin-{uuid.uuid4().hex}"
@@ -271,13 +341,22 @@ class DockerWorkspace(Workspace):
         if not _IMAGES:
             atexit.register(_remove_snapshot_images)
         _IMAGES.append((self.sandbox.client, image.id))
-        return {"backend": "docker", "image": image.id, "uid": self.uid, "base": str(self.base) if self.base else ""}
+        tree = _snapshot_dir() / f"{uuid.uuid4().hex}.tar"
+        _save_tree(self.box, tree)
+        return {"backend": "docker", "image": image.id, "uid": self.uid, "tree": str(tree),
+                "base": str(self.base) if self.base else ""}
 
     def close(self) -> None:
-        try:
-            self.box.remove(force=True)
-        except Exception:  # noqa: BLE001
-            pass
+        self._finalizer()
+
+
+def _remove_container(box: Any, owner_pid: int) -> None:
+    if os.getpid() != owner_pid:
+        return  # a forked child exiting: the container is its parent's
+    try:
+        box.remove(force=True, v=True)  # v: its tmpfs /testbed volume too
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS,
@@ -287,6 +366,6 @@ def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS
         raise ConfigError(f"A {snapshot.get('backend')} snapshot cannot be restored on the {sandbox.backend} backend.")
     if sandbox.backend == "docker":
         return DockerWorkspace(sandbox, base, limits, image=snapshot["image"] if snapshot else None,
-                               uid=snapshot["uid"] if snapshot else None)
+                               uid=snapshot["uid"] if snapshot else None, tree=snapshot["tree"] if snapshot else None)
     tree = Path(snapshot["tree"]) if snapshot else None
     return ProcessWorkspace(sandbox, base, limits, tree=tree)

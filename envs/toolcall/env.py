@@ -18,6 +18,18 @@ in plain text. Two task sources (``tasks=``):
   BFCL's single-turn categories (`argym.envs.toolcall.bfcl`); one turn, graded
   by argym's AST checker against BFCL's possible answers (irrelevance: no call).
 
+``tools="mcp:COMMAND ARG ..."`` (a stdio MCP server argym starts) or
+``tools="mcp+http://HOST:PORT/PATH"`` (a streamable-HTTP one) replaces the tools
+with an MCP server's (`argym.envs.tools.mcp`): its tools are every task's
+schemas and calls go to it through the `mcp` SDK, each under ``timeout_s``.
+Tasks then come from a JSONL file (or a list of `Task`): one object a line with
+``prompt`` (text or messages), ``answer``, optionally ``id``, ``split``,
+``answer_type`` (``number``, the default; ``weekday``; ``text``: the answer
+must contain it, case-insensitively) and ``plan`` (the oracle's calls, a list
+of turns, each a list of ``{"name", "arguments"}``). A tool's own error is the
+agent's observation; a server that cannot start or crashes is an
+infrastructure failure; the env stops a stdio server on `close()`.
+
 Bad calls (malformed JSON, trailing text, unknown tools, missing or mistyped
 arguments, 10,000 calls, deep nesting, huge strings, a tool that raises or
 runs past ``timeout_s``) are answered with an error that says what was wrong,
@@ -38,15 +50,18 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, InfrastructureError
 from argym.types import Message, Task
 from argym.envs.base import Reply, TextEnv
-from argym.envs.sandbox.base import Sandbox, SandboxError, SandboxUnavailable, episode_sandbox
-from argym.envs.tasks import TaskSource, resolve_source
+from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
+from argym.envs.sandbox.base import Sandbox, SandboxUnavailable, episode_sandbox
+from argym.envs.tasks import ListSource, TaskSource, resolve_source
 from argym.envs.tools.calls import (CallLimits, ToolCall, check_call, format_calls, parse_tool_calls,
                                     tool_message)
+from argym.envs.tools.mcp import MCPTools, is_mcp_spec
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
 from argym.envs.toolcall.executable import WEEKDAYS, executable_source
@@ -62,8 +77,12 @@ FINISH_EXECUTABLE = "When you know the answer, reply with it in plain text and n
 FINISH_BFCL = "Reply with the call(s) that answer the request; if no tool fits it, reply in plain text."
 
 
-def toolcall_tasks(tasks: Any) -> TaskSource:
-    """The `tasks=` kwarg: ``executable(...)``, ``bfcl``, ``bfcl/CATEGORY``, ``bfcl(categories=..., per_category=N)``."""
+def toolcall_tasks(tasks: Any, tools: list[dict[str, Any]] | None = None) -> TaskSource:
+    """The `tasks=` kwarg: ``executable(...)``, ``bfcl``, ``bfcl/CATEGORY``, ``bfcl(categories=..., per_category=N)``;
+    with an MCP server's `tools`, a JSONL file or a list of `Task` (each task gets those tools)."""
+    if tools is not None:
+        return _mcp_tasks(tasks, tools)
+
     def named(name: str, kwargs: dict[str, Any]) -> TaskSource:
         if name == "executable":
             return executable_source(**kwargs)
@@ -84,6 +103,38 @@ def toolcall_tasks(tasks: Any) -> TaskSource:
     return resolve_source(tasks, row_to_task=row, named=named, kind="ToolCall")
 
 
+ANSWER_TYPES = ("number", "weekday", "text")
+
+
+def _mcp_tasks(tasks: Any, tools: list[dict[str, Any]]) -> TaskSource:
+    """Tasks for an MCP server's tools: JSONL rows or a list of `Task`, every task offered all of `tools`."""
+    def row(row: dict[str, Any], default_id: str) -> Task:
+        prompt = row["prompt"]
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        if not isinstance(prompt, list) or not prompt or not all(isinstance(m, dict) for m in prompt):
+            raise ValueError("'prompt' must be a string or a non-empty list of messages")
+        answer_type = str(row.get("answer_type", "number"))
+        if answer_type not in ANSWER_TYPES:
+            raise ValueError(f"'answer_type' must be one of {ANSWER_TYPES}, got {answer_type!r}")
+        meta = {"source": "mcp", "answer_type": answer_type}
+        if "plan" in row:
+            meta["plan"] = row["plan"]
+        return Task(id=str(row.get("id", default_id)), prompt=tuple(prompt), answer=str(row["answer"]), meta=meta)
+
+    def named(name: str, kwargs: dict[str, Any]) -> TaskSource:
+        raise ConfigError(f"With an MCP tool server, tasks= is a JSONL file or a list of argym.Task "
+                          f"(its tools are the server's), not {name!r}.")
+
+    source = resolve_source(tasks, row_to_task=row, named=named, kind="ToolCall (MCP)")
+    if not isinstance(source, ListSource):
+        raise ConfigError(f"With an MCP tool server, tasks= is a JSONL file or a list of argym.Task, "
+                          f"got {type(source).__name__}.")
+    schemas = tuple(tools)
+    return ListSource([replace(t, tools=schemas, meta={"answer_type": "number", **t.meta}) for t in source.tasks],
+                      name=source.name)
+
+
 class ToolCallEnv(TextEnv):
     """Tool calling: BFCL's single-turn categories and executable multi-step tasks.
 
@@ -101,7 +152,7 @@ class ToolCallEnv(TextEnv):
     def __init__(self, tasks: Any = "executable", split: str = "test", max_turns: int = 8,
                  timeout_s: float = 5.0, sandbox: str | Sandbox = "process", format_weight: float = 0.0,
                  call_weight: float = 0.0, oracle_style: str = "hermes", schemas_in_prompt: bool = True,
-                 render_mode: str | None = None, executors: Any = None):
+                 tools: str | None = None, render_mode: str | None = None, executors: Any = None):
         if not timeout_s or float(timeout_s) <= 0:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}.")
         if oracle_style not in ("hermes", "json", "openai"):
@@ -115,11 +166,22 @@ class ToolCallEnv(TextEnv):
         self._sandbox_spec = sandbox
         self._ctx = ToolContext()
         self._calls_made = 0
-        super().__init__(tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode,
-                         executors=executors)
+        if tools is not None and not is_mcp_spec(tools):
+            raise ConfigError(f"tools= names an MCP server: 'mcp:COMMAND ARG ...' or 'mcp+http://HOST:PORT/PATH'; "
+                              f"got {tools!r}.")
+        if tools is not None and tasks == "executable":
+            raise ConfigError("With an MCP tool server (tools=...), give tasks= a JSONL file or a list of "
+                              "argym.Task: the executable tasks need argym's own tools.")
+        self.mcp: MCPTools | None = MCPTools(tools, timeout_s=self.timeout_s) if tools is not None else None
+        try:
+            super().__init__(tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode,
+                             executors=executors)
+        except BaseException:
+            self.close()
+            raise
 
     def load_tasks(self, tasks: Any) -> TaskSource:
-        return toolcall_tasks(tasks)
+        return toolcall_tasks(tasks, self.mcp.schemas if self.mcp is not None else None)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -159,7 +221,7 @@ class ToolCallEnv(TextEnv):
         try:
             for call in turn.calls:
                 messages.append(tool_message(call, self._run(call, verdict)))
-        except (SandboxError, SandboxUnavailable) as e:  # the sandbox could not run: a harness fault
+        except (InfrastructureError, SandboxUnavailable) as e:  # a sandbox or tool worker could not run: a harness fault
             verdict["errors"].append(f"infrastructure: {e}")
             return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, verdict=verdict,
                          infra_failure=True)
@@ -169,19 +231,41 @@ class ToolCallEnv(TextEnv):
 
     def _run(self, call: ToolCall, verdict: dict[str, Any]) -> str:
         problem = check_call(call, self.task.tools or ())
-        if problem is None and call.name not in TOOLS:
+        if problem is None and self.mcp is not None:
+            try:
+                ok, text = self.mcp.call(call.name, call.arguments)
+            except DeadlineExceeded:
+                problem = f"{call.name} did not finish within {self.timeout_s:g} s and was stopped."
+            else:
+                if ok:
+                    return text
+                problem = f"{call.name} failed: {text}"
+        elif problem is None and call.name not in TOOLS:
             problem = f"The tool '{call.name}' cannot run in this env."
         if problem is None:
+            tool = TOOLS[call.name]
             try:
-                return TOOLS[call.name].run(call.arguments, self._ctx)
+                if not tool.stateless:
+                    return tool.run(call.arguments, self._ctx)
+                ok, text = self._tool_pool().call(call.name, call.arguments, deadline_s=self.timeout_s)
+                if ok:
+                    return text
+                problem = f"{call.name} failed: {text}"
+            except DeadlineExceeded:
+                problem = f"{call.name} did not finish within {self.timeout_s:g} s and was stopped."
             except ToolError as e:
                 problem = f"{call.name} failed: {e}"
-            except (SandboxError, SandboxUnavailable):
+            except (InfrastructureError, SandboxUnavailable):
                 raise
             except Exception as e:  # a tool's own bug on odd arguments is still the agent's failure to avoid
                 problem = f"{call.name} failed: {type(e).__name__}: {e}"
         verdict["errors"].append(problem)
         return f"Error: {problem}"
+
+    def _tool_pool(self) -> WorkerPool:
+        """The engine's shared tool workers if it handed them in, else the process-wide pool."""
+        pool = getattr(self.executors, "tools", None)
+        return pool if pool is not None else Executors.default().tools  # type: ignore[return-value]
 
     def _shaping(self, verdict: dict[str, Any]) -> dict[str, float]:
         return {"format": self.format_weight * float(verdict["format_ok"]),
@@ -193,6 +277,9 @@ class ToolCallEnv(TextEnv):
             named = [d for d in WEEKDAYS if re.search(rf"\b{d}\b", text, re.IGNORECASE)]
             answer = named[0] if len(named) == 1 else ", ".join(named)
             correct = named == [expected]
+        elif self.task.meta.get("answer_type") == "text":
+            answer = text.strip()
+            correct = bool(expected.strip()) and expected.strip().lower() in answer.lower()
         else:
             numbers = _NUMBER.findall(text)
             answer = numbers[-1].replace(",", "") if numbers else ""
@@ -229,6 +316,8 @@ class ToolCallEnv(TextEnv):
             if not calls:
                 return "None of the available tools can do this."
             return format_calls([ToolCall(n, a, f"call_{i}") for i, (n, a) in enumerate(calls)], self.oracle_style)
+        if "plan" not in task.meta:
+            raise NotImplementedError(f"Task {task.id!r} has no plan, so ToolCall-v0 has no oracle for it.")
         plan = task.meta["plan"]
         done = sum(1 for m in self._messages if m.get("role") == "assistant")
         if done < len(plan):
@@ -242,8 +331,17 @@ class ToolCallEnv(TextEnv):
         from pathlib import Path
 
         here = Path(__file__).parent
+        if self.mcp is not None:
+            return {"mcp-tools": hashlib.sha256(json.dumps(self.mcp.schemas, sort_keys=True).encode()).hexdigest()[:12]}
         if getattr(self.tasks, "name", "").startswith("bfcl"):
             checker = hashlib.sha256((here / "bfcl_checker.py").read_bytes()).hexdigest()[:12]
             return {"bfcl-eval": bfcl.BFCL_VERSION, "argym-bfcl-checker": checker}
         tools = hashlib.sha256((here / "tools.py").read_bytes() + (here / "env.py").read_bytes()).hexdigest()[:12]
         return {"argym-toolcall-tools": tools}
+
+    def close(self) -> None:
+        """Stop the MCP server's session (a stdio server's process with it) and its event loop."""
+        mcp = getattr(self, "mcp", None)
+        if mcp is not None:
+            mcp.close()
+        super().close()

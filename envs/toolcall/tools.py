@@ -14,6 +14,12 @@ A tool answers a string. Whatever the agent's arguments make a tool do (raise,
 overflow, time out) is a `ToolError`, reported to the agent and scored as its
 failure; only a sandbox that cannot run is an infrastructure failure
 (`SandboxError` passes through).
+
+The stateless tools (``Tool.stateless``: all but the store and ``python``) run
+in a `WorkerPool` (`run_tool`, `tool_pool`), not in the env's process: their
+own bounds keep each call to microseconds, and the parent's hard deadline
+(`ToolCallEnv.timeout_s`) stops whatever a bound missed without holding the
+env's GIL. A worker that dies is an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import datetime as dt
 import json
 import math
 import operator
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from argym.errors import ArgymError
+from argym.envs.executors import WorkerPool
 
 
 class ToolError(ArgymError):
@@ -54,6 +62,8 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     run: Callable[[dict[str, Any], ToolContext], str]
+    stateless: bool = True
+    """runs on its arguments alone, so it can run in a worker process (`run_tool`)"""
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function",
@@ -73,28 +83,50 @@ _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: op
 _FUNCS: dict[str, Callable[..., Any]] = {"sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max,
                                          "floor": math.floor, "ceil": math.ceil, "log": math.log, "exp": math.exp}
 _MAX_MAGNITUDE = 1e100
+"""Every number (constant, intermediate, result) stays within this, so each operation costs microseconds."""
+_MAX_DEPTH = 100
+"""Syntax-tree depth; checked explicitly, since the interpreter's recursion limit is whatever imports set."""
+_MAX_NDIGITS = 100
+"""`round`'s ndigits: ``round(1, -10**8)`` builds a 10**8-digit power of ten (a minute of CPU)."""
 
 
 def calculate(expression: str) -> int | float:
-    """Evaluate arithmetic (+ - * / // % **, parentheses, a few math functions) without `eval`."""
+    """Evaluate arithmetic (+ - * / // % **, parentheses, a few math functions) without `eval`.
+
+    Every input is bounded before work is done on it (length, depth, magnitudes,
+    powers, `round`'s digits), so no expression of at most 1000 characters runs long.
+    """
     if len(expression) > 1000:
         raise ToolError(f"The expression is {len(expression)} characters; at most 1000 are allowed.")
     try:
         tree = ast.parse(expression.replace("^", "**"), mode="eval")
     except SyntaxError as e:
         raise ToolError(f"Cannot read the expression {expression[:80]!r}: {e.msg}.") from None
-    try:
-        return _eval(tree.body)
-    except RecursionError:
+    except (RecursionError, MemoryError):  # the parser's own stack
         raise ToolError("The expression is nested too deeply.") from None
+    if _depth(tree.body) > _MAX_DEPTH:
+        raise ToolError(f"The expression is nested too deeply (more than {_MAX_DEPTH} levels).")
+    return _eval(tree.body)
+
+
+def _depth(root: ast.AST) -> int:
+    """The syntax tree's depth, without recursion; stops counting past `_MAX_DEPTH`."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= _MAX_DEPTH:
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _eval(node: ast.AST) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return _bounded(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and (abs(right) > 1000 or abs(left) > 1e6 and abs(right) > 10):
+        if isinstance(node.op, ast.Pow) and abs(left) > 1 and right > 0 \
+                and right * math.log10(abs(left)) > math.log10(_MAX_MAGNITUDE):
             raise ToolError("The power is too large.")
         try:
             value = _BINOPS[type(node.op)](left, right)
@@ -107,18 +139,22 @@ def _eval(node: ast.AST) -> int | float:
         return _UNARY[type(node.op)](_eval(node.operand))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
             and not node.keywords and len(node.args) <= 4:
-        args = [_eval(a) for a in node.args]
+        name, args = node.func.id, [_eval(a) for a in node.args]
+        if name == "round" and len(args) == 2 and not (type(args[1]) is int and abs(args[1]) <= _MAX_NDIGITS):
+            raise ToolError(f"round: ndigits must be an integer from -{_MAX_NDIGITS} to {_MAX_NDIGITS}, "
+                            f"got {args[1]!r}.")
         try:
-            return _bounded(_FUNCS[node.func.id](*args))
-        except (TypeError, ValueError, OverflowError) as e:
-            raise ToolError(f"{node.func.id}: {e}.") from None
+            return _bounded(_FUNCS[name](*args))
+        except (TypeError, ValueError, OverflowError, ZeroDivisionError) as e:
+            raise ToolError(f"{name}: {e}.") from None
     raise ToolError(f"Unsupported in an expression: {ast.dump(node)[:80]}. Use numbers, + - * / // % **, "
                     f"parentheses and {', '.join(_FUNCS)}.")
 
 
 def _bounded(value: Any) -> int | float:
-    if isinstance(value, complex) or abs(value) > _MAX_MAGNITUDE:
-        raise ToolError("The result is out of range.")
+    if isinstance(value, complex) or isinstance(value, float) and not math.isfinite(value) \
+            or abs(value) > _MAX_MAGNITUDE:
+        raise ToolError(f"The result is out of range (numbers are limited to ±{_MAX_MAGNITUDE:g}).")
     return value
 
 
@@ -253,7 +289,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("calculator", "Evaluate an arithmetic expression (+ - * / // % **, parentheses, sqrt, round, ...).",
          _obj(["expression"], expression={"type": "string"}), _calculator),
     Tool("python", "Run a Python program in a sandbox and return what it prints.",
-         _obj(["code"], code={"type": "string"}), _python),
+         _obj(["code"], code={"type": "string"}), _python, stateless=False),
     Tool("convert_units", "Convert a value between units of length, mass, time or temperature.",
          _obj(["value", "from_unit", "to_unit"], value={"type": "number"},
               from_unit={"type": "string", "enum": _UNIT_NAMES}, to_unit={"type": "string", "enum": _UNIT_NAMES}),
@@ -264,9 +300,35 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
          _obj(["start", "end"], start={"type": "string"}, end={"type": "string"}), _date_diff),
     Tool("weekday", "The day of the week of a YYYY-MM-DD date.",
          _obj(["date"], date={"type": "string"}), _weekday),
-    Tool("kv_get", "Read a value from the key-value store.", _obj(["key"], key={"type": "string"}), _kv_get),
+    Tool("kv_get", "Read a value from the key-value store.", _obj(["key"], key={"type": "string"}), _kv_get,
+         stateless=False),
     Tool("kv_set", "Write a value to the key-value store.",
-         _obj(["key", "value"], key={"type": "string"}, value={"type": "string"}), _kv_set),
+         _obj(["key", "value"], key={"type": "string"}, value={"type": "string"}), _kv_set, stateless=False),
     Tool("search_docs", "Search the document collection (towns); returns the best 3 matches.",
          _obj(["query"], query={"type": "string"}), _search_docs),
 )}
+
+TOOL_FN = "argym.envs.toolcall.tools:run_tool"
+
+
+def run_tool(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    """A stateless tool's answer in a worker process: (True, text) or (False, what went wrong).
+
+    Whatever the arguments make the tool raise is the agent's failure, so it
+    comes back as a value; only the worker's death reaches the caller as an error.
+    """
+    tool = TOOLS[name]
+    if not tool.stateless:
+        raise ValueError(f"The tool {name!r} keeps state in the env; it cannot run in a worker.")
+    try:
+        return True, tool.run(arguments, ToolContext())
+    except ToolError as e:
+        return False, str(e)
+    except Exception as e:  # a tool's own bug on odd arguments is still the agent's failure to avoid
+        return False, f"{type(e).__name__}: {e}"
+
+
+def tool_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
+    """A pool running `run_tool`, warmed up so that imports do not count against the deadline."""
+    workers = workers or max(1, min(4, os.cpu_count() or 1))
+    return WorkerPool(TOOL_FN, workers=workers, deadline_s=deadline_s, warmup=("calculator", {"expression": "1"}))

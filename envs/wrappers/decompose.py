@@ -14,7 +14,7 @@ The step scores s_j are aggregated in PURE's min-form (Cheng et al.,
 arXiv 2504.15275; `argym.rewards.credit.min_form_rewards`): the process part
 λ·Σ_j softmax(−s/T)_j·s_j tends to λ·min_j s_j, so padding a decomposition
 with easy sub-steps earns nothing and one wrong or rejected step removes it
-(ALGORITHMS.md §9, the reconstruction for argym). PURE's soft min needs
+(argym's construction; A²D, arXiv 2602.00759, rewards the final answer only). PURE's soft min needs
 every step's score, so it is added when the episode ends:
 ``reward_parts == {"outcome": R_final, "process": λ·Σ r*_j}`` on the last
 turn, 0 on the others, and ``info["step_score"]`` on each sub-answer turn
@@ -58,7 +58,7 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     Args:
         env: an argym text env whose tasks may list known steps in ``meta["steps"]``.
-        lam: λ, the weight of the min-form process reward (ALGORITHMS.md §9 suggests 0.1-0.5).
+        lam: λ, the weight of the min-form process reward (0.1-0.5 suggested; argym's choice).
         temperature: T of PURE's soft min (small T: close to the strict minimum).
         max_subquestions: sub-questions beyond this many are rejected.
         relevant_only: an expression's value must be one of the task's known

@@ -19,11 +19,17 @@ N_TEST, N_TRAIN = 5, 7
 
 
 class EchoEnv(TextEnv):
-    """Say the number back. Task q3 (test) is a harness fault when `broken=True`."""
+    """Say the number back. Task q3 (test) is a harness fault when `broken=True`; task q2 cannot start
+    (its reset raises `InfrastructureError`, as a sandbox that will not run does) when `unstartable=True`."""
 
-    def __init__(self, broken: bool = False, **kwargs):
-        self.broken = broken
+    def __init__(self, broken: bool = False, unstartable: bool = False, **kwargs):
+        self.broken, self.unstartable = broken, unstartable
         super().__init__(**kwargs)
+
+    def begin(self, task):
+        if self.unstartable and task.id == "q2":
+            raise InfrastructureError("the sandbox could not start")
+        return super().begin(task)
 
     def load_tasks(self, tasks):
         return ListSource([Task(id=f"q{i}", prompt=({"role": "user", "content": f"Say {i}."},),
@@ -119,6 +125,18 @@ def test_infrastructure_failures_are_counted_not_scored():
     r = evaluate(ECHO, {"broken": True}, "oracle")
     assert r.infra_failures == 1 and r.n == N_TEST - 1 and r.mean == 1.0
     assert [e["infra_failure"] for e in r.episodes] == [False, False, False, True, False]
+
+
+def test_an_episode_that_cannot_start_is_counted_not_scored(capsys):
+    r = evaluate(ECHO, {"unstartable": True}, "oracle")
+    assert r.infra_failures == 1 and r.n == N_TEST - 1 and r.mean == 1.0
+    assert [(e["infra_failure"], e["turns"]) for e in r.episodes] == [(False, 1)] * 2 + [(True, 0)] + [(False, 1)] * 2
+    from argym.cli import main
+
+    with pytest.raises(SystemExit) as done:  # `argym eval` reports it too, rather than stopping at the error
+        main(["eval", ECHO, "unstartable=true", "--agent", "oracle"])
+    out = capsys.readouterr()
+    assert done.value.code == 0 and "1 episode(s) were infrastructure failures" in out.err, out
 
 
 def test_to_dict_is_json():

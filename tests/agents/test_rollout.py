@@ -13,11 +13,14 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+import argym
+
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.envs import ListSource, Reply, TextEnv
+from argym.errors import InfrastructureError
 from argym.types import Task
 
 GUESS_ID = "argym-test/Guess-v0"
@@ -45,6 +48,22 @@ class GuessEnv(TextEnv):
 
 if GUESS_ID not in gym.registry:
     gym.register(GUESS_ID, entry_point=GuessEnv, order_enforce=False)
+
+UNSTARTABLE_ID = "argym-test/Unstartable-v0"
+
+
+class UnstartableEnv(GuessEnv):
+    """GuessEnv whose "dog" episode cannot start: its reset raises the harness fault a sandbox that will not
+    run or a workspace that cannot be built raises."""
+
+    def begin(self, task):
+        if task.answer == "dog":
+            raise InfrastructureError("the sandbox could not start")
+        return super().begin(task)
+
+
+if UNSTARTABLE_ID not in gym.registry:
+    gym.register(UNSTARTABLE_ID, entry_point=UnstartableEnv, order_enforce=False, disable_env_checker=True)
 
 
 class ScriptedTokenPolicy:
@@ -125,6 +144,55 @@ def test_message_agent_oracle():
     with RolloutEngine(GUESS_ID, {}, OracleAgent()) as engine:
         trajs = engine.run(engine.task_source.take("test", 3))
     assert all(t.success and t.turns == 1 and t.reward == 1.0 for t in trajs)
+
+
+def _unstarted(traj) -> bool:
+    """An episode that never started: an infra failure with no turn, no token to train and no reward."""
+    return (traj.infra_failure, traj.turns, traj.token_ids, traj.loss_mask, traj.reward, traj.success,
+            traj.finish_reason) == (True, 0, [], [], 0.0, False, "infra_failure")
+
+
+def test_a_reset_that_fails_is_an_infra_failure_the_learner_drops_and_counts():
+    from accelerate import Accelerator
+
+    from argym.algorithms.learner import Learner, LearnerConfig
+
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok)
+    with RolloutEngine(UNSTARTABLE_ID, {"max_turns": 1}, policy, SamplingParams(temperature=1.0, max_new_tokens=4),
+                       max_total_tokens=400) as engine:
+        trajs = engine.run(engine.task_source.take("test", 2), group_size=2, seed=1)
+    assert [(t.task_id, t.group) for t in trajs] == [("w0", 0), ("w0", 0), ("w1", 1), ("w1", 1)]
+    assert [_unstarted(t) for t in trajs] == [False, False, True, True]
+    assert all(t.turns == 1 and t.num_policy_tokens > 0 and not t.infra_failure for t in trajs[:2])
+    metrics = Learner(policy.model, LearnerConfig(), Accelerator(cpu=True)).update(trajs, policy.pad_id)
+    assert metrics["train/infra_dropped"] == 2 and metrics["train/grad_norm"] >= 0
+
+
+def test_a_reset_or_restore_that_fails_does_not_stop_the_others():
+    import dataclasses
+
+    from argym.agents.rollout import Resume
+    from argym.agents.scripted import OracleAgent
+
+    with RolloutEngine(UNSTARTABLE_ID, {}, OracleAgent()) as engine:
+        tasks = engine.task_source.take("test", 3)
+        trajs = engine.run(tasks)
+    assert [(t.task_id, t.success, _unstarted(t)) for t in trajs] == [("w0", True, False), ("w1", False, True),
+                                                                      ("w2", True, False)]
+    tok = build_tiny_tokenizer()
+    env = argym.make(UNSTARTABLE_ID, max_turns=1)
+    env.reset(options={"task": tasks[0]})
+    cat = env.get_wrapper_attr("snapshot")()
+    env.close()
+    dog = dataclasses.replace(cat, task=tasks[1])
+    with RolloutEngine(UNSTARTABLE_ID, {"max_turns": 1}, HFPolicy(build_tiny_model(tok, seed=0), tok),
+                       SamplingParams(max_new_tokens=4), max_total_tokens=400) as engine:
+        starts = [Resume(task=state.task, group=g, state=state, messages=state.messages,
+                         ids=engine.renderer.prompt_ids(state.messages)) for g, state in enumerate((dog, cat))]
+        resumed = engine.resume(starts)
+    assert resumed[0].infra_failure and resumed[0].turns == 0 and resumed[0].num_policy_tokens == 0
+    assert not resumed[1].infra_failure and resumed[1].turns == 1
 
 
 def _replay_check(tokenizer, eos_id, replies, full_rerender_matches: bool):

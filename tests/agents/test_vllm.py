@@ -180,6 +180,33 @@ def test_rollouts_feed_the_learner_with_near_zero_mismatch(engine):
 
 
 @pytest.mark.slow
+def test_agent_program_through_the_vllm_backend(engine, record_generations, assert_exact):
+    """An OpenAI-client program served by vLLM: its trajectories are vLLM's samples, token for token."""
+    from pathlib import Path
+
+    from accelerate import Accelerator
+
+    from argym.agents.program import ProgramRunner, load_function
+    from argym.algorithms.learner import Learner, LearnerConfig
+
+    policy, hf = engine
+    log = record_generations(policy)
+    program = load_function(f"{Path(__file__).with_name('programs.py')}:solve_twice")
+    runner = ProgramRunner("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "split": "train"},
+                           policy, program, SamplingParams(temperature=1.0, max_new_tokens=8), 512, training=True)
+    try:
+        rng = __import__("numpy").random.default_rng(0)
+        trajs, metrics = runner.run([runner.task_source.sample(rng, "train") for _ in range(4)], 2, seed=3)
+    finally:
+        runner.close()
+        del policy.generate  # the module's engine goes on unwrapped
+    assert len(trajs) == 8 and metrics["program/requests_per_episode"] == 2.0
+    assert_exact(trajs, log)
+    learner = Learner(copy.deepcopy(hf.model), LearnerConfig(lr=1e-5, temperature=1.0), Accelerator(cpu=True))
+    assert learner.update(trajs, hf.pad_id)["train/logprob_mismatch_max"] < 1e-3
+
+
+@pytest.mark.slow
 def test_evaluate_runs_a_vllm_agent(engine):
     from argym.agents.evaluate import evaluate
 

@@ -415,3 +415,17 @@ def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch):
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-6), key
     for a, b in zip(p1, p2):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_mini_batches_hold_whole_groups():
+    """As verl's mini-batch (counted in prompts): each group lands whole in one mini-batch, so its shared
+    prompt runs once there (algorithms/prefix.py); with fewer groups than mini-batches, rows are split."""
+    lrn = learner(num_minibatches=2)
+    groups = torch.tensor([t.group for t in random_trajs(12, group_size=3)])  # 4 groups of 3
+    for _ in range(3):  # reshuffled every call
+        parts = lrn._partition(groups, 2)
+        assert sorted(torch.cat(parts).tolist()) == list(range(12))
+        assert [len(p) for p in parts] == [6, 6]
+        assert all(len(set(groups[p].tolist())) == 2 for p in parts)  # two whole groups each
+    parts = lrn._partition(groups, 5)  # 4 groups, 5 mini-batches: rows
+    assert sorted(torch.cat(parts).tolist()) == list(range(12)) and len(parts) == 5

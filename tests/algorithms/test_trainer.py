@@ -199,3 +199,38 @@ def test_every_preset_trains_one_step(tmp_path, algo):
     if algo == "dapo":  # dynamic sampling kept only groups with unequal outcomes: 2 + 1 of 2 draws
         assert m["sampling/draws"] == 2 and m["sampling/informative_frac"] == pytest.approx(4 / 6)
         assert m["train/group_reward_std"] > 0
+
+
+def test_vapo_killed_during_value_pretraining_resumes_it(tmp_path, monkeypatch):
+    """A kill during VAPO's value pretraining: the resumed run finishes the pretraining and ends with the
+    critic and policy of an uninterrupted run (it used to skip the rest and train on an under-fit critic)."""
+    from argym.algorithms.value import Critic
+
+    # the 2-step warm start solves nothing: DAPO's overlong penalty gives the critic non-zero returns to fit
+    cfg = SMALL + ["algo=vapo", "algorithm.value_pretrain_steps=3", "rollout.tasks_per_step=2", "steps=1",
+                   "eval.every=0", "sampling.overlong=true"]
+    straight = _fit(load_config(None, cfg + [f"out_dir={tmp_path / 'a'}"]))
+    real, calls = Critic.update, {"n": 0}
+
+    def crashing(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt("simulated kill")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Critic, "update", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(load_config(None, cfg + [f"out_dir={tmp_path / 'b'}"]))  # checkpoint after 2 of 3 pretraining steps
+    killed = torch.load(tmp_path / "b" / "checkpoint" / "trainer_state.pt", weights_only=False)
+    monkeypatch.setattr(Critic, "update", real)
+    resumed = _fit(load_config(None, cfg + [f"out_dir={tmp_path / 'b'}"]))
+    assert resumed.step == straight.step == 1
+    a, b = (torch.load(tmp_path / d / "checkpoint" / "trainer_state.pt", weights_only=False) for d in ("a", "b"))
+    assert any(not torch.equal(killed["critic"][k], a["critic"][k]) for k in a["critic"]), "pretraining did nothing"
+    for k in a["critic"]:
+        torch.testing.assert_close(a["critic"][k], b["critic"][k], rtol=0, atol=0, msg=k)
+    pa, pb = _params(tmp_path / "a"), _params(tmp_path / "b")
+    for k in pa:
+        torch.testing.assert_close(pa[k], pb[k], rtol=0, atol=0, msg=k)
+    assert (killed["step"], killed.get("value_pretrained")) == (0, 2)  # the kill's checkpoint recorded its progress
+    assert a["value_pretrained"] == b["value_pretrained"] == 3

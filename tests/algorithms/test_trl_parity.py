@@ -4,7 +4,8 @@ Same tiny model (two copies of one init), same prompts, completions, masks,
 advantages and old log-probs, for TRL's loss types grpo, dr_grpo, dapo and
 importance_sampling_level="sequence" (GSPO), with and without a k3 KL term.
 TRL's internals are private, so the version is pinned (the `trl` extra);
-PRACTICAL.md ("Comparing a loss with TRL's") lists what matters.
+What calling TRL's loss directly needs (bf16 off, one model copy per trainer,
+β set after construction, old log-probs 0 on padding) is set in `trl_loss`.
 
 Deliberate differences, each checked below:
 - TRL (use_bias_correction_kl=True, its default) multiplies the k3 term by the

@@ -90,3 +90,112 @@ def fit_two_steps():
         return trainer, seen, tok
 
     return run
+
+
+@pytest.fixture
+def broken_bwrap_sandbox(require_backend):
+    """A real process sandbox whose bubblewrap binary breaks after it started (what a lost or broken
+    sandbox looks like to an env): `bwrap` then fails as bubblewrap itself does, before running anything."""
+    import tempfile
+    from pathlib import Path
+
+    from argym.envs.sandbox.process import ProcessSandbox
+
+    require_backend("process")
+    sb = ProcessSandbox(slots=1)
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)  # the slot's uid runs it
+        broken = Path(d) / "bwrap"
+        broken.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n"
+                          "exit 1\n")
+        broken.chmod(0o755)
+        sb.bwrap = str(broken)
+        yield sb
+        sb.close()
+
+
+_BWRAP_WRAPPER = '''import os, sys
+args = sys.argv[1:]
+if {close}:  # the harness's report descriptor becomes a read-only /dev/null: nothing can be written on it
+    os.dup2(os.open(os.devnull, os.O_RDONLY), int(args[args.index("ARGYM_RESULT_FD") + 1]))
+end = args.index("--")  # the extra mounts go last, over the sandbox's own
+os.execv({real!r}, [{real!r}, *args[:end], *{extra!r}, *args[end:]])
+'''
+
+
+@pytest.fixture(params=["interpreter", "import", "channel", "candidate"])
+def harness_fault_sandbox(request, require_backend):
+    """A real process sandbox whose bubblewrap works (it runs the command and reports its exit code) but in
+    which the Code harness fails before the candidate's program could run: the interpreter exits at once
+    (``interpreter``: /bin/false mounted over it), a stdlib module the harness imports raises ImportError
+    (``import``), its report channel cannot be written (``channel``), or the candidate's interpreter
+    cannot start (``candidate``: it is told to drop to a uid it may not take). Only the harness can tell
+    these from the program's own failures."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from argym.envs.sandbox.process import ProcessSandbox
+
+    require_backend("process")
+    sb = ProcessSandbox(slots=1)
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)  # the slot's uid runs the wrapper and mounts what it names
+        extra: list[str] = []
+        if request.param == "interpreter":
+            extra = ["--ro-bind", "/bin/false", sb.python]
+        elif request.param == "import":
+            found = subprocess.run([sb.python, "-I", "-c", "import json; print(json.__file__)"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+            broken = Path(d) / "json_init.py"
+            broken.write_text("raise ImportError('json is broken in this sandbox')\n")
+            broken.chmod(0o644)
+            extra = ["--ro-bind", str(broken), found]
+        elif request.param == "candidate":
+            extra = ["--setenv", "ARGYM_CANDIDATE_UID", "99999"]
+        wrapper = Path(d) / "bwrap"
+        wrapper.write_text(f"#!{sb.python} -I\n" + _BWRAP_WRAPPER.format(
+            close=request.param == "channel", real=sb.bwrap, extra=extra))
+        wrapper.chmod(0o755)
+        sb.bwrap = str(wrapper)
+        yield sb
+        sb.close()
+
+
+@pytest.fixture(scope="session")
+def openenv_server():
+    """The URL of a small OpenEnv env (tests/envs/openenv/guess_server.py, written with openenv-core's server
+    classes) served by openenv-core in a subprocess on loopback; stopped after the session."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).parent / "openenv" / "guess_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    pytest.fail(f"the OpenEnv test server did not start: {proc.communicate()[0]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

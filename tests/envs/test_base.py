@@ -1,4 +1,4 @@
-"""The `TextEnv` contract (DESIGN.md, "The environment contract"), on every registered env and a toy one."""
+"""The `TextEnv` contract (docs/design.md, "The environment contract"), on every registered env and a toy one."""
 
 from __future__ import annotations
 
@@ -40,9 +40,15 @@ class CoinEnv(EchoEnv):
         return Reply(messages=[{"role": "user", "content": str(CoinEnv.counter)}], reward_parts={"outcome": 0.0})
 
 
+def make_env(env_id: str, request) -> gym.Env:
+    """`gym.make(env_id)`; argym/OpenEnv-v0 wraps a running server, so it gets the tests' OpenEnv server."""
+    kwargs = {"url": request.getfixturevalue("openenv_server")} if env_id == "argym/OpenEnv-v0" else {}
+    return gym.make(env_id, **kwargs)
+
+
 @pytest.mark.parametrize("env_id", argym.registered_ids())
-def test_check_env_on_every_registered_env(env_id: str) -> None:
-    env = gym.make(env_id)
+def test_check_env_on_every_registered_env(env_id: str, request) -> None:
+    env = make_env(env_id, request)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # render_fps: text envs have no frame rate
         check_env(env.unwrapped)
@@ -50,8 +56,8 @@ def test_check_env_on_every_registered_env(env_id: str) -> None:
 
 
 @pytest.mark.parametrize("env_id", argym.registered_ids())
-def test_seeded_reset_is_deterministic_and_options_pin_the_task(env_id: str) -> None:
-    env = gym.make(env_id)
+def test_seeded_reset_is_deterministic_and_options_pin_the_task(env_id: str, request) -> None:
+    env = make_env(env_id, request)
     obs_a, info_a = env.reset(seed=123)
     task = env.unwrapped.task
     obs_b, info_b = env.reset(seed=123)
@@ -64,8 +70,8 @@ def test_seeded_reset_is_deterministic_and_options_pin_the_task(env_id: str) -> 
 
 
 @pytest.mark.parametrize("env_id", argym.registered_ids())
-def test_step_out_of_order_raises(env_id: str) -> None:
-    env = gym.make(env_id)
+def test_step_out_of_order_raises(env_id: str, request) -> None:
+    env = make_env(env_id, request)
     with pytest.raises(argym.EnvStateError, match="before reset"):
         env.step("hello")
     with pytest.raises(gym.error.ResetNeeded):  # what gym.make's order check raises, too

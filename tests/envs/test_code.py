@@ -1,4 +1,4 @@
-"""argym/Code-v0: task sources, code extraction, grading, multi-turn feedback (DESIGN.md, "Env families").
+"""argym/Code-v0: task sources, code extraction, grading, multi-turn feedback (docs/design.md, "Env families").
 
 The hostile-code cases live in tests/envs/sandbox/test_hostile.py.
 """
@@ -294,3 +294,21 @@ def test_cli_eval_oracle_smoke() -> None:
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "1.000" in out.stdout
+
+
+def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(broken_bwrap_sandbox) -> None:
+    e = CodeEnv(sandbox=broken_bwrap_sandbox)
+    e.reset(options={"task_id": "HumanEval/0"})
+    _, reward, terminated, _, info = e.step(e.oracle_action())
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert "bubblewrap failed" in info["verdict"]["message"]
+
+
+def test_a_harness_that_fails_before_the_program_runs_is_an_infrastructure_failure(harness_fault_sandbox) -> None:
+    # bubblewrap ran the command and reports its exit code, so only the harness's missing ready line tells
+    # this from a program that killed the harness (which is scored: tests/envs/sandbox/test_hostile.py)
+    e = CodeEnv(sandbox=harness_fault_sandbox)
+    e.reset(options={"task_id": "HumanEval/0"})
+    _, reward, terminated, _, info = e.step(e.oracle_action())
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert "the test harness stopped before the program ran" in info["verdict"]["message"]

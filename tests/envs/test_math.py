@@ -1,4 +1,4 @@
-"""argym/Math-v0: the verifier, the task sources and the env (DESIGN.md, "Env families")."""
+"""argym/Math-v0: the verifier, the task sources and the env (docs/design.md, "Env families")."""
 
 from __future__ import annotations
 
@@ -417,3 +417,23 @@ def test_restore_into_a_fresh_gym_make_env() -> None:
     fresh = gym.make(MATH, max_attempts=3)
     fresh.get_wrapper_attr("restore")(env.get_wrapper_attr("snapshot")())
     assert fresh.step("\\boxed{2}") == env.step("\\boxed{2}")
+
+
+def test_a_verifier_worker_killed_under_the_env_is_an_infrastructure_failure() -> None:
+    """The real verifier's worker dies (as under the OOM killer): that episode is an infrastructure
+    failure, not a wrong answer; the next one gets a fresh worker and is graded."""
+    import signal
+
+    with verifier_pool(workers=1) as pool:
+        env = MathEnv(executors=Executors(verifier=pool))
+        env.reset(seed=0)
+        assert env.step(env.oracle_action())[1] == 1.0
+        (worker,) = pool._all
+        worker.proc.send_signal(signal.SIGKILL)
+        worker.proc.wait(timeout=10)
+        env.reset(seed=1)
+        _, reward, terminated, _, info = env.step(env.oracle_action())
+        assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (0.0, True, True, "infra_failure")
+        env.reset(seed=2)
+        _, reward, _, _, info = env.step(env.oracle_action())
+        assert reward == 1.0 and not info["infra_failure"]

@@ -1,4 +1,4 @@
-"""`leaderboards/` knows only argym's core (DESIGN.md, "Dependencies point one way")."""
+"""`leaderboards/` knows only argym's core (docs/design.md, "Dependencies point one way")."""
 
 from __future__ import annotations
 

@@ -148,6 +148,25 @@ def test_a_component_harness_fault_is_an_infra_failure_not_a_zero(renderer):
         RewardComposer(RewardConfig(weights={"sar": 0.2}))  # SAR needs the trainer's policy
 
 
+def test_an_episode_that_never_started_is_left_to_the_learner(renderer):
+    # an env whose reset failed gives an infra failure with no turn and no token (agents/rollout.py): the
+    # components are not asked about it (SAR needs the policy's tokens and would stop the step), it stays failed
+    from argym.agents.tiny import TinyModelConfig, build_tiny_model
+    from argym.rewards.sar import sar_rewards
+
+    tok = renderer.tokenizer
+    model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64))
+    empty = renderer.prompt_ids([{"role": "user", "content": ""}])
+    unstarted = Trajectory(task_id="u", messages=[], reward=0.0, success=False, turns=0, terminated=False,
+                           truncated=False, group=1, infra_failure=True, finish_reason="infra_failure")
+    ts = [traj(renderer, ["\\boxed{1}"], success=True, group=0), unstarted]
+    cfg = RewardConfig(weights={"outcome": 1.0, "sar": 0.5, "format": 0.5})
+    out, m = RewardComposer(cfg, sequence={"sar": lambda trajs: sar_rewards(model, trajs, empty, tok.pad_token_id)})(ts)
+    assert [o.infra_failure for o in out] == [False, True] and out[1] == unstarted
+    assert m["reward/infra_failures"] == 0 and m["reward/format"] == 1.0
+    assert out[0].reward == pytest.approx(1.0 + 0.5 * m["reward/sar"] + 0.5)
+
+
 def test_token_loo_baseline_inside_groups(renderer):
     a = traj(renderer, ["\\boxed{1}"], success=True, group=0)
     b = traj(renderer, ["\\boxed{3}"], success=False, group=0)

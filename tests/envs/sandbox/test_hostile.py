@@ -1,4 +1,4 @@
-"""Hostile and broken code on every sandbox backend (research/SANDBOX_SWE.md §8; issue 4).
+"""Hostile and broken code on every sandbox backend (issue 4; docs/sandboxes.md).
 
 Each case grades a candidate for ``add(a, b)`` through the Code env's grader
 and checks: the verdict (never a pass), the host unchanged (canary intact, no
@@ -308,6 +308,10 @@ def test_killing_its_parent_fails_the_run(sandbox) -> None:
     # process: same uid, so the kill lands and no verdict comes; docker: the harness is root, PermissionError
     failed(run(sandbox, code("kill-the-harness")[0]), "no_verdict", "exception")
     failed(run(sandbox, "import os, signal\nos.kill(0, signal.SIGKILL)\nreturn a + b"))
+    # at load, before any test: the harness wrote its ready line before sending the program, so this is
+    # still the program's failure (scored), not an infrastructure failure it could hide behind
+    failed(run(sandbox, "return a + b", prelude="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+           "no_verdict", "exception")
     host_clean(sandbox)
 
 

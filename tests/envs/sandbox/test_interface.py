@@ -99,3 +99,29 @@ def test_process_sandboxes_lease_distinct_uids_and_never_kill_each_others_runs(t
         assert c.uid(0) in uids_a
     finally:
         c.close()
+
+
+def test_bubblewrap_failing_before_the_command_is_a_sandbox_error(require_backend) -> None:
+    """A mount bubblewrap cannot make (the SWE test environment gone) is the harness's fault: an error,
+    never an exit code the caller would score as the program's."""
+    import tempfile
+
+    from argym.envs.sandbox import SandboxError
+    from argym.envs.sandbox.process import Mount, ProcessSandbox
+
+    require_backend("process")
+    with ProcessSandbox(slots=1) as sb, tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)  # reachable by the sandbox's uid
+        ok = sb.run_mounted(["sh", "-c", "ls /opt/here; exit 1"], (Mount(d, "/opt/here"),), chdir="/")
+        assert ok.exit_code == 1  # the command's own failure stays a result
+        with pytest.raises(SandboxError, match="Can't find source path"):
+            sb.run_mounted(["true"], (Mount(os.path.join(d, "gone"), "/opt/gone"),), chdir="/")
+        killed = sb.run(["python", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+        assert killed.exit_code == 137 and not killed.timed_out  # a program killed by a signal is its own
+
+
+def test_a_broken_bubblewrap_binary_is_a_sandbox_error(broken_bwrap_sandbox) -> None:
+    from argym.envs.sandbox import SandboxError
+
+    with pytest.raises(SandboxError, match="bubblewrap failed before the command ran.*namespace failed"):
+        broken_bwrap_sandbox.run(["python", "-c", "print(1)"])

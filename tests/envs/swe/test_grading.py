@@ -8,7 +8,8 @@ import dataclasses
 import json
 
 import argym
-from argym.envs.swe.grading import END, START, is_test_path, parse_log, resolve, split_diff
+from argym.envs.swe.grading import (END, START, Sentinels, conflicting, header_path, is_test_path, parse_log, resolve,
+                                     split_diff)
 from argym.envs.swe.instances import SHIPPED, Instance, read_instances
 
 INST = Instance(instance_id="x", repo="x/y", base_commit="b", problem_statement="p", patch="", test_patch="",
@@ -82,3 +83,104 @@ def test_test_patch_is_applied_only_in_the_grading_workspace(tmp_path, need) -> 
         env.reset(seed=0)
         obs, reward, *_, info = env.step('<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
         assert reward == 0.0 and info["verdict"]["tests"][f"{new_test}::test_hidden"] == "FAILED"
+
+
+def test_diff_headers_are_read_fail_closed() -> None:
+    assert header_path("diff --git a/pkg/x y.py b/pkg/x y.py") == "pkg/x y.py"
+    assert header_path('diff --git "a/pkg/t\\303\\244st.py" "b/pkg/t\\303\\244st.py"') == "pkg/täst.py"
+    assert header_path('diff --git "a/a\\"b\\n.py" "b/a\\"b\\n.py"') == 'a"b\n.py'
+    for bad in ("diff --git evil/conftest.py evil/conftest.py",  # diff.noprefix
+                "diff --git i/evil/conftest.py w/evil/conftest.py",  # diff.mnemonicPrefix
+                "diff --git a/x.py b/conftest.py", "diff --git a/ b/"):
+        assert header_path(bad) is None, bad
+    noprefix = ("diff --git evil/conftest.py evil/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+                "+++ evil/conftest.py\n")
+    kept, files, dropped = split_diff(_diff("src/ok.py") + noprefix)
+    assert kept == _diff("src/ok.py") and files == ["src/ok.py"] and dropped == [noprefix.split("\n")[0]]
+    for path in ("pytest.toml", ".pytest.toml", ".pytest.ini", "pkg/.pytest.ini", "evil-1.0.dist-info/entry_points.txt",
+                 "src/evil.egg-info/entry_points.txt", "pytest.py", "_pytest/main.py", "pluggy/__init__.py"):
+        assert is_test_path(path), path
+    assert not any(is_test_path(p) for p in ("src/pytest_helpers.py", "pkg/pytest.py", "src/_pytest/main.py"))
+
+
+def test_sentinels_decide_whether_a_run_is_trusted() -> None:
+    s = Sentinels("t_s.py", "t_s.py::test_f", "t_s.py::test_p")
+    honest = {"t.py::a": "PASSED", "t.py::b": "PASSED", "t.py::c": "PASSED",
+              s.must_fail: "FAILED", s.must_pass: "PASSED"}
+    assert resolve(INST, honest, 1, s)["resolved"] is True
+    v = resolve(INST, honest, 0, s)  # the must-fail sentinel failed, yet the command exited 0
+    assert v["resolved"] is False and not v["tampered"] and "exited with 0" in v["rejected"]
+    for fail, ok in (("PASSED", "PASSED"), ("XFAIL", "PASSED"), ("FAILED", "FAILED"), ("MISSING", "MISSING"),
+                     ("FAILED", "MISSING")):
+        statuses = {**honest, s.must_fail: fail, s.must_pass: ok}
+        statuses = {k: v for k, v in statuses.items() if v != "MISSING"}
+        v = resolve(INST, statuses, 1, s)
+        assert v["resolved"] is False and v["tampered"] is True and v["rejected"].startswith("tampered"), (fail, ok)
+    for statuses, code in (({}, None), ({}, 2), ({s.must_pass: "PASSED"}, None)):
+        v = resolve(INST, statuses, code, s)  # a run cut short (timeout) or that ran nothing: unresolved, no more
+        assert v["resolved"] is False and v["tampered"] is False
+    v = resolve(INST, {**honest, s.must_fail: "PASSED"}, None, s)
+    assert v["tampered"] is True  # a wrong status is tampering even in a run cut short
+    v = resolve(INST, honest, 1, s, conflicts=["t.py::a"])
+    assert v["resolved"] is False and v["tampered"] is True and "two different statuses" in v["rejected"]
+    log = f"{START}\nFAILED t.py::a - x\nPASSED t.py::b\nPASSED t.py::a\n{END}\n"
+    assert conflicting(log) == ["t.py::a"] and conflicting(log.replace("FAILED t.py::a - x\n", "")) == []
+
+
+def test_the_grader_rejects_a_patch_that_writes_test_files_whatever_its_text(need) -> None:
+    need("process")  # the on-disk check, without split_diff: a forged diff goes straight to `grade`
+    from argym.envs.swe.env import swe_sandbox
+    from argym.envs.swe.grading import grade
+    from argym.envs.swe.project import base_repo
+    from argym.envs.swe.workspace import open_workspace
+
+    inst = next(i for i in read_instances(SHIPPED) if i.repo == "pytoolz/toolz")
+    ws = open_workspace(swe_sandbox("process"), base_repo(inst.sdist, inst.patch, inst.base_commit))
+    try:
+        v = grade(ws, inst, _new_file_patch("evil/conftest.py", "import sys\n"), timeout_s=60)
+    finally:
+        ws.close()
+    assert v["resolved"] is False and v["patch"] == "rejected" and v["tampered"] is True
+    assert "evil/conftest.py" in v["rejected"]
+
+
+def test_the_on_disk_check_ignores_gitignore(need) -> None:
+    need("process")
+    from argym.envs.swe.env import swe_sandbox
+    from argym.envs.swe.grading import grade
+    from argym.envs.swe.project import base_repo
+    from argym.envs.swe.workspace import open_workspace
+
+    inst = next(i for i in read_instances(SHIPPED) if i.repo == "pytoolz/toolz")
+    ws = open_workspace(swe_sandbox("process"), base_repo(inst.sdist, inst.patch, inst.base_commit))
+    try:  # a forged diff that also ignores what it writes
+        forged = _new_file_patch("src/.gitignore", "conftest.py\n") + _new_file_patch("src/conftest.py", "x = 1\n")
+        v = grade(ws, inst, forged, timeout_s=60)
+    finally:
+        ws.close()
+    assert v["patch"] == "rejected" and v["tampered"] is True and "src/conftest.py" in v["rejected"], v
+
+
+def test_the_grader_names_the_config_file_pytest_would_pick_in_the_base_tree(tmp_path) -> None:
+    from argym.envs.swe.grading import base_config, draw_sentinels
+
+    inst = dataclasses.replace(INST, FAIL_TO_PASS=("pkg/tests/a/test_x.py::t",),
+                               PASS_TO_PASS=("pkg/tests/b/test_y.py::u",))
+    (tmp_path / "pkg/tests").mkdir(parents=True)
+    assert base_config(tmp_path, inst) is None
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = x\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert base_config(tmp_path, inst) is None  # neither has a pytest section
+    (tmp_path / "tox.ini").write_text("[pytest]\naddopts = -ra\n")
+    assert base_config(tmp_path, inst) == "tox.ini"
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-ra'\n")
+    assert base_config(tmp_path, inst) == "pyproject.toml"  # pytest's order in one folder
+    (tmp_path / "pkg/tests/.pytest.ini").write_text("")
+    assert base_config(tmp_path, inst) == "pkg/tests/.pytest.ini"  # the tests' common folder comes first
+
+    class Ws:
+        base = str(tmp_path)
+
+    assert draw_sentinels(Ws(), inst).path.startswith("pkg/tests/a/test_")  # type: ignore[arg-type]
+    (tmp_path / "pkg/tests/.pytest.ini").write_text("[pytest]\npython_functions = check_*\n")
+    assert draw_sentinels(Ws(), inst) is None  # test_* sentinels would not be collected there

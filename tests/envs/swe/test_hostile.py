@@ -81,6 +81,14 @@ def test_next_episode_is_clean_after_writes_everywhere(env, sample) -> None:
     assert out.splitlines()[1:] == ["2", "0", "1"]  # two "No such file" lines, no tag, one commit
 
 
+def test_a_disk_flood_is_stopped_while_it_runs(env, sample) -> None:
+    start(env, sample)  # 1 GB against the workspace's 256 MB: refused as it is written, not measured afterwards
+    out = run(env, "for i in $(seq 40); do head -c 25000000 /dev/zero > flood$i || break; done; "
+                   "echo used=$(du -sm . | cut -f1)")
+    assert "No space left on device" in out and int(out.split("used=")[1].split()[0]) <= 256
+    assert run(env, "rm -f flood*; echo ok") == "Exit code: 0\nok"  # the episode goes on
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["process", "docker"])
 def test_the_swe_exploit_corpus_scores_zero(need, backend: str) -> None:
@@ -88,18 +96,8 @@ def test_the_swe_exploit_corpus_scores_zero(need, backend: str) -> None:
     episode through `argym check`'s exploit check: reward 0, no infra failure, the host unchanged."""
     from argym.check import CheckConfig, run_checks
 
-    from argym.check.corpus import exploits
-
     need(backend)
     report = run_checks(CheckConfig("argym/SWE-v0", {"sandbox": backend, "max_turns": 2, "command_timeout_s": 20},
                                     only=("exploits",)))
-    evidence = report.outcomes[0].evidence
-    scored = sorted(e.name for e in exploits("swe") if f"{e.name} (" in evidence)
-    assert scored == KNOWN_HOLES[backend], report.to_dict()
-    assert "scored 0" in evidence or report.failed() == ["exploits"]
-
-
-KNOWN_HOLES = {"process": ["pytest-config-of-another-name", "pytest11-entry-point"],
-               "docker": ["git-config-shapes-the-diff", "pytest-config-of-another-name", "pytest11-entry-point"]}
-"""Corpus entries that still score today: SWE grading pins pytest's configuration and git's on branch h/swe
-(empty these lists when it lands; the test then requires every entry to score 0)."""
+    assert report.failed() == [], report.to_dict()
+    assert "scored 0" in report.outcomes[0].evidence

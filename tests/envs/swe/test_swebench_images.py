@@ -151,3 +151,24 @@ def test_process_backend_refuses_and_a_missing_image_is_named(instance_file, tmp
     with argym.make("argym/SWE-v0", tasks=str(missing), split="all", sandbox="docker").unwrapped as env:
         with pytest.raises(argym.ArgymError, match=r"argym-test/not-here:latest.*docker pull"):
             env.reset(seed=0)
+
+
+FORGE = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+         "    out = yield\n    out.get_result().outcome = 'passed'\n")
+STEERING = {  # the row's own test command runs unchanged here, so the diff filter and the on-disk check hold
+    "config": {".pytest.ini": "[pytest]\naddopts = -p argym_forge\n"},
+    "entry point": {"argym_forge-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: argym-forge\nVersion: 1.0\n",
+                    "argym_forge-1.0.dist-info/entry_points.txt": "[pytest11]\nforge = argym_forge\n"}}
+
+
+@pytest.mark.parametrize("attack", sorted(STEERING))
+def test_steering_files_do_not_reach_the_rows_own_test_command(env, attack) -> None:
+    files = {"argym_forge.py": FORGE, **STEERING[attack]}
+    command = "".join(f"mkdir -p \"$(dirname '{p}')\" && cat > '{p}' <<'ARGYM_EOF'\n{t}ARGYM_EOF\n"
+                      for p, t in files.items())
+    env.reset(seed=0)
+    obs, *_ = env.step(run(command))
+    assert obs[-1]["content"].startswith("Exit code: 0"), obs[-1]["content"]
+    obs, reward, term, trunc, info = env.step(SUBMIT)
+    v = info["verdict"]
+    assert reward == 0.0 and v["FAIL_TO_PASS"]["passed"] == 0 and set(STEERING[attack]) <= set(v["ignored_files"]), v

@@ -8,13 +8,17 @@ import json
 import os
 import pickle
 import shutil
+import signal
+import time
 
 import pytest
 
 import argym
 from argym.agents.scripted import OracleAgent, RandomAgent
+from argym.envs.executors import Executors
 from argym.envs.sandbox.base import Sandbox, SandboxError
 from argym.envs.toolcall.executable import KINDS, executable_source, make_task
+from argym.envs.toolcall.tools import tool_pool
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                                  reason="bubblewrap is not installed (apt-get install bubblewrap)")
@@ -151,6 +155,59 @@ def test_valid_calls_in_a_turn_run_even_when_another_is_bad(env):
     assert [m["content"] for m in obs[-2:]] == ["42", "Error: Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set."]
 
 
+@pytest.mark.parametrize("expression, expected", [
+    ("round(1, -10**8)", "ndigits must be an integer"), ("round(1, -10**7)", "ndigits must be an integer"),
+    ("-" * 999 + "1", "nested too deeply"), ("1e999 - 1e999", "out of range"), ("99 ** 99 ** 99", "too large"),
+])
+def test_hostile_calculator_calls_return_at_once_with_a_clear_observation(env, expression, expected):
+    env.reset(options={"task": _task("order_total")})
+    t0 = time.perf_counter()
+    obs, reward, terminated, truncated, info = env.step(_call("calculator", expression=expression))
+    assert time.perf_counter() - t0 < 2.0
+    assert obs[-1]["content"].startswith("Error: calculator failed") and expected in obs[-1]["content"]
+    assert not terminated and not info["infra_failure"]
+
+
+def test_stateless_tools_run_in_worker_processes():
+    with tool_pool(workers=1) as pool:
+        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", executors=Executors(tools=pool))
+        env.reset(options={"task": _task("order_total")})
+        obs, *_ = env.step(_call("calculator", expression="6*7"))
+        assert obs[-1]["content"] == "42"
+        (worker,) = pool._all
+        assert worker.proc.pid != os.getpid() and worker.proc.poll() is None
+
+
+def test_a_tool_past_its_deadline_is_the_agents_failure_and_the_episode_goes_on():
+    with tool_pool(workers=1) as pool:
+        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", timeout_s=0.5,
+                         executors=Executors(tools=pool))
+        env.reset(options={"task": _task("order_total")})
+        env.step(_call("calculator", expression="1+1"))
+        (worker,) = pool._all
+        os.kill(worker.proc.pid, signal.SIGSTOP)  # a worker that never answers, as a hung computation
+        t0 = time.perf_counter()
+        obs, reward, terminated, _, info = env.step(_call("calculator", expression="1+1"))
+        assert time.perf_counter() - t0 < 3.0
+        assert obs[-1]["content"] == "Error: calculator did not finish within 0.5 s and was stopped."
+        assert not terminated and not info["infra_failure"] and worker.proc.poll() is not None  # killed
+        obs, *_ = env.step(_call("calculator", expression="2+3"))  # a fresh worker took its place
+        assert obs[-1]["content"] == "5"
+
+
+def test_a_tool_worker_that_dies_is_an_infrastructure_failure():
+    with tool_pool(workers=1) as pool:
+        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", executors=Executors(tools=pool))
+        env.reset(options={"task": _task("order_total")})
+        env.step(_call("calculator", expression="1+1"))
+        (worker,) = pool._all
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        worker.proc.wait()
+        _, reward, terminated, _, info = env.step(_call("calculator", expression="2+2"))
+        assert info["infra_failure"] and terminated and reward == 0.0
+        assert any(e.startswith("infrastructure:") and "died" in e for e in info["verdict"]["errors"])
+
+
 @needs_bwrap
 def test_python_tool_runs_in_the_sandbox_and_hangs_are_the_agents_failure(env):
     env.reset(options={"task": _task("prime_count")})
@@ -225,3 +282,12 @@ def test_schemas_can_be_left_to_the_agents_template():
     obs, _ = env.reset(options={"task": _task("order_total")})
     assert obs[0]["content"].startswith("Tools: kv_get, kv_set, calculator.") and '"parameters"' not in obs[0]["content"]
     assert env.unwrapped.task.tools[0]["function"]["name"] == "kv_get"  # what the rollout engine renders with
+
+
+def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(broken_bwrap_sandbox):
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)",
+                     sandbox=broken_bwrap_sandbox)
+    env.reset(options={"task": _task("prime_count")})
+    _, reward, terminated, _, info = env.step(_call("python", code="print(1)"))
+    assert info["infra_failure"] and terminated and reward == 0.0
+    assert any("bubblewrap failed" in e for e in info["verdict"]["errors"])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import time
+
 import pytest
 
 from argym.envs.toolcall.tools import TOOLS, ToolContext, ToolError, calculate, convert, documents, search
@@ -26,6 +29,31 @@ def test_calculator_arithmetic(expr, value):
 def test_calculator_refuses_what_is_not_arithmetic(expr, message):
     with pytest.raises(ToolError, match=message):
         calculate(expr)
+
+
+def test_calculator_depth_bound_does_not_depend_on_the_recursion_limit():
+    """Other imports raise the recursion limit; the depth bound must hold all the same."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        with pytest.raises(ToolError, match="nested too deeply"):
+            calculate("-" * 999 + "1")
+    finally:
+        sys.setrecursionlimit(before)
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("round(1, -10**7)", "ndigits"), ("round(1, -10**8)", "ndigits"), ("round(1.5, 10**9)", "ndigits"),
+    ("round(1, 0.5)", "ndigits"), ("99 ** 99 ** 2", "power is too large"), ("(10**99) ** 2", "power is too large"),
+    ("1" * 200, "out of range"), ("1e999", "out of range"), ("1e308 * 10", "out of range"),
+    ("exp(1000)", "exp"), ("log(10, 1)", "log"), ("floor(1e999)", "out of range"),
+    ("1 << 10**9", "Unsupported"), ("factorial(10**6)", "Unsupported"), ("(10**99) // 1e-300", "out of range"),
+])
+def test_calculator_hostile_arguments_are_refused_at_once(expr, message):
+    t0 = time.perf_counter()
+    with pytest.raises(ToolError, match=message):
+        calculate(expr)
+    assert time.perf_counter() - t0 < 0.1
 
 
 def test_calculator_nesting_within_the_parser_limit_evaluates():

@@ -1,0 +1,394 @@
+"""Agent programs: ordinary functions written against the OpenAI client, run as argym episodes.
+
+A program is ``solve(task, client, tools) -> answer``: `task` is the argym
+`Task` whose `prompt` is the env's first observation, `client` an
+``openai.OpenAI`` client pointed at argym's endpoint (`agents/endpoint.py`) and
+keyed to this episode, `tools` a `ProgramTools` (the task's tool schemas, and
+`run` to execute an assistant message's tool calls in the env). The returned
+answer (a string, or an assistant message) goes to the env as its final
+action, or to the user's reward function (``agent.reward=module:function``,
+``reward(task, answer) -> float``).
+
+`ProgramRunner` runs many programs concurrently (one thread each, at most
+`concurrency` at once, each with its own deadline) and returns per episode its
+outcome and the exact segments the endpoint recorded (`agents/episodes.py`).
+It is both a rollout strategy (``rollout.strategy: program``; `run` gives the
+learner one trajectory per segment) and, through `ProgramAgent`, an agent
+`argym eval` scores (one trajectory per episode).
+
+Failures (docs/agent_programs.md says why):
+- a program that raises, or runs past its deadline, scores 0: what the policy
+  wrote may be what broke or stalled it, so it is the episode's outcome (a
+  deadline is a budget, like `max_total_tokens`); its sampled tokens are trained;
+- a program that never called the endpoint is an infrastructure failure: the
+  policy was never asked, so there is nothing of its to credit or blame;
+- argym's own faults (`InfrastructureError` from an env, the endpoint
+  unreachable or failing with a 5xx) are infrastructure failures.
+A program past its deadline is abandoned, not waited for: its episode key is
+closed (the endpoint answers 410), its tools refuse, and the step goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import argym
+from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
+from argym.agents.episodes import EpisodeRecord, normalize_message
+from argym.agents.policy import SamplingParams
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Message, Task, Trajectory
+
+
+@dataclass
+class ProgramConfig:
+    """The agent program a `rollout.strategy: program` run trains (the `agent` section)."""
+
+    program: str = ""
+    """``module:function`` (or ``path/to/file.py:function``): ``solve(task, client, tools) -> answer``."""
+    reward: str = ""
+    """Optional ``module:function``, ``reward(task, answer) -> float``, grading the answer instead of the env."""
+    deadline_s: float = 300.0
+    """Seconds one episode's program may run; past it the episode scores 0 and the step goes on."""
+    concurrency: int = 64
+    """Programs running at once."""
+
+    def __post_init__(self) -> None:
+        if self.deadline_s <= 0:
+            raise ConfigError(f"agent.deadline_s must be > 0, got {self.deadline_s}.")
+        if self.concurrency < 1:
+            raise ConfigError(f"agent.concurrency must be >= 1, got {self.concurrency}.")
+
+
+def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
+    """The function ``module:function`` or ``path/to/file.py:function`` names (the working directory is importable)."""
+    module_name, sep, fn_name = spec.rpartition(":")
+    if not sep or not module_name or not fn_name:
+        raise ConfigError(f"{what} must be module:function (e.g. my_agent:solve), got {spec!r}.")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise ConfigError(f"{what}: no file {module_name!r}.")
+            loader = importlib.util.spec_from_file_location(path.stem, path)
+            assert loader is not None and loader.loader is not None
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"{what}: cannot import {module_name!r} ({e}).") from e
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise ConfigError(f"{what}: {module_name!r} has no function {fn_name!r}.")
+    return fn
+
+
+class ProgramTools:
+    """The task's tools for a program: `schemas` for the request's ``tools=``, `run` to execute calls in the env."""
+
+    def __init__(self, env: Any, task: Task):
+        self._env, self._lock = env, threading.Lock()
+        self.schemas: list[dict[str, Any]] = [t if "type" in t else {"type": "function", "function": t}
+                                              for t in (task.tools or ())]
+        self.reward = 0.0
+        self.infos: list[dict[str, Any]] = []
+        self.done = False
+        self.closed = False
+        self.terminated = self.truncated = False
+
+    def run(self, message: Any) -> list[Message]:
+        """Execute an assistant message's tool calls in the env; returns the env's replies (``tool`` messages).
+
+        `message` is what the endpoint returned (the openai client's message object
+        or a dict). Once the env's episode is over, nothing runs and [] comes back.
+        """
+        if hasattr(message, "model_dump"):
+            message = message.model_dump(exclude_none=True)
+        action = normalize_message(message, "tools.run(message)")
+        if not action.get("tool_calls"):
+            raise ValueError("tools.run takes an assistant message with tool_calls; return a final answer from "
+                             "your program instead (argym hands it to the env).")
+        with self._lock:
+            if self.closed:
+                raise RuntimeError("This episode is over (it ran past its deadline); its tools no longer run.")
+            if self.done:
+                return []
+            obs, reward, terminated, truncated, info = self._env.step(action)
+            self.record(reward, terminated, truncated, info)
+        last = max(i for i, m in enumerate(obs) if m.get("role") == "assistant")
+        return [dict(m) for m in obs[last + 1:]]  # type: ignore[misc]
+
+    def close(self) -> None:
+        """The episode is over (finished or abandoned): `run` refuses from now on."""
+        with self._lock:
+            self.closed = True
+
+    def record(self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> None:
+        """One env step's outcome (a tool turn, or the final answer the runner hands in)."""
+        self.reward += float(reward)
+        self.infos.append(info)
+        self.terminated, self.truncated = terminated, truncated
+        self.done = terminated or truncated
+
+
+@dataclass
+class EpisodeResult:
+    """One program episode: its outcome (a trajectory without tokens) and the exact segments it sampled."""
+
+    outcome: Trajectory
+    record: EpisodeRecord | None = None
+    error: str = ""
+    timed_out: bool = False
+
+    def trajectories(self) -> list[Trajectory]:
+        """One per recorded segment (none for an infrastructure failure with nothing sampled)."""
+        if self.record is None or not self.record.segments:
+            return [self.outcome]
+        return self.record.trajectories(self.outcome)
+
+    def summary(self) -> Trajectory:
+        """The episode as one trajectory (the last segment's tokens): what `argym eval` scores."""
+        return self.trajectories()[-1]
+
+
+@dataclass
+class _Live:
+    index: int
+    task: Task
+    group: int
+    env: Any
+    tools: ProgramTools
+    key: str
+    thread: threading.Thread
+    started: float = 0.0
+    result: Any = None
+    error: BaseException | None = None
+    tb: str = ""
+    finished: bool = False
+
+
+class ProgramRunner:
+    """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None, agent: Any, program: Callable[..., Any],
+                 sampling: SamplingParams, max_total_tokens: int = 2048, training: bool = False,
+                 deadline_s: float = 300.0, concurrency: int = 64,
+                 reward_fn: Callable[..., Any] | None = None):
+        try:
+            import openai
+        except ImportError:
+            raise ConfigError("Agent programs get an official OpenAI client: pip install 'argym[program]' "
+                              "(or pip install openai).") from None
+        self._openai = openai
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.program, self.reward_fn = program, reward_fn
+        self.deadline_s, self.concurrency = deadline_s, concurrency
+        self.endpoint = PolicyEndpoint(agent, sampling, max_total_tokens, require_key=training)
+        self._envs: list[Any] = []
+        self.first_error = ""
+
+    @classmethod
+    def from_config(cls, env_id: str, env_kwargs: dict[str, Any], agent: Any, cfg: ProgramConfig,
+                    sampling: SamplingParams, max_total_tokens: int, training: bool) -> "ProgramRunner":
+        if not cfg.program:
+            raise ConfigError("rollout.strategy is 'program' but agent.program is empty; set "
+                              "agent.program=module:function (e.g. agent.program=my_agent:solve).")
+        reward = load_function(cfg.reward, "agent.reward") if cfg.reward else None
+        return cls(env_id, env_kwargs, agent, load_function(cfg.program), sampling, max_total_tokens,
+                   training=training, deadline_s=cfg.deadline_s, concurrency=cfg.concurrency, reward_fn=reward)
+
+    @property
+    def task_source(self) -> Any:
+        return self._env(0).unwrapped.tasks
+
+    def _env(self, i: int) -> Any:
+        while len(self._envs) <= i:
+            self._envs.append(argym.make(self.env_id, **self.env_kwargs))
+        return self._envs[i]
+
+    # ---- the rollout strategy interface ------------------------------------------------------------
+
+    def run(self, tasks: list[Task], group_size: int, seed: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
+        """Every episode's segments as trajectories (grouped by task), and the programs' metrics."""
+        results = self.run_episodes(tasks, group_size, seed)
+        # an episode that sampled nothing (its first prompt was over the token budget) has nothing to train
+        trajs = [t for r in results for t in r.trajectories() if t.token_ids or t.infra_failure]
+        n = max(len(results), 1)
+        recorded = [r.record for r in results if r.record is not None and r.record.segments]
+        metrics = {
+            "program/errors": sum(bool(r.error) and not (r.timed_out or r.outcome.infra_failure) for r in results) / n,
+            "program/timeouts": sum(r.timed_out for r in results) / n,
+            "program/infra_failures": sum(r.outcome.infra_failure for r in results) / n,
+            "program/segments_per_episode": sum(len(r.segments) for r in recorded) / max(len(recorded), 1),
+            "program/requests_per_episode": sum(r.requests for r in recorded) / max(len(recorded), 1),
+        }
+        return trajs, metrics
+
+    def run_episodes(self, tasks: list[Task], group_size: int = 1, seed: int = 0) -> list[EpisodeResult]:
+        """Run the program once per (task, sample), concurrently; results ordered by task, then sample."""
+        pending: list[_Live] = []
+        for t, task in enumerate(tasks):
+            for _ in range(group_size):
+                i = len(pending)
+                env = self._env(i)
+                obs, _ = env.reset(seed=seed + i, options={"task": task})
+                shown = dataclasses.replace(task, prompt=tuple(obs))
+                record = self.endpoint.open_episode()
+                live = _Live(i, shown, t, env, ProgramTools(env, task), record.key, thread=None)  # type: ignore[arg-type]
+                live.thread = threading.Thread(target=self._call, args=(live,), daemon=True,
+                                               name=f"argym-program-{i}")
+                pending.append(live)
+        results: list[EpisodeResult | None] = [None] * len(pending)
+        running: list[_Live] = []
+        queue = list(pending)
+        while queue or running:
+            while queue and len(running) < self.concurrency:
+                live = queue.pop(0)
+                live.started = time.monotonic()
+                live.thread.start()
+                running.append(live)
+            time.sleep(0.005)
+            still = []
+            for live in running:
+                over = time.monotonic() - live.started > self.deadline_s
+                if live.finished or over:
+                    results[live.index] = self._finish(live, timed_out=not live.finished)
+                else:
+                    still.append(live)
+            running = still
+        self.endpoint.quiesce()  # no generation may run under the learner's update
+        return [r for r in results if r is not None]
+
+    def _call(self, live: _Live) -> None:
+        client = self._openai.OpenAI(base_url=self.endpoint.url, api_key="argym", max_retries=0,
+                                     timeout=self.deadline_s, default_headers={EPISODE_HEADER: live.key})
+        try:
+            live.result = self.program(live.task, client, live.tools)
+        except BaseException as e:  # the program's own failure; classified in _finish
+            live.error, live.tb = e, traceback.format_exc(limit=4)
+        finally:
+            live.finished = True
+            client.close()
+
+    def _finish(self, live: _Live, timed_out: bool) -> EpisodeResult:
+        record = self.endpoint.close_episode(live.key)
+        tools = live.tools
+        tools.close()
+        if timed_out:
+            self._envs[live.index] = argym.make(self.env_id, **self.env_kwargs)  # the abandoned thread keeps the old one
+        out = Trajectory(task_id=live.task.id, messages=[], reward=0.0, success=False, turns=record.completions or record.requests,
+                         terminated=False, truncated=False, infos=list(tools.infos), group=live.group)
+        result = EpisodeResult(out, record)
+        if timed_out:
+            result.error, result.timed_out = f"the program ran past its deadline of {self.deadline_s:g} s", True
+            out.truncated, out.finish_reason = True, "deadline"
+        elif live.error is not None:
+            result.error = f"{type(live.error).__name__}: {live.error}"
+            out.finish_reason = "program_error"
+            out.infra_failure = self._is_infra(live.error)
+            if not self.first_error:
+                self.first_error = live.tb
+        if record.context_overflow:
+            out.truncated, out.finish_reason = True, "token_budget"
+        if not record.requests:
+            out.infra_failure = True
+            result.error = result.error or "the program never called the endpoint"
+        if result.error:
+            out.infos.append({"program_error": result.error, "infra_failure": out.infra_failure})
+            return result
+        try:
+            self._grade(live, out)
+        except InfrastructureError as e:
+            out.infra_failure, result.error = True, f"grading failed: {e}"
+            out.infos.append({"program_error": result.error, "infra_failure": True})
+        return result
+
+    def _is_infra(self, error: BaseException) -> bool:
+        """argym's side failed (an env's harness, the endpoint unreachable or erring), not the program."""
+        oa = self._openai
+        if isinstance(error, (InfrastructureError, oa.APIConnectionError)):
+            return True
+        return isinstance(error, oa.APIStatusError) and error.status_code >= 500
+
+    def _grade(self, live: _Live, out: Trajectory) -> None:
+        """The answer to the env as its final action (unless the env already ended), or to the reward function."""
+        tools, answer = live.tools, _answer_text(live.result)
+        if self.reward_fn is not None:
+            try:
+                score = float(self.reward_fn(live.task, answer))
+            except Exception as e:  # the user's grader is broken: every episode would be mis-scored
+                raise ConfigError(f"agent.reward raised {type(e).__name__}: {e} (task {live.task.id!r}); it must "
+                                  "return a number for any answer string.") from e
+            out.reward = tools.reward + score
+            out.success, out.terminated = out.reward > 0, True
+            return
+        if not tools.done:
+            obs, reward, terminated, truncated, info = live.env.step(answer)
+            tools.record(reward, terminated, truncated, info)
+            out.messages = obs
+        last = tools.infos[-1] if tools.infos else {}
+        out.reward, out.success = tools.reward, bool(last.get("success", False))
+        out.terminated, out.truncated, out.infos = tools.terminated, tools.truncated, list(tools.infos)
+        out.infra_failure = any(i.get("infra_failure", False) for i in tools.infos)
+
+    def close(self) -> None:
+        self.endpoint.close()
+        for env in self._envs:
+            env.close()
+        self._envs.clear()
+
+
+def _answer_text(result: Any) -> str:
+    """A program's return value as the env's action: a string, or an assistant message's content."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    if hasattr(result, "content"):
+        return str(result.content or "")
+    if isinstance(result, dict):
+        return str(result.get("content") or "")
+    return str(result)
+
+
+class ProgramAgent:
+    """An agent program with an agent behind its endpoint, as `argym eval` runs it (spec ``program:MOD:FN@SPEC``)."""
+
+    def __init__(self, program: Callable[..., Any], behind: Any, name: str = "", deadline_s: float = 300.0):
+        self.program, self.behind, self.deadline_s = program, behind, deadline_s
+        self.name = name or f"program:{getattr(program, '__module__', '')}:{getattr(program, '__name__', '')}"
+        self.model = getattr(behind, "model", None)
+
+    def run(self, env_id: str, env_kwargs: dict[str, Any], tasks: list[Task], samples_per_task: int, seed: int,
+            sampling: SamplingParams, max_total_tokens: int) -> list[Trajectory]:
+        runner = ProgramRunner(env_id, env_kwargs, self.behind, self.program, sampling, max_total_tokens,
+                               training=False, deadline_s=self.deadline_s)
+        try:
+            return [r.summary() for r in runner.run_episodes(tasks, samples_per_task, seed)]
+        finally:
+            runner.close()
+
+
+def load_program_agent(arg: str, seed: int = 0) -> ProgramAgent:
+    """``MODULE:FN@SPEC`` → the program with the agent `SPEC` names behind its endpoint."""
+    from argym.agents.spec import load_agent
+
+    program, sep, behind = arg.partition("@")
+    if not sep or not behind:
+        raise ConfigError(f"Agent spec 'program:{arg}' does not say which agent serves the program: write "
+                          f"program:{program or 'my_agent:solve'}@SPEC, e.g. @tiny:RUN_DIR, @hf:PATH or "
+                          "@openai:URL?model=NAME.")
+    return ProgramAgent(load_function(program, "program"), load_agent(behind, seed=seed), name=f"program:{arg}")

@@ -1,0 +1,1 @@
+"""The shipped training recipes, installed as `argym.configs` (``argym train grpo_math``)."""

@@ -1,0 +1,1 @@
+"""argym/Verifiers-v0: verifiers environments (taskset packages) as argym envs."""
