@@ -1,9 +1,5 @@
 """Every registered argym env passes `argym check` in full (small kwargs: few turns), on the process sandbox;
-argym/OpenEnv-v0 against the tests' OpenEnv server (tests/envs/conftest.py).
-
-`KNOWN` lists the checks an env fails today because of a defect being fixed elsewhere; the test asserts
-exactly that list, so a new failure and a fixed one both show (empty an entry when its fix lands).
-"""
+argym/OpenEnv-v0 against the tests' OpenEnv server (tests/envs/conftest.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +17,6 @@ KWARGS = {
     "argym/OpenEnv-v0": {},
     "argym/Verifiers-v0": {},
 }
-KNOWN: dict[str, list[str]] = {}
 
 
 def test_every_registered_env_has_check_kwargs() -> None:
@@ -35,4 +30,4 @@ def test_argym_env_passes_argym_check(env_id: str, request) -> None:
     if env_id == "argym/OpenEnv-v0":
         kwargs["url"] = request.getfixturevalue("openenv_server")
     report = run_checks(CheckConfig(env_id, kwargs, step_timeout_s=60, reset_timeout_s=60))
-    assert report.failed() == KNOWN.get(env_id, []), report.to_dict()
+    assert report.failed() == [], report.to_dict()
