@@ -106,10 +106,14 @@ def summarise(results: list[dict], threshold: float) -> list[dict]:
         reach = [next((p["samples"] for p in r["curve"] if p["accuracy"] >= threshold), None) for r in runs]
         mech = lambda key: _mean([x for r in runs for x in r["mechanism"][key]])  # noqa: E731
         last_ev = [r["mechanism"]["value_explained_var"][-1] for r in runs if r["mechanism"]["value_explained_var"]]
+        gains = [r["curve"][-1]["accuracy"] - r["curve"][0]["accuracy"] for r in runs]  # paired by seed
+        gain_half = T975.get(len(gains) - 1, 1.96) * statistics.stdev(gains) / math.sqrt(len(gains)) \
+            if len(gains) > 1 else math.nan
         rows.append({
             "preset": name, "seeds": len(runs), "start": statistics.fmean(r["curve"][0]["accuracy"] for r in runs),
             "final": mean, "final_ci_seeds": [mean - half, mean + half], "final_ci_pooled": list(pooled),
-            "finals": finals, "gain": mean - statistics.fmean(r["curve"][0]["accuracy"] for r in runs),
+            "finals": finals, "gain": statistics.fmean(gains),
+            "gain_ci_seeds": [statistics.fmean(gains) - gain_half, statistics.fmean(gains) + gain_half],
             "samples_to_threshold": reach, "train_seconds": statistics.fmean(r["curve"][-1]["seconds"] for r in runs),
             "clip_frac": mech("clip_frac"), "optimizer_steps": mech("optimizer_steps"),
             "value_explained_var": mech("value_explained_var"), "value_explained_var_last": _mean(last_ev),
@@ -177,16 +181,18 @@ def main() -> None:
     rows = summarise(results, a.threshold)
     (out / "results.json").write_text(json.dumps({"runs": results, "table": rows}, indent=2))
     plot(results, out / "curves.png")
-    print(f"\n| preset | seeds | warm start | final (95% CI over seeds) | pooled Wilson 95% | gain | "
-          f"opt. steps / rollout | clip frac | critic EV (last) | value loss | train s |")
+    print(f"\n| preset | seeds | warm start | final (95% CI over seeds) | pooled Wilson 95% | "
+          f"gain (95% CI over seeds, paired) | opt. steps / rollout | clip frac | critic EV (last) | value loss | train s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         lo, hi = r["final_ci_seeds"]
         seeds_ci = f"[{lo:.3f}, {hi:.3f}]" if not math.isnan(lo) else "—"
+        glo, ghi = r["gain_ci_seeds"]
+        gain_ci = f"[{glo:+.3f}, {ghi:+.3f}]" if not math.isnan(glo) else "—"
         ev = "—" if r["value_explained_var"] is None else \
             f"{r['value_explained_var']:.2f} ({r['value_explained_var_last']:.2f})"
         print(f"| {r['preset']} | {r['seeds']} | {r['start']:.3f} | {r['final']:.3f} {seeds_ci} | "
-              f"[{r['final_ci_pooled'][0]:.3f}, {r['final_ci_pooled'][1]:.3f}] | {r['gain']:+.3f} | "
+              f"[{r['final_ci_pooled'][0]:.3f}, {r['final_ci_pooled'][1]:.3f}] | {r['gain']:+.3f} {gain_ci} | "
               f"{_fmt(r['optimizer_steps'], '.0f')} | {_fmt(r['clip_frac'], '.4f')} | {ev} | "
               f"{_fmt(r['value_loss'], '.4f')} | {r['train_seconds']:.0f} |")
 
