@@ -114,22 +114,14 @@ TINY = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.i
 
 
 @pytest.mark.parametrize("algo", ["dapo", "gspo"])
-def test_preset_clipping_acts_at_its_own_mini_batch_count(tmp_path, algo):
+def test_preset_clipping_acts_at_its_own_mini_batch_count(tmp_path, algo, reward_where):
     """32 trajectories in the preset's own mini-batches (DAPO 16, GSPO 4): after the first step π_θ ≠ π_old,
     so clip-higher / GSPO's sequence clip act (clip fraction > 0; exactly 0 with one mini-batch)."""
-    import dataclasses as dc
-
     from argym.algorithms.trainer import Trainer
 
     # lr 2e-3 (a scale field the preset leaves to the recipe): the tiny policy moves within 16 steps
     trainer = Trainer(load_config(None, TINY + [f"algo={algo}", "algorithm.lr=2e-3", "steps=1", f"out_dir={tmp_path}"]))
-    run = trainer.engine.run
-
-    def mixed(tasks, group_size, seed):  # the 2-step warm start solves nothing: reward one sample in two
-        return [dc.replace(t, reward=1.0) if i % 2 == 0 else t
-                for i, t in enumerate(run(tasks, group_size=group_size, seed=seed))]
-
-    trainer.engine.run = mixed
+    reward_where(trainer, lambda i, t, group_size: i % 2 == 0)  # reward one sample in two
     try:
         m = trainer.train_step()
     finally:

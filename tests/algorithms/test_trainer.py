@@ -173,21 +173,14 @@ E2E_MIN_GAIN = 0.15
 
 @pytest.mark.parametrize("algo", ["dapo", "vapo"] + [pytest.param(a, marks=pytest.mark.slow)
                                                     for a in ("drgrpo", "gspo", "rloo", "reinforce++", "grpo")])
-def test_every_preset_trains_one_step(tmp_path, algo):
+def test_every_preset_trains_one_step(tmp_path, algo, reward_where):
     """`argym train configs/<preset>.yaml` runs: one small step per preset (VAPO with its critic)."""
     cfg = load_config(None, SMALL + [f"algo={algo}", "steps=1", "eval.every=0", f"out_dir={tmp_path}",
                                      "algorithm.value_pretrain_steps=1", "sampling.max_draws=50"])
     trainer = Trainer(cfg)
     if algo == "dapo":
-        # the 2-step warm start never solves a task, so every group would be all-equal; mark the
-        # first sample of each even group correct, so 2 of 3 groups per draw are informative
-        run = trainer.engine.run
-
-        def mixed(tasks, group_size, seed):
-            return [dataclasses.replace(t, reward=1.0) if t.group % 2 == 0 and i % group_size == 0 else t
-                    for i, t in enumerate(run(tasks, group_size=group_size, seed=seed))]
-
-        trainer.engine.run = mixed
+        # mark the first sample of each even group correct, so 2 of 3 groups per draw are informative
+        reward_where(trainer, lambda i, t, group_size: t.group % 2 == 0 and i % group_size == 0)
     try:
         m = trainer.train_step()
     finally:
