@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -162,40 +164,69 @@ def harness_fault_sandbox(request, require_backend):
         sb.close()
 
 
-@pytest.fixture(scope="session")
-def openenv_server():
-    """The URL of a small OpenEnv env (tests/envs/openenv/guess_server.py, written with openenv-core's server
-    classes) served by openenv-core in a subprocess on loopback; stopped after the session."""
+def _serve_on_loopback(argv: Callable[[int], list[str]]):
+    """Start ``argv(port)`` on a free loopback port and wait for its ``/health``; ``(process, url)``.
+    A server that exits or stays silent for 60 s fails the test with its output."""
     import socket
     import subprocess
-    import sys
     import time
     import urllib.request
-    from pathlib import Path
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    script = Path(__file__).parent / "openenv" / "guess_server.py"
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(argv(port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2).read()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"the server {argv(port)} did not start: {proc.communicate()[0]}")
+            time.sleep(0.2)
+
+
+def _stop(proc) -> None:
+    import subprocess
+
+    proc.terminate()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail(f"the OpenEnv test server did not start: {proc.communicate()[0]}")
-                time.sleep(0.2)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def serve_on_loopback():
+    """``serve_on_loopback(argv)``: a server process started by `_serve_on_loopback` (``argv(port)`` gives its
+    command line); returns ``(process, url)``; every one started is stopped after the test."""
+    started = []
+
+    def start(argv):
+        proc, url = _serve_on_loopback(argv)
+        started.append(proc)
+        return proc, url
+
+    yield start
+    for proc in started:
+        _stop(proc)
+
+
+GUESS_SERVER = Path(__file__).parent / "openenv" / "guess_server.py"
+"""A small OpenEnv env written with openenv-core's server classes: ``python guess_server.py PORT``."""
+
+
+@pytest.fixture(scope="session")
+def openenv_server():
+    """The URL of the guess server (`GUESS_SERVER`) served by openenv-core in a subprocess on loopback;
+    stopped after the session."""
+    import sys
+
+    proc, url = _serve_on_loopback(lambda port: [sys.executable, str(GUESS_SERVER), str(port)])
+    try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -98,27 +95,12 @@ def test_grpo_trains_on_an_openenv_server(openenv_server, tmp_path, fit_two_step
         assert [info["reward_parts"]["outcome"] for info in t.infos] == t.turn_rewards
 
 
-def test_a_lost_server_is_an_infrastructure_failure_not_the_agents():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, str(GUESS_SERVER), str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2).read()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
-        env = argym.make("argym/OpenEnv-v0", url=url, timeout_s=10)
-        env.reset(seed=0)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def test_a_lost_server_is_an_infrastructure_failure_not_the_agents(serve_on_loopback):
+    proc, url = serve_on_loopback(lambda port: [sys.executable, str(GUESS_SERVER), str(port)])
+    env = argym.make("argym/OpenEnv-v0", url=url, timeout_s=10)
+    env.reset(seed=0)
+    proc.terminate()
+    proc.wait(timeout=30)
     _, reward, terminated, _, info = env.step("5")
     assert info["infra_failure"] and terminated and reward == 0.0 and not info["success"]
     assert url in info["verdict"]["error"]

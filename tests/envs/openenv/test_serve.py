@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -203,30 +202,14 @@ def test_sixteen_concurrent_sessions_limit_and_idle_reaping(serve):
         asyncio.run(run(url, env_server))
 
 
-def test_argym_serve_command_serves_an_env():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "argym.cli", "serve", "argym/Math-v0", "max_attempts=2",
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2).read()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-                time.sleep(0.2)
-        meta = json.loads(urllib.request.urlopen(url + "/metadata", timeout=5).read())
-        assert meta["name"] == "argym/Math-v0"
-        remote = served(url, 3, ["\\boxed{-1}"])
-        assert_same(in_process("argym/Math-v0", {"max_attempts": 2}, 3, ["\\boxed{-1}"]), remote)
-        assert remote[-1]["done"] is False  # max_attempts=2 reached the env
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def test_argym_serve_command_serves_an_env(serve_on_loopback):
+    _, url = serve_on_loopback(lambda port: [sys.executable, "-m", "argym.cli", "serve", "argym/Math-v0",
+                                             "max_attempts=2", "--port", str(port)])
+    meta = json.loads(urllib.request.urlopen(url + "/metadata", timeout=5).read())
+    assert meta["name"] == "argym/Math-v0"
+    remote = served(url, 3, ["\\boxed{-1}"])
+    assert_same(in_process("argym/Math-v0", {"max_attempts": 2}, 3, ["\\boxed{-1}"]), remote)
+    assert remote[-1]["done"] is False  # max_attempts=2 reached the env
 
 
 def test_argym_serve_unknown_env_is_a_one_line_error():
