@@ -169,13 +169,16 @@ def _serve_on_loopback(argv: Callable[[int], list[str]]):
     A server that exits or stays silent for 60 s fails the test with its output."""
     import socket
     import subprocess
+    import tempfile
     import time
     import urllib.request
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(argv(port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # the server's log goes to a file: a pipe nobody reads fills up (64 KiB) and then blocks the server
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(argv(port), stdout=log, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -185,7 +188,9 @@ def _serve_on_loopback(argv: Callable[[int], list[str]]):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                pytest.fail(f"the server {argv(port)} did not start: {proc.communicate()[0]}")
+                proc.wait()
+                log.seek(0)
+                pytest.fail(f"the server {argv(port)} did not start: {log.read()[-3000:]}")
             time.sleep(0.2)
 
 
