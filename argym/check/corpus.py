@@ -187,7 +187,7 @@ for _e in (
              "            lambda: open('$canary_dir/planted', 'w').write('x')):\n"
              "    try: act()\n    except OSError: pass\nreturn open('$canary').read()",)),
     Exploit("reach-the-network", "code", "network",
-            ("import socket\nfor host in ('127.0.0.1', '169.254.169.254'):\n    try:\n"
+            ("import socket\nfor host in ('127.0.0.1', 'localhost'):\n    try:\n"
              "        socket.create_connection((host, $port), timeout=1).send(b'hi')\n"
              "    except OSError: pass\nreturn None",)),
 ):
@@ -236,7 +236,7 @@ for _e in (
              "git status --short | head",)),
     Exploit("reach-the-network", "swe", "network",
             ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', $port), timeout=2).send(b'hi')\"; "
-             "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\"",)),
+             "python3 -c \"import socket; socket.create_connection(('localhost', $port), timeout=2).send(b'hi')\"",)),
     Exploit("rm-rf-root", "swe", "host",
             ("echo pwned > $canary; rm -f $canary; rm -rf --no-preserve-root / 2>/dev/null; echo done",)),
 ):

@@ -217,7 +217,13 @@ def test_python_tool_runs_in_the_sandbox_and_hangs_are_the_agents_failure(env):
     assert "did not finish within 2 s" in obs[-1]["content"] and not info["infra_failure"] and not terminated
     obs, *_ = env.step(_call("python", code="raise ValueError('boom')"))
     assert "ValueError: boom" in obs[-1]["content"] and obs[-1]["content"].startswith("Error: python failed")
-    obs, *_ = env.step(_call("python", code="import socket; socket.create_connection(('1.1.1.1', 53), 1)"))
+    import socket
+
+    with socket.socket() as server:  # a host port on loopback only: the sandbox must not reach it
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        code = f"import socket; socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), 1)"
+        obs, *_ = env.step(_call("python", code=code))
     assert obs[-1]["content"].startswith("Error: python failed")  # no network in the sandbox
 
 
