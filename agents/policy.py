@@ -60,8 +60,9 @@ class TokenPolicy(Protocol):
     tokenizer: Any
     """A Hugging Face tokenizer with a chat template (the renderer uses it)."""
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
-                 seed: int | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None = None
+    ) -> list[Completion]:
         """One completion per prompt; batched, left-padded internally."""
         ...
 

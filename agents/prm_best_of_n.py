@@ -17,8 +17,9 @@ from typing import Any
 
 from argym.agents.policy import SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
-from argym.errors import ConfigError, EnvStateError
 from argym.rewards.steps import render_text
+
+from argym.errors import ConfigError, EnvStateError
 from argym.types import Message
 
 Scorer = Callable[[list[list[Message]]], list[float]]
@@ -35,8 +36,9 @@ class PRMBestOfN:
 
     name = "prm-best-of-n"
 
-    def __init__(self, proposer: Any, scorer: Scorer, n: int = 8,
-                 sampling: SamplingParams | None = None, seed: int = 0):
+    def __init__(
+        self, proposer: Any, scorer: Scorer, n: int = 8, sampling: SamplingParams | None = None, seed: int = 0
+    ):
         if n < 1:
             raise ConfigError(f"best-of-N needs n >= 1, got {n}.")
         self.proposer = proposer
@@ -44,7 +46,9 @@ class PRMBestOfN:
         self.n = n
         self.sampling = sampling or SamplingParams(temperature=1.0)
         if self.sampling.temperature <= 0 and n > 1:
-            raise ConfigError("best-of-N with greedy sampling gives N identical candidates; use a temperature > 0.")
+            raise ConfigError(
+                "best-of-N with greedy sampling gives N identical candidates; use a temperature > 0."
+            )
         self.seed = seed
         self._calls = 0
         self._renderer = ChatRenderer(proposer.tokenizer) if isinstance(proposer, TokenPolicy) else None
@@ -60,7 +64,9 @@ class PRMBestOfN:
         except (AttributeError, EnvStateError):  # no env, or none in an episode
             tools = None
         ids = self._renderer.prompt_ids(messages, tools=tools)
-        completions = self.proposer.generate([ids] * self.n, self.sampling, seed=self.seed * 1_000_003 + self._calls)
+        completions = self.proposer.generate(
+            [ids] * self.n, self.sampling, seed=self.seed * 1_000_003 + self._calls
+        )
         return [c.text for c in completions]
 
     def act(self, messages: list[Message], env: Any) -> Any:

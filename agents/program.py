@@ -38,14 +38,16 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import argym
 from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
 from argym.agents.episodes import EpisodeRecord, normalize_message
 from argym.agents.policy import SamplingParams
+
+import argym
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Message, Task, Trajectory
 
@@ -101,8 +103,9 @@ class ProgramTools:
 
     def __init__(self, env: Any, task: Task):
         self._env, self._lock = env, threading.Lock()
-        self.schemas: list[dict[str, Any]] = [t if "type" in t else {"type": "function", "function": t}
-                                              for t in (task.tools or ())]
+        self.schemas: list[dict[str, Any]] = [
+            t if "type" in t else {"type": "function", "function": t} for t in (task.tools or ())
+        ]
         self.reward = 0.0
         self.infos: list[dict[str, Any]] = []
         self.done = False
@@ -119,17 +122,21 @@ class ProgramTools:
             message = message.model_dump(exclude_none=True)
         action = normalize_message(message, "tools.run(message)")
         if not action.get("tool_calls"):
-            raise ValueError("tools.run takes an assistant message with tool_calls; return a final answer from "
-                             "your program instead (argym hands it to the env).")
+            raise ValueError(
+                "tools.run takes an assistant message with tool_calls; return a final answer from "
+                "your program instead (argym hands it to the env)."
+            )
         with self._lock:
             if self.closed:
-                raise RuntimeError("This episode is over (it ran past its deadline); its tools no longer run.")
+                raise RuntimeError(
+                    "This episode is over (it ran past its deadline); its tools no longer run."
+                )
             if self.done:
                 return []
             obs, reward, terminated, truncated, info = self._env.step(action)
             self.record(reward, terminated, truncated, info)
         last = max(i for i, m in enumerate(obs) if m.get("role") == "assistant")
-        return [dict(m) for m in obs[last + 1:]]  # type: ignore[misc]
+        return [dict(m) for m in obs[last + 1 :]]  # type: ignore[misc]
 
     def close(self) -> None:
         """The episode is over (finished or abandoned): `run` refuses from now on."""
@@ -183,15 +190,26 @@ class _Live:
 class ProgramRunner:
     """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None, agent: Any, program: Callable[..., Any],
-                 sampling: SamplingParams, max_total_tokens: int = 2048, training: bool = False,
-                 deadline_s: float = 300.0, concurrency: int = 64,
-                 reward_fn: Callable[..., Any] | None = None):
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None,
+        agent: Any,
+        program: Callable[..., Any],
+        sampling: SamplingParams,
+        max_total_tokens: int = 2048,
+        training: bool = False,
+        deadline_s: float = 300.0,
+        concurrency: int = 64,
+        reward_fn: Callable[..., Any] | None = None,
+    ):
         try:
             import openai
         except ImportError:
-            raise ConfigError("Agent programs get an official OpenAI client: pip install 'argym[program]' "
-                              "(or pip install openai).") from None
+            raise ConfigError(
+                "Agent programs get an official OpenAI client: pip install 'argym[program]' "
+                "(or pip install openai)."
+            ) from None
         self._openai = openai
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.program, self.reward_fn = program, reward_fn
@@ -201,14 +219,34 @@ class ProgramRunner:
         self.first_error = ""
 
     @classmethod
-    def from_config(cls, env_id: str, env_kwargs: dict[str, Any], agent: Any, cfg: ProgramConfig,
-                    sampling: SamplingParams, max_total_tokens: int, training: bool) -> "ProgramRunner":
+    def from_config(
+        cls,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        agent: Any,
+        cfg: ProgramConfig,
+        sampling: SamplingParams,
+        max_total_tokens: int,
+        training: bool,
+    ) -> ProgramRunner:
         if not cfg.program:
-            raise ConfigError("rollout.strategy is 'program' but agent.program is empty; set "
-                              "agent.program=module:function (e.g. agent.program=my_agent:solve).")
+            raise ConfigError(
+                "rollout.strategy is 'program' but agent.program is empty; set "
+                "agent.program=module:function (e.g. agent.program=my_agent:solve)."
+            )
         reward = load_function(cfg.reward, "agent.reward") if cfg.reward else None
-        return cls(env_id, env_kwargs, agent, load_function(cfg.program), sampling, max_total_tokens,
-                   training=training, deadline_s=cfg.deadline_s, concurrency=cfg.concurrency, reward_fn=reward)
+        return cls(
+            env_id,
+            env_kwargs,
+            agent,
+            load_function(cfg.program),
+            sampling,
+            max_total_tokens,
+            training=training,
+            deadline_s=cfg.deadline_s,
+            concurrency=cfg.concurrency,
+            reward_fn=reward,
+        )
 
     @property
     def task_source(self) -> Any:
@@ -221,7 +259,9 @@ class ProgramRunner:
 
     # ---- the rollout strategy interface ------------------------------------------------------------
 
-    def run(self, tasks: list[Task], group_size: int, seed: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
+    def run(
+        self, tasks: list[Task], group_size: int, seed: int = 0
+    ) -> tuple[list[Trajectory], dict[str, float]]:
         """Every episode's segments as trajectories (grouped by task), and the programs' metrics."""
         results = self.run_episodes(tasks, group_size, seed)
         # an episode that sampled nothing (its first prompt was over the token budget) has nothing to train
@@ -229,7 +269,10 @@ class ProgramRunner:
         n = max(len(results), 1)
         recorded = [r.record for r in results if r.record is not None and r.record.segments]
         metrics = {
-            "program/errors": sum(bool(r.error) and not (r.timed_out or r.outcome.infra_failure) for r in results) / n,
+            "program/errors": sum(
+                bool(r.error) and not (r.timed_out or r.outcome.infra_failure) for r in results
+            )
+            / n,
             "program/timeouts": sum(r.timed_out for r in results) / n,
             "program/infra_failures": sum(r.outcome.infra_failure for r in results) / n,
             "program/segments_per_episode": sum(len(r.segments) for r in recorded) / max(len(recorded), 1),
@@ -248,8 +291,9 @@ class ProgramRunner:
                 shown = dataclasses.replace(task, prompt=tuple(obs))
                 record = self.endpoint.open_episode()
                 live = _Live(i, shown, t, env, ProgramTools(env, task), record.key, thread=None)  # type: ignore[arg-type]
-                live.thread = threading.Thread(target=self._call, args=(live,), daemon=True,
-                                               name=f"argym-program-{i}")
+                live.thread = threading.Thread(
+                    target=self._call, args=(live,), daemon=True, name=f"argym-program-{i}"
+                )
                 pending.append(live)
         results: list[EpisodeResult | None] = [None] * len(pending)
         running: list[_Live] = []
@@ -273,8 +317,13 @@ class ProgramRunner:
         return [r for r in results if r is not None]
 
     def _call(self, live: _Live) -> None:
-        client = self._openai.OpenAI(base_url=self.endpoint.url, api_key="argym", max_retries=0,
-                                     timeout=self.deadline_s, default_headers={EPISODE_HEADER: live.key})
+        client = self._openai.OpenAI(
+            base_url=self.endpoint.url,
+            api_key="argym",
+            max_retries=0,
+            timeout=self.deadline_s,
+            default_headers={EPISODE_HEADER: live.key},
+        )
         try:
             live.result = self.program(live.task, client, live.tools)
         except BaseException as e:  # the program's own failure; classified in _finish
@@ -288,12 +337,26 @@ class ProgramRunner:
         tools = live.tools
         tools.close()
         if timed_out:
-            self._envs[live.index] = argym.make(self.env_id, **self.env_kwargs)  # the abandoned thread keeps the old one
-        out = Trajectory(task_id=live.task.id, messages=[], reward=0.0, success=False, turns=record.completions or record.requests,
-                         terminated=False, truncated=False, infos=list(tools.infos), group=live.group)
+            self._envs[live.index] = argym.make(
+                self.env_id, **self.env_kwargs
+            )  # the abandoned thread keeps the old one
+        out = Trajectory(
+            task_id=live.task.id,
+            messages=[],
+            reward=0.0,
+            success=False,
+            turns=record.completions or record.requests,
+            terminated=False,
+            truncated=False,
+            infos=list(tools.infos),
+            group=live.group,
+        )
         result = EpisodeResult(out, record)
         if timed_out:
-            result.error, result.timed_out = f"the program ran past its deadline of {self.deadline_s:g} s", True
+            result.error, result.timed_out = (
+                f"the program ran past its deadline of {self.deadline_s:g} s",
+                True,
+            )
             out.truncated, out.finish_reason = True, "deadline"
         elif live.error is not None:
             result.error = f"{type(live.error).__name__}: {live.error}"
@@ -330,8 +393,10 @@ class ProgramRunner:
             try:
                 score = float(self.reward_fn(live.task, answer))
             except Exception as e:  # the user's grader is broken: every episode would be mis-scored
-                raise ConfigError(f"agent.reward raised {type(e).__name__}: {e} (task {live.task.id!r}); it must "
-                                  "return a number for any answer string.") from e
+                raise ConfigError(
+                    f"agent.reward raised {type(e).__name__}: {e} (task {live.task.id!r}); it must "
+                    "return a number for any answer string."
+                ) from e
             out.reward = tools.reward + score
             out.success, out.terminated = out.reward > 0, True
             return
@@ -372,10 +437,26 @@ class ProgramAgent:
         self.name = name or f"program:{getattr(program, '__module__', '')}:{getattr(program, '__name__', '')}"
         self.model = getattr(behind, "model", None)
 
-    def run(self, env_id: str, env_kwargs: dict[str, Any], tasks: list[Task], samples_per_task: int, seed: int,
-            sampling: SamplingParams, max_total_tokens: int) -> list[Trajectory]:
-        runner = ProgramRunner(env_id, env_kwargs, self.behind, self.program, sampling, max_total_tokens,
-                               training=False, deadline_s=self.deadline_s)
+    def run(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        tasks: list[Task],
+        samples_per_task: int,
+        seed: int,
+        sampling: SamplingParams,
+        max_total_tokens: int,
+    ) -> list[Trajectory]:
+        runner = ProgramRunner(
+            env_id,
+            env_kwargs,
+            self.behind,
+            self.program,
+            sampling,
+            max_total_tokens,
+            training=False,
+            deadline_s=self.deadline_s,
+        )
         try:
             return [r.summary() for r in runner.run_episodes(tasks, samples_per_task, seed)]
         finally:
@@ -388,7 +469,11 @@ def load_program_agent(arg: str, seed: int = 0) -> ProgramAgent:
 
     program, sep, behind = arg.partition("@")
     if not sep or not behind:
-        raise ConfigError(f"Agent spec 'program:{arg}' does not say which agent serves the program: write "
-                          f"program:{program or 'my_agent:solve'}@SPEC, e.g. @tiny:RUN_DIR, @hf:PATH or "
-                          "@openai:URL?model=NAME.")
-    return ProgramAgent(load_function(program, "program"), load_agent(behind, seed=seed), name=f"program:{arg}")
+        raise ConfigError(
+            f"Agent spec 'program:{arg}' does not say which agent serves the program: write "
+            f"program:{program or 'my_agent:solve'}@SPEC, e.g. @tiny:RUN_DIR, @hf:PATH or "
+            "@openai:URL?model=NAME."
+        )
+    return ProgramAgent(
+        load_function(program, "program"), load_agent(behind, seed=seed), name=f"program:{arg}"
+    )

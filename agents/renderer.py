@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from argym.envs.tools.calls import format_calls, parse_tool_calls
+
 from argym.errors import ConfigError
 from argym.types import Message
-from argym.envs.tools.calls import format_calls, parse_tool_calls
 
 _MARK = "ARGYM_ASSISTANT_TURN_MARK"
 
@@ -37,7 +38,9 @@ class ChatRenderer:
 
     def __init__(self, tokenizer: Any):
         if getattr(tokenizer, "chat_template", None) is None:
-            raise ConfigError("The tokenizer has no chat template; set tokenizer.chat_template before rendering.")
+            raise ConfigError(
+                "The tokenizer has no chat template; set tokenizer.chat_template before rendering."
+            )
         self.tokenizer = tokenizer
         self.eos_text, self.eos_id = _end_of_turn(tokenizer)
         # the template renders `tool_calls` itself; otherwise argym's fallback writes them as text
@@ -58,8 +61,9 @@ class ChatRenderer:
         """Token ids of the first prompt, ending with the generation prompt."""
         return self.encode(self._template(messages, tools, add_generation_prompt=True))
 
-    def continuation_ids(self, new_messages: list[Message], tools: Any = None,
-                         turn_ended: bool = True) -> list[int]:
+    def continuation_ids(
+        self, new_messages: list[Message], tools: Any = None, turn_ended: bool = True
+    ) -> list[int]:
         """Ids that follow a finished assistant turn: the env's messages, then the next generation prompt.
 
         `turn_ended` is False when the policy stopped without its end-of-turn
@@ -69,9 +73,11 @@ class ChatRenderer:
         full = self._template(stand_in + list(new_messages), tools, add_generation_prompt=True)
         anchor = full.find(_MARK + self.eos_text)
         if anchor < 0:
-            raise ConfigError("The chat template does not end an assistant turn with the tokenizer's "
-                              f"end-of-turn text {self.eos_text!r}; argym cannot append env messages token-exactly.")
-        after = full[anchor + len(_MARK) + len(self.eos_text):]
+            raise ConfigError(
+                "The chat template does not end an assistant turn with the tokenizer's "
+                f"end-of-turn text {self.eos_text!r}; argym cannot append env messages token-exactly."
+            )
+        after = full[anchor + len(_MARK) + len(self.eos_text) :]
         ids = self.encode(after)
         return ids if turn_ended else [self.eos_id, *ids]
 
@@ -90,9 +96,11 @@ class ChatRenderer:
         full = self._template(user + [message], tools, add_generation_prompt=False)
         end = full.rfind(self.eos_text)
         if not full.startswith(before) or end < len(before):
-            raise ConfigError("The chat template renders an assistant turn with tool calls in a way argym cannot "
-                              "split off token-exactly (it does not extend the generation prompt).")
-        return self.encode(full[len(before): end]) + [self.eos_id]
+            raise ConfigError(
+                "The chat template renders an assistant turn with tool calls in a way argym cannot "
+                "split off token-exactly (it does not extend the generation prompt)."
+            )
+        return self.encode(full[len(before) : end]) + [self.eos_id]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
@@ -118,7 +126,9 @@ def _with_calls_in_text(message: Message) -> Message:
     return {"role": "assistant", "content": str(text)}
 
 
-def conversation_ids(renderer: ChatRenderer, messages: list[Message], tools: Any = None) -> tuple[list[int], list[int]]:
+def conversation_ids(
+    renderer: ChatRenderer, messages: list[Message], tools: Any = None
+) -> tuple[list[int], list[int]]:
     """Ids and loss mask of a finished conversation, laid out exactly as a rollout would be.
 
     Used to train on scripted (oracle) trajectories: assistant turns become
@@ -135,7 +145,7 @@ def conversation_ids(renderer: ChatRenderer, messages: list[Message], tools: Any
         ids += own
         mask += [1] * len(own)
         if k + 1 < len(turns):
-            more = renderer.continuation_ids(messages[i + 1: turns[k + 1]], tools=tools)
+            more = renderer.continuation_ids(messages[i + 1 : turns[k + 1]], tools=tools)
             ids += more
             mask += [0] * len(more)
     return ids, mask

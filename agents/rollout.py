@@ -22,9 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import argym
 from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
+
+import argym
 from argym.errors import InfrastructureError
 from argym.types import Message, Task, Trajectory
 
@@ -66,7 +67,9 @@ class _Episode:
         self.mask.extend([1 if policy else 0] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
 
-    def record(self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], obs: list[Message]) -> None:
+    def record(
+        self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], obs: list[Message]
+    ) -> None:
         self.obs = obs
         self.reward += reward
         self.terminated, self.truncated = terminated, truncated
@@ -76,10 +79,20 @@ class _Episode:
     def trajectory(self) -> Trajectory:
         last = self.infos[-1] if self.infos else {}
         return Trajectory(
-            task_id=self.task.id, messages=self.obs, reward=self.reward, success=bool(last.get("success", False)),
-            turns=len(self.infos), terminated=self.terminated, truncated=self.truncated, infos=self.infos,
-            token_ids=self.ids, loss_mask=self.mask, sampler_logprobs=self.logprobs,
-            turn_rewards=self.turn_rewards, turn_ends=self.turn_ends, group=self.group,
+            task_id=self.task.id,
+            messages=self.obs,
+            reward=self.reward,
+            success=bool(last.get("success", False)),
+            turns=len(self.infos),
+            terminated=self.terminated,
+            truncated=self.truncated,
+            infos=self.infos,
+            token_ids=self.ids,
+            loss_mask=self.mask,
+            sampler_logprobs=self.logprobs,
+            turn_rewards=self.turn_rewards,
+            turn_ends=self.turn_ends,
+            group=self.group,
             infra_failure=bool(self.infra_error) or any(i.get("infra_failure", False) for i in self.infos),
             finish_reason=self.finish_reason,
             snapshots=self.snapshots if self.snapshots is not None else [],
@@ -109,9 +122,16 @@ class Resume:
 class RolloutEngine:
     """Drives one env id with one agent; env instances are pooled and reused across `run` calls."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None, agent: TokenPolicy | MessageAgent,
-                 sampling: SamplingParams | None = None, max_total_tokens: int = 2048,
-                 executors: Any = None, step_threads: int = 16):
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None,
+        agent: TokenPolicy | MessageAgent,
+        sampling: SamplingParams | None = None,
+        max_total_tokens: int = 2048,
+        executors: Any = None,
+        step_threads: int = 16,
+    ):
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self.agent = agent
@@ -134,8 +154,14 @@ class RolloutEngine:
     def task_source(self) -> Any:
         return self._env(0).unwrapped.tasks
 
-    def run(self, tasks: list[Task], group_size: int = 1, seed: int = 0,
-            sampling: SamplingParams | None = None, record_snapshots: bool = False) -> list[Trajectory]:
+    def run(
+        self,
+        tasks: list[Task],
+        group_size: int = 1,
+        seed: int = 0,
+        sampling: SamplingParams | None = None,
+        record_snapshots: bool = False,
+    ) -> list[Trajectory]:
         """Roll out `group_size` episodes per task; results are ordered by task, then sample.
 
         With `record_snapshots`, each trajectory's `snapshots[k]` is the env's
@@ -143,7 +169,7 @@ class RolloutEngine:
         """
         episodes = []
         for t, task in enumerate(tasks):
-            for s in range(group_size):
+            for _s in range(group_size):
                 env = self._env(len(episodes))
                 ep = _Episode(env=env, task=task, group=t, obs=[], snapshots=[] if record_snapshots else None)
                 try:
@@ -153,7 +179,9 @@ class RolloutEngine:
                 episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
-    def resume(self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None) -> list[Trajectory]:
+    def resume(
+        self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None
+    ) -> list[Trajectory]:
         """Continue each `Resume` in a pooled env restored to its state; token policies only.
 
         The returned trajectories hold the given context (mask 0) followed by
@@ -164,9 +192,16 @@ class RolloutEngine:
         episodes = []
         for i, st in enumerate(starts):
             env = self._env(i)
-            ep = _Episode(env=env, task=st.task, group=st.group, obs=[dict(m) for m in st.messages],  # type: ignore[misc]
-                          turn_rewards=list(st.turn_rewards), turn_ends=list(st.turn_ends), infos=list(st.infos),
-                          reward=float(sum(st.turn_rewards)))
+            ep = _Episode(
+                env=env,
+                task=st.task,
+                group=st.group,
+                obs=[dict(m) for m in st.messages],  # type: ignore[misc]
+                turn_rewards=list(st.turn_rewards),
+                turn_ends=list(st.turn_ends),
+                infos=list(st.infos),
+                reward=float(sum(st.turn_rewards)),
+            )
             try:
                 env.get_wrapper_attr("restore")(st.state)
             except InfrastructureError as e:
@@ -175,7 +210,9 @@ class RolloutEngine:
             episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
-    def _drive(self, episodes: list[_Episode], sampling: SamplingParams | None, seed: int) -> list[Trajectory]:
+    def _drive(
+        self, episodes: list[_Episode], sampling: SamplingParams | None, seed: int
+    ) -> list[Trajectory]:
         started = [ep for ep in episodes if not ep.infra_error]
         if self.renderer is not None:
             self._run_tokens(started, sampling or self.sampling, seed)
@@ -196,8 +233,12 @@ class RolloutEngine:
         act_batch = getattr(self.agent, "act_batch", None)  # HTTP agents: concurrent requests, our sampling
         while live:
             if act_batch is not None:
-                actions = act_batch([ep.obs for ep in live], [ep.env.unwrapped for ep in live], sampling,
-                                    seed + turn * len(episodes))
+                actions = act_batch(
+                    [ep.obs for ep in live],
+                    [ep.env.unwrapped for ep in live],
+                    sampling,
+                    seed + turn * len(episodes),
+                )
             else:
                 actions = [self.agent.act(ep.obs, ep.env) for ep in live]  # type: ignore[union-attr]
             self._step_all(live, actions)
@@ -232,9 +273,10 @@ class RolloutEngine:
             for ep, c in zip(live, completions):
                 if ep.done:
                     continue
-                new_messages = ep.obs[_last_assistant(ep.obs) + 1:]
-                more = renderer.continuation_ids(new_messages, tools=ep.task.tools,
-                                                 turn_ended=c.finish_reason == "stop")
+                new_messages = ep.obs[_last_assistant(ep.obs) + 1 :]
+                more = renderer.continuation_ids(
+                    new_messages, tools=ep.task.tools, turn_ended=c.finish_reason == "stop"
+                )
                 if len(ep.ids) + len(more) >= self.max_total_tokens:
                     ep.truncated, ep.finish_reason = True, "token_budget"
                     continue
@@ -249,7 +291,7 @@ class RolloutEngine:
         self._envs.clear()
         self._threads.shutdown(wait=False)
 
-    def __enter__(self) -> "RolloutEngine":
+    def __enter__(self) -> RolloutEngine:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -18,8 +18,10 @@ class OracleAgent:
             return env.get_wrapper_attr("oracle_action")()  # a wrapper's own oracle (DecomposeReasoner) first
         except NotImplementedError:
             env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-            raise ConfigError(f"{env_id} has no oracle (its tasks carry no known solution); evaluate another agent, "
-                              f"e.g. --agent random or --agent hf:PATH.") from None
+            raise ConfigError(
+                f"{env_id} has no oracle (its tasks carry no known solution); evaluate another agent, "
+                f"e.g. --agent random or --agent hf:PATH."
+            ) from None
 
 
 class RandomAgent:

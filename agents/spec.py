@@ -19,7 +19,16 @@ from typing import Any
 
 from argym.errors import ConfigError
 
-SPECS = ("oracle", "random", "tiny", "tiny:RUN_DIR", "hf:PATH", "vllm:PATH", "openai:URL", "program:MODULE:FN@SPEC")
+SPECS = (
+    "oracle",
+    "random",
+    "tiny",
+    "tiny:RUN_DIR",
+    "hf:PATH",
+    "vllm:PATH",
+    "openai:URL",
+    "program:MODULE:FN@SPEC",
+)
 
 
 def checkpoint_policy_dir(path: str | Path) -> Path:
@@ -28,8 +37,10 @@ def checkpoint_policy_dir(path: str | Path) -> Path:
     for candidate in (path / "checkpoint" / "policy", path / "policy", path):
         if (candidate / "config.json").is_file():
             return candidate
-    raise ConfigError(f"No policy checkpoint under {str(path)!r} (looked for checkpoint/policy/config.json, "
-                      f"policy/config.json and config.json).")
+    raise ConfigError(
+        f"No policy checkpoint under {str(path)!r} (looked for checkpoint/policy/config.json, "
+        f"policy/config.json and config.json)."
+    )
 
 
 def load_agent(spec: str, seed: int = 0) -> Any:
@@ -97,7 +108,9 @@ def config_from_options(cls: type, options: dict[str, str], spec: str) -> Any:
     names = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
     unknown = sorted(set(options) - set(names))
     if unknown:
-        raise ConfigError(f"Agent spec {spec!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(names)}.")
+        raise ConfigError(
+            f"Agent spec {spec!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(names)}."
+        )
     try:
         return cls(**{k: parse_value(v) for k, v in options.items()})
     except (TypeError, ValueError) as e:

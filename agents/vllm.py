@@ -41,6 +41,7 @@ from typing import Any
 
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
+
 from argym.errors import ConfigError, MissingDependencyError
 
 log = logging.getLogger(__name__)
@@ -56,12 +57,16 @@ def import_vllm() -> Any:
         import vllm
     except ImportError as e:
         if getattr(e, "name", None) not in (None, "vllm"):  # vLLM is there but one of its parts fails to load
-            raise MissingDependencyError("vllm", "vllm", f"The vLLM policy (vLLM failed to import: {e})") from e
+            raise MissingDependencyError(
+                "vllm", "vllm", f"The vLLM policy (vLLM failed to import: {e})"
+            ) from e
         raise MissingDependencyError("vllm", "vllm", "The vLLM policy (vllm:PATH)") from None
     version = _version_tuple(getattr(vllm, "__version__", "0"))
     if version < MIN_VERSION:
-        raise ConfigError(f"vLLM {vllm.__version__} is not supported; argym needs vllm>="
-                          f"{'.'.join(map(str, MIN_VERSION))}: {INSTALL_HINT}.")
+        raise ConfigError(
+            f"vLLM {vllm.__version__} is not supported; argym needs vllm>="
+            f"{'.'.join(map(str, MIN_VERSION))}: {INSTALL_HINT}."
+        )
     return vllm
 
 
@@ -106,13 +111,17 @@ class WeightSync:
         from safetensors import safe_open
 
         model = self.model_runner.model  # type: ignore[attr-defined]
-        tied: dict[int, list[str]] = defaultdict(list)  # parameters shared by several modules (lm_head = embed)
+        tied: dict[int, list[str]] = defaultdict(
+            list
+        )  # parameters shared by several modules (lm_head = embed)
         for name, param in model.named_parameters(remove_duplicate=False):
             tied[id(param)].append(name)
         with safe_open(path, framework="pt", device="cpu") as f:
             names = list(f.keys())
-            self.reload_weights(weights_iterator=((n, f.get_tensor(n)) for n in names),  # type: ignore[attr-defined]
-                                is_checkpoint_format=True)
+            self.reload_weights(
+                weights_iterator=((n, f.get_tensor(n)) for n in names),  # type: ignore[attr-defined]
+                is_checkpoint_format=True,
+            )
         # The layerwise reload gives the loaded parameter a new tensor, which unties its twins (lm_head),
         # and those twins keep kernel data derived from the old one (the CPU backend's packed GEMM
         # weights): tie them again and redo their processing.
@@ -150,8 +159,12 @@ class VLLMPolicy:
         vllm = import_vllm()
         cfg = self.config
         kwargs: dict[str, Any] = dict(
-            model=str(self.path), tokenizer=str(self.path), dtype=cfg.dtype, seed=cfg.seed,
-            max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager,
+            model=str(self.path),
+            tokenizer=str(self.path),
+            dtype=cfg.dtype,
+            seed=cfg.seed,
+            max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
             logprobs_mode="processed_logprobs",  # the distribution actually sampled (module docstring)
             generation_config="vllm",  # the checkpoint's sampling defaults would change the mapping
             worker_extension_cls=f"{WeightSync.__module__}.{WeightSync.__qualname__}",
@@ -175,20 +188,31 @@ class VLLMPolicy:
         """vLLM's SamplingParams for argym's, one to one."""
         greedy = sampling.temperature <= 0
         return self._vllm.SamplingParams(
-            n=1, temperature=0.0 if greedy else sampling.temperature, top_p=1.0 if greedy else sampling.top_p,
-            top_k=0, max_tokens=sampling.max_new_tokens, stop_token_ids=list(self.stop_ids),
-            logprobs=0, seed=seed, detokenize=False)
+            n=1,
+            temperature=0.0 if greedy else sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p,
+            top_k=0,
+            max_tokens=sampling.max_new_tokens,
+            stop_token_ids=list(self.stop_ids),
+            logprobs=0,
+            seed=seed,
+            detokenize=False,
+        )
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
-                 seed: int | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None = None
+    ) -> list[Completion]:
         """One completion per prompt (see `TokenPolicy.generate`); request i uses seed ``seed + i``."""
         if not prompts:
             return []
         from vllm.inputs import TokensPrompt
 
-        params = [self.sampling_params(sampling, None if seed is None else seed + i) for i in range(len(prompts))]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
-                                    use_tqdm=False)
+        params = [
+            self.sampling_params(sampling, None if seed is None else seed + i) for i in range(len(prompts))
+        ]
+        outputs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+        )
         return [self._completion(out.outputs[0]) for out in outputs]
 
     def _completion(self, out: Any) -> Completion:
@@ -199,8 +223,9 @@ class VLLMPolicy:
         stopped = out.finish_reason == "stop" and bool(ids) and ids[-1] in self.stop_ids
         reason = "stop" if stopped else "length"
         text_ids = ids[:-1] if stopped else ids
-        return Completion(token_ids=ids, logprobs=logprobs, finish_reason=reason,
-                          text=self.renderer.decode(text_ids))
+        return Completion(
+            token_ids=ids, logprobs=logprobs, finish_reason=reason, text=self.renderer.decode(text_ids)
+        )
 
     # ---- weights ------------------------------------------------------------------------
 
@@ -263,8 +288,14 @@ def hf_state_dict(model: Any) -> dict[str, Any]:
         base = model.get_base_model()
         for module_name, module in base.named_modules():
             if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
-                delta = sum((module.get_delta_weight(a) for a in module.active_adapters
-                             if a in getattr(module, "lora_A", {})), torch.zeros(()))
+                delta = sum(
+                    (
+                        module.get_delta_weight(a)
+                        for a in module.active_adapters
+                        if a in getattr(module, "lora_A", {})
+                    ),
+                    torch.zeros(()),
+                )
                 merged[f"{module_name}.weight"] = module.base_layer.weight.detach() + delta
         model = base
     out: dict[str, torch.Tensor] = {}

@@ -34,9 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from torch import Tensor
-
 from argym.algorithms.registry import Registry
+from torch import Tensor
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch
@@ -63,8 +62,10 @@ def group_moments(rewards: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, T
     size 1 is reported as 0. Computed in float64 so hand-checked values match.
     """
     if rewards.dim() != 1 or rewards.shape != group_ids.shape:
-        raise ValueError(f"rewards and group_ids must both have shape (N,), got "
-                         f"{tuple(rewards.shape)} and {tuple(group_ids.shape)}.")
+        raise ValueError(
+            f"rewards and group_ids must both have shape (N,), got "
+            f"{tuple(rewards.shape)} and {tuple(group_ids.shape)}."
+        )
     r = rewards.to(torch.float64)
     _, index = torch.unique(group_ids, return_inverse=True)  # (N,) values in [0, G)
     num_groups = int(index.max().item()) + 1 if index.numel() else 0
@@ -77,8 +78,7 @@ def group_moments(rewards: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, T
     return mean, var.sqrt(), count, index
 
 
-def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True,
-                     eps: float = 1e-6) -> Tensor:
+def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True, eps: float = 1e-6) -> Tensor:
     """GRPO's group-normalised outcome advantage, one value per sample (N,).
 
     Â_i = (r_i − mean_g r) / (std_g r + eps)  (arXiv 2402.03300, §4.1.2; eps 1e-6 as verl),
@@ -129,8 +129,9 @@ def rloo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) ->
     return adv.float()
 
 
-def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-6,
-                  reduce: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+def masked_whiten(
+    x: Tensor, mask: Tensor, eps: float = 1e-6, reduce: Callable[[Tensor], Tensor] | None = None
+) -> Tensor:
     """(x − mean) / (std + eps) over the positions where ``mask > 0`` (Bessel std), 0 elsewhere; (B, T).
 
     `reduce` sums a tensor over processes (the learner passes its accelerator's), so
@@ -187,6 +188,7 @@ for _fn in (reinforce_pp_advantage, reinforce_pp_baseline_advantage):
 
 # --------------------------------------------------------------------------- token level
 
+
 def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
     """G_t = r_t + γ·G_{t'} over policy tokens, t' the next policy token; (B, T) → (B, T).
 
@@ -205,8 +207,9 @@ def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0) 
     return out.float()
 
 
-def length_adaptive_lambda(lengths: Tensor, alpha: float = 0.05, low: float = 0.0,
-                           high: float = 0.999) -> Tensor:
+def length_adaptive_lambda(
+    lengths: Tensor, alpha: float = 0.05, low: float = 0.0, high: float = 0.999
+) -> Tensor:
     """VAPO's λ_policy = 1 − 1/(α·l), clamped to [low, high]; (B,) → (B,).
 
     (VAPO, arXiv 2504.05118 eq. 7: Σ_t λ^t = 1/(1−λ) = α·l.) For l ≤ 1/α the raw
@@ -216,8 +219,9 @@ def length_adaptive_lambda(lengths: Tensor, alpha: float = 0.05, low: float = 0.
     return lam.clamp(low, high).float()
 
 
-def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0,
-        lam: float | Tensor = 1.0) -> tuple[Tensor, Tensor]:
+def gae(
+    token_rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float | Tensor = 1.0
+) -> tuple[Tensor, Tensor]:
     """Generalised advantage estimation over policy tokens; returns ``(advantages, returns)`` (B, T).
 
     δ_t = r_t + γ V_{t'} − V_t,  Â_t = δ_t + γλ Â_{t'}  (arXiv 1506.02438 eq. 16),
@@ -227,8 +231,11 @@ def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0,
     (VAPO's λ_critic = 1, arXiv 2504.05118 §3.2). Both are 0 off the mask.
     """
     B, T = token_rewards.shape
-    lam_t = torch.as_tensor(lam, dtype=torch.float64).expand(B) if not isinstance(lam, Tensor) \
-        else lam.to(torch.float64).expand(B)  # (B,)
+    lam_t = (
+        torch.as_tensor(lam, dtype=torch.float64).expand(B)
+        if not isinstance(lam, Tensor)
+        else lam.to(torch.float64).expand(B)
+    )  # (B,)
     m = mask > 0
     v = values.detach().to(torch.float64)
     adv = torch.zeros(B, T, dtype=torch.float64)
@@ -281,8 +288,10 @@ def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
     if batch.values is None:
         from argym.errors import ConfigError
 
-        raise ConfigError("advantage 'gae' needs a value model: build the Learner with critic= "
-                          "(argym.algorithms.value.Critic), as the trainer does for VAPO.")
+        raise ConfigError(
+            "advantage 'gae' needs a value model: build the Learner with critic= "
+            "(argym.algorithms.value.Critic), as the trainer does for VAPO."
+        )
     if config.lam_alpha > 0:
         lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
     else:

@@ -28,6 +28,7 @@ from argym.agents.renderer import ChatRenderer
 from argym.rewards.prm import ClassifierPRM, bce, roc_auc, train_classifier
 from argym.rewards.prm_data import QTable, discounted_target, mc_q_targets, prefix_labels, step_keys
 from argym.rewards.steps import assistant_turns
+
 from argym.types import Message, Trajectory
 
 Actor = Callable[[list[list[Message]]], list[Any]]
@@ -74,8 +75,14 @@ def play_out(envs: Sequence[Any], observations: list[list[Message]], act: Actor)
     return list(zip(success, turns))
 
 
-def branch_q_targets(make_env: Callable[[], Any], trajectories: Sequence[Trajectory], act: Actor,
-                     branches: int = 4, table: QTable | None = None, gamma: float = 1.0) -> QTable:
+def branch_q_targets(
+    make_env: Callable[[], Any],
+    trajectories: Sequence[Trajectory],
+    act: Actor,
+    branches: int = 4,
+    table: QTable | None = None,
+    gamma: float = 1.0,
+) -> QTable:
     """Add `branches` rollouts from the state after each non-final turn of each multi-turn trajectory.
 
     The state is rebuilt by replaying the trajectory's actions in an env and
@@ -140,8 +147,13 @@ def held_out(task_id: str, fraction: float) -> bool:
     return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 16**8 < fraction
 
 
-def agent_prm_round(prm: ClassifierPRM, trajectories: Sequence[Trajectory], config: AgentPRMConfig,
-                    make_env: Callable[[], Any] | None = None, act: Actor | None = None) -> dict[str, float]:
+def agent_prm_round(
+    prm: ClassifierPRM,
+    trajectories: Sequence[Trajectory],
+    config: AgentPRMConfig,
+    make_env: Callable[[], Any] | None = None,
+    act: Actor | None = None,
+) -> dict[str, float]:
     """Stages (2)–(3) on this iteration's rollouts; returns the PRM's held-out report.
 
     Train and held-out trajectories are split by task. Branching needs
@@ -155,11 +167,17 @@ def agent_prm_round(prm: ClassifierPRM, trajectories: Sequence[Trajectory], conf
     if make_env is not None and act is not None:
         branch_q_targets(make_env, train, act, config.branches, table, config.gamma)
     texts, targets = table.examples()
-    losses = train_classifier(prm, texts, targets, epochs=config.epochs, lr=config.lr,
-                              batch_size=config.batch_size, seed=config.seed)
+    losses = train_classifier(
+        prm,
+        texts,
+        targets,
+        epochs=config.epochs,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        seed=config.seed,
+    )
     per_epoch = max(1, len(losses) // max(config.epochs, 1))
-    report = {"prm/train_examples": float(len(texts)),
-              "prm/train_loss": sum(losses[-per_epoch:]) / per_epoch}
+    report = {"prm/train_examples": float(len(texts)), "prm/train_loss": sum(losses[-per_epoch:]) / per_epoch}
     if test:
         test_texts, test_targets = mc_q_targets(test, config.gamma).examples()
         probs = prm.probabilities(test_texts)
@@ -171,10 +189,15 @@ def agent_prm_round(prm: ClassifierPRM, trajectories: Sequence[Trajectory], conf
     return report
 
 
-def run_agent_prm(prm: ClassifierPRM, rollout: Callable[[int], list[Trajectory]], config: AgentPRMConfig,
-                  iterations: int = 1, make_env: Callable[[], Any] | None = None,
-                  actor: Callable[[int], Actor] | None = None,
-                  improve: Callable[[ClassifierPRM, int], None] | None = None) -> list[dict[str, float]]:
+def run_agent_prm(
+    prm: ClassifierPRM,
+    rollout: Callable[[int], list[Trajectory]],
+    config: AgentPRMConfig,
+    iterations: int = 1,
+    make_env: Callable[[], Any] | None = None,
+    actor: Callable[[int], Actor] | None = None,
+    improve: Callable[[ClassifierPRM, int], None] | None = None,
+) -> list[dict[str, float]]:
     """The AgentPRM iteration: roll out (`rollout(i)`), fit the PRM, then `improve(prm, i)` the policy.
 
     `actor(i)` gives the branching actor of iteration i (the current policy);

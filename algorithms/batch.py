@@ -65,9 +65,14 @@ class TrainBatch:
 
     def _map(self, fn) -> TrainBatch:
         """Apply ``fn(name, tensor)`` to every tensor field (rows come first in all of them)."""
-        return dataclasses.replace(self, **{
-            f.name: fn(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), Tensor)})
+        return dataclasses.replace(
+            self,
+            **{
+                f.name: fn(f.name, getattr(self, f.name))
+                for f in dataclasses.fields(self)
+                if isinstance(getattr(self, f.name), Tensor)
+            },
+        )
 
     def select(self, rows: Tensor | slice) -> TrainBatch:
         """The rows `rows` (an index tensor or a slice), every field kept aligned."""
@@ -83,7 +88,7 @@ class TrainBatch:
         def cut(name: str, t: Tensor) -> Tensor:
             if t.dim() == 1:
                 return t  # (B,)
-            return t[:, :width] if name in _FULL_WIDTH else t[:, :width - 1]
+            return t[:, :width] if name in _FULL_WIDTH else t[:, : width - 1]
 
         return self._map(cut)
 
@@ -101,23 +106,32 @@ def split_batch(batch: TrainBatch, size: int) -> list[TrainBatch]:
 def _check(i: int, traj: Trajectory) -> None:
     n = len(traj.token_ids)
     if n < 2:
-        raise ValueError(f"Trajectory {i} ({traj.task_id!r}) has {n} token ids; training needs "
-                         "the exact token context (prompt + policy tokens), which agents acting "
-                         "on messages (oracle, HTTP) do not record.")
+        raise ValueError(
+            f"Trajectory {i} ({traj.task_id!r}) has {n} token ids; training needs "
+            "the exact token context (prompt + policy tokens), which agents acting "
+            "on messages (oracle, HTTP) do not record."
+        )
     if len(traj.loss_mask) != n:
-        raise ValueError(f"Trajectory {i} ({traj.task_id!r}): loss_mask has {len(traj.loss_mask)} "
-                         f"entries for {n} token ids; the rollout engine must give one per token.")
+        raise ValueError(
+            f"Trajectory {i} ({traj.task_id!r}): loss_mask has {len(traj.loss_mask)} "
+            f"entries for {n} token ids; the rollout engine must give one per token."
+        )
     if traj.sampler_logprobs and len(traj.sampler_logprobs) != n:
-        raise ValueError(f"Trajectory {i} ({traj.task_id!r}): sampler_logprobs has "
-                         f"{len(traj.sampler_logprobs)} entries for {n} token ids; give one per "
-                         "token (0 off-policy) or none.")
+        raise ValueError(
+            f"Trajectory {i} ({traj.task_id!r}): sampler_logprobs has "
+            f"{len(traj.sampler_logprobs)} entries for {n} token ids; give one per "
+            "token (0 off-policy) or none."
+        )
     if traj.loss_mask[0]:
-        raise ValueError(f"Trajectory {i} ({traj.task_id!r}) starts with a policy token, which no "
-                         "position predicts; the context must begin with a prompt token.")
+        raise ValueError(
+            f"Trajectory {i} ({traj.task_id!r}) starts with a policy token, which no "
+            "position predicts; the context must begin with a prompt token."
+        )
 
 
-def make_batch(trajectories: Sequence[Trajectory], advantages: Tensor | Sequence[Sequence[float]],
-               pad_id: int) -> TrainBatch:
+def make_batch(
+    trajectories: Sequence[Trajectory], advantages: Tensor | Sequence[Sequence[float]], pad_id: int
+) -> TrainBatch:
     """Pad `trajectories` into a `TrainBatch`, dropping (and counting) infra failures.
 
     `advantages` is aligned with `trajectories` (same length N, failures
@@ -128,16 +142,22 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Tensor | Sequence
     it target-aligned and zeroed off the policy tokens.
     """
     if len(advantages) != len(trajectories):
-        raise ValueError(f"Got {len(advantages)} advantages for {len(trajectories)} trajectories; "
-                         "pass one per trajectory, infra failures included.")
+        raise ValueError(
+            f"Got {len(advantages)} advantages for {len(trajectories)} trajectories; "
+            "pass one per trajectory, infra failures included."
+        )
     token_level = not isinstance(advantages, Tensor)
     if not token_level and advantages.dim() != 1:
-        raise ValueError(f"A tensor of advantages must have shape (N,), got {tuple(advantages.shape)}; "
-                         "pass token-level advantages as one list per trajectory.")
+        raise ValueError(
+            f"A tensor of advantages must have shape (N,), got {tuple(advantages.shape)}; "
+            "pass token-level advantages as one list per trajectory."
+        )
     keep = [i for i, t in enumerate(trajectories) if not t.infra_failure]
     if not keep:
-        raise ValueError(f"All {len(trajectories)} trajectories are infrastructure failures; "
-                         "there is nothing to train on (check the sandbox / grader logs).")
+        raise ValueError(
+            f"All {len(trajectories)} trajectories are infrastructure failures; "
+            "there is nothing to train on (check the sandbox / grader logs)."
+        )
     trajs = [trajectories[i] for i in keep]
     for i, t in zip(keep, trajs):
         _check(i, t)
@@ -149,16 +169,19 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Tensor | Sequence
     lengths = torch.tensor([len(t.token_ids) for t in trajs])  # (B,)
     attention_mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()  # (B, L)
     loss_mask = pad([torch.tensor(t.loss_mask, dtype=torch.float32) for t in trajs], 0.0)[:, 1:]
-    sampler = pad([torch.tensor(t.sampler_logprobs or [0.0] * len(t.token_ids),
-                                dtype=torch.float32) for t in trajs], 0.0)[:, 1:]  # (B, L-1)
+    sampler = pad(
+        [torch.tensor(t.sampler_logprobs or [0.0] * len(t.token_ids), dtype=torch.float32) for t in trajs],
+        0.0,
+    )[:, 1:]  # (B, L-1)
     if token_level:
         for i in keep:
             if len(advantages[i]) != len(trajectories[i].token_ids):
-                raise ValueError(f"Token-level advantages of trajectory {i} have "
-                                 f"{len(advantages[i])} entries for "
-                                 f"{len(trajectories[i].token_ids)} token ids.")
-        adv = pad([torch.as_tensor(advantages[i], dtype=torch.float32) for i in keep],
-                  0.0)[:, 1:]  # (B, L-1)
+                raise ValueError(
+                    f"Token-level advantages of trajectory {i} have "
+                    f"{len(advantages[i])} entries for "
+                    f"{len(trajectories[i].token_ids)} token ids."
+                )
+        adv = pad([torch.as_tensor(advantages[i], dtype=torch.float32) for i in keep], 0.0)[:, 1:]  # (B, L-1)
     else:
         adv = advantages.detach().to("cpu", torch.float32)[keep][:, None].expand_as(loss_mask)
     token_rewards = torch.zeros_like(loss_mask)  # (B, L-1)
@@ -168,7 +191,7 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Tensor | Sequence
             continue
         for r, end in zip(t.turn_rewards, t.turn_ends):
             token_rewards[b, end - 1] += r  # target-aligned: column p − 1 holds token p
-        rest = t.reward - sum(t.turn_rewards[:len(t.turn_ends)])
+        rest = t.reward - sum(t.turn_rewards[: len(t.turn_ends)])
         token_rewards[b, policy[-1] - 1] += rest
     return TrainBatch(
         input_ids=ids,

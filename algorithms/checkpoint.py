@@ -21,8 +21,12 @@ NAME = "checkpoint"
 
 
 def rng_state(task_rng: np.random.Generator) -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "task_rng": task_rng.bit_generator.state}
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "task_rng": task_rng.bit_generator.state,
+    }
 
 
 def set_rng_state(state: dict[str, Any], task_rng: np.random.Generator) -> None:

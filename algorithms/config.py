@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import yaml
-
 from argym.agents.program import ProgramConfig
 from argym.agents.tiny import TinyModelConfig
 from argym.agents.vllm import VLLMConfig
-from argym.algorithms.learner import LearnerConfig
-from argym.algorithms.sampling import SamplingConfig
-from argym.errors import ConfigError
-from argym.rewards.compose import RewardConfig
 from argym.algorithms.decomposer import DecomposerConfig
+from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.r3l.retry import R3LConfig
+from argym.algorithms.sampling import SamplingConfig
+from argym.rewards.compose import RewardConfig
+
+from argym.errors import ConfigError
 from argym.values import parse_value
 
 
@@ -71,9 +71,15 @@ class PolicyConfig:
         if self.kind not in ("tiny", "hf"):
             raise ConfigError(f"policy.kind must be 'tiny' or 'hf', got {self.kind!r}.")
         if self.mixed_precision not in ("no", "bf16", "auto"):
-            raise ConfigError(f"policy.mixed_precision must be no, bf16 or auto, got {self.mixed_precision!r}.")
-        if isinstance(self.lora_target_modules, str):  # a command-line override: "q_proj,v_proj" or "[q_proj, v_proj]"
-            self.lora_target_modules = [m.strip() for m in self.lora_target_modules.strip("[]").split(",") if m.strip()]
+            raise ConfigError(
+                f"policy.mixed_precision must be no, bf16 or auto, got {self.mixed_precision!r}."
+            )
+        if isinstance(
+            self.lora_target_modules, str
+        ):  # a command-line override: "q_proj,v_proj" or "[q_proj, v_proj]"
+            self.lora_target_modules = [
+                m.strip() for m in self.lora_target_modules.strip("[]").split(",") if m.strip()
+            ]
         if self.lora_r < 0:
             raise ConfigError(f"policy.lora_r must be >= 0 (0: no LoRA), got {self.lora_r}.")
         if self.kind == "hf" and not self.path:
@@ -183,13 +189,17 @@ class TrainConfig:
             raise ConfigError(
                 f"algorithm.temperature ({self.algorithm.temperature}) must equal rollout.temperature "
                 f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
-                f"Set both.")
+                f"Set both."
+            )
         if self.rollout.strategy not in ("plain", "r3l", "decomposer", "program"):
-            raise ConfigError(f"rollout.strategy must be plain, r3l, decomposer or program, "
-                              f"got {self.rollout.strategy!r}.")
+            raise ConfigError(
+                f"rollout.strategy must be plain, r3l, decomposer or program, got {self.rollout.strategy!r}."
+            )
         if self.agent.program and self.rollout.strategy != "program":
-            raise ConfigError(f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
-                              "set rollout.strategy=program to train the program.")
+            raise ConfigError(
+                f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
+                "set rollout.strategy=program to train the program."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -281,8 +291,11 @@ def _derive(data: dict[str, Any]) -> None:
 
     algo = data.get("algorithm", {})
     preset = get_preset(str(data["algo"])) if data.get("algo") else None
-    if algo.get("loss_agg_constant") is None and algo.get("loss_agg") == "seq-mean-token-sum-norm" and (
-            preset is not None and preset.agg_constant_is_max_tokens):
+    if (
+        algo.get("loss_agg_constant") is None
+        and algo.get("loss_agg") == "seq-mean-token-sum-norm"
+        and (preset is not None and preset.agg_constant_is_max_tokens)
+    ):
         # Dr.GRPO (arXiv 2503.20783 §3.2): C is the max generation length of *this* run
         algo["loss_agg_constant"] = float(data["rollout"]["max_new_tokens"])
 

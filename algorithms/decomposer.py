@@ -30,6 +30,7 @@ from typing import Any
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.algorithms.r3l.retry import distill
+
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
 
@@ -66,8 +67,15 @@ def decomposer_messages(task: Task) -> list[Message]:
 def with_hints(task: Task, hints: str) -> Task:
     """The task with the hints as one more user message (grading is unchanged: same answer, same tests)."""
     note: Message = {"role": "user", "content": f"{HINT_HEADER}\n{hints.strip()}"}
-    return Task(id=task.id, prompt=(*task.prompt, note), split=task.split, answer=task.answer, tests=task.tests,
-                tools=task.tools, meta=task.meta)
+    return Task(
+        id=task.id,
+        prompt=(*task.prompt, note),
+        split=task.split,
+        answer=task.answer,
+        tests=task.tests,
+        tools=task.tools,
+        meta=task.meta,
+    )
 
 
 class UtilityDecomposer:
@@ -80,8 +88,9 @@ class UtilityDecomposer:
         self.decomposer = decomposer if decomposer is not None else policy
         self.trains_decomposer = decomposer is None or decomposer is policy
 
-    def run(self, tasks: list[Task], group_size: int, seed: int = 0,
-            sampling: SamplingParams | None = None) -> tuple[list[Trajectory], dict[str, float]]:
+    def run(
+        self, tasks: list[Task], group_size: int, seed: int = 0, sampling: SamplingParams | None = None
+    ) -> tuple[list[Trajectory], dict[str, float]]:
         cfg, renderer = self.config, self.engine.renderer
         sampling = sampling or self.engine.sampling
         plain = self.engine.run(tasks, group_size=group_size, seed=seed, sampling=sampling)
@@ -90,9 +99,12 @@ class UtilityDecomposer:
         if not chosen:
             return plain, {"decomposer/triggered": 0.0, "decomposer/plain_success": _rate(plain)}
         # the decomposer's turns: hint_sets per chosen task
-        prompts = [renderer.prompt_ids(decomposer_messages(tasks[g])) for g in chosen for _ in range(cfg.hint_sets)]
-        hint_params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
-                                     max_new_tokens=cfg.max_hint_tokens)
+        prompts = [
+            renderer.prompt_ids(decomposer_messages(tasks[g])) for g in chosen for _ in range(cfg.hint_sets)
+        ]
+        hint_params = SamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=cfg.max_hint_tokens
+        )
         hints = self.decomposer.generate(prompts, hint_params, seed=seed + 31)
         hinted_tasks = [with_hints(tasks[chosen[h // cfg.hint_sets]], c.text) for h, c in enumerate(hints)]
         guided = self.engine.run(hinted_tasks, group_size=cfg.hint_samples, seed=seed + 53, sampling=sampling)
@@ -113,10 +125,13 @@ class UtilityDecomposer:
                         out.append(distill(_regroup(t, g), guided_prompt, plain_prompt))
                         distilled += 1
         out.sort(key=lambda t: t.group)
-        return out, {"decomposer/triggered": len(chosen) / len(tasks), "decomposer/plain_success": _rate(plain),
-                     "decomposer/hinted_success": _rate(guided),
-                     "decomposer/utility_mean": sum(utilities) / len(utilities),
-                     "decomposer/distilled": float(distilled)}
+        return out, {
+            "decomposer/triggered": len(chosen) / len(tasks),
+            "decomposer/plain_success": _rate(plain),
+            "decomposer/hinted_success": _rate(guided),
+            "decomposer/utility_mean": sum(utilities) / len(utilities),
+            "decomposer/distilled": float(distilled),
+        }
 
 
 def _rate(trajs: list[Trajectory]) -> float:
@@ -130,8 +145,18 @@ def _regroup(traj: Trajectory, group: int) -> Trajectory:
 
 def _sample(prompt: list[int], completion: Any, reward: float, task_id: str, group: int) -> Trajectory:
     """The decomposer's turn as a one-turn trajectory rewarded with its utility."""
-    return Trajectory(task_id=f"{task_id}#decomposer", messages=[], reward=float(reward), success=reward > 0, turns=1,
-                      terminated=True, truncated=False, token_ids=prompt + completion.token_ids,
-                      loss_mask=[0] * len(prompt) + [1] * len(completion.token_ids),
-                      sampler_logprobs=[0.0] * len(prompt) + list(completion.logprobs), turn_rewards=[float(reward)],
-                      turn_ends=[len(prompt) + len(completion.token_ids) - 1], group=group)
+    return Trajectory(
+        task_id=f"{task_id}#decomposer",
+        messages=[],
+        reward=float(reward),
+        success=reward > 0,
+        turns=1,
+        terminated=True,
+        truncated=False,
+        token_ids=prompt + completion.token_ids,
+        loss_mask=[0] * len(prompt) + [1] * len(completion.token_ids),
+        sampler_logprobs=[0.0] * len(prompt) + list(completion.logprobs),
+        turn_rewards=[float(reward)],
+        turn_ends=[len(prompt) + len(completion.token_ids) - 1],
+        group=group,
+    )

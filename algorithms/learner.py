@@ -28,19 +28,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor, nn
-
 from argym.algorithms.advantages import ADVANTAGES, gae, group_moments, masked_whiten
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
 from argym.algorithms.prefix import place, plan_shared_prefix, shared_prefix_logits
 from argym.algorithms.r3l.credit import credit_step
+from torch import Tensor, nn
+
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-
     from argym.algorithms.value import Critic
 
 
@@ -132,8 +131,10 @@ class LearnerConfig:
         need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}.")
         need(0 <= self.clip_low < 1, f"clip_low must be in [0, 1), got {self.clip_low}; PPO uses 0.2.")
         need(self.clip_high >= 0, f"clip_high must be >= 0, got {self.clip_high}; PPO uses 0.2, DAPO 0.28.")
-        need(self.dual_clip is None or self.dual_clip > 1,
-             f"dual_clip must be None or > 1, got {self.dual_clip}; verl uses 3.0.")
+        need(
+            self.dual_clip is None or self.dual_clip > 1,
+            f"dual_clip must be None or > 1, got {self.dual_clip}; verl uses 3.0.",
+        )
         need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}.")
         need(self.entropy_coef >= 0, f"entropy_coef must be >= 0, got {self.entropy_coef}.")
         need(self.nll_coef >= 0, f"nll_coef must be >= 0, got {self.nll_coef}; VAPO uses 0.1.")
@@ -141,26 +142,41 @@ class LearnerConfig:
         for name in ("lam_policy", "lam_critic"):
             need(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}.")
         need(self.lam_alpha >= 0, f"lam_alpha must be >= 0 (0: fixed lam_policy), got {self.lam_alpha}.")
-        need(self.value_lr_scale > 0, f"value_lr_scale must be > 0, got {self.value_lr_scale}; VAPO uses 2 "
-             "(critic lr = value_lr_scale × lr).")
-        need(self.value_pretrain_steps >= 0, f"value_pretrain_steps must be >= 0, got {self.value_pretrain_steps}.")
+        need(
+            self.value_lr_scale > 0,
+            f"value_lr_scale must be > 0, got {self.value_lr_scale}; VAPO uses 2 "
+            "(critic lr = value_lr_scale × lr).",
+        )
+        need(
+            self.value_pretrain_steps >= 0,
+            f"value_pretrain_steps must be >= 0, got {self.value_pretrain_steps}.",
+        )
         for name in ("num_minibatches", "ppo_epochs", "micro_batch_size"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}.")
-        need(self.max_grad_norm is None or self.max_grad_norm > 0,
-             f"max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm}.")
+        need(
+            self.max_grad_norm is None or self.max_grad_norm > 0,
+            f"max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm}.",
+        )
         need(self.temperature > 0, f"temperature must be > 0 (the sampler's), got {self.temperature}.")
         need(self.adv_eps >= 0, f"adv_eps must be >= 0, got {self.adv_eps}.")
-        need(self.amplify_alpha is None or self.amplify_alpha > 0,
-             f"amplify_alpha must be > 0 or None (off), got {self.amplify_alpha}; R³L uses 3.")
-        need(self.tis_cap is None or self.tis_cap > 0, f"tis_cap must be > 0 or None (off), got {self.tis_cap}.")
+        need(
+            self.amplify_alpha is None or self.amplify_alpha > 0,
+            f"amplify_alpha must be > 0 or None (off), got {self.amplify_alpha}; R³L uses 3.",
+        )
+        need(
+            self.tis_cap is None or self.tis_cap > 0,
+            f"tis_cap must be > 0 or None (off), got {self.tis_cap}.",
+        )
         ADVANTAGES.get(self.advantage)  # raises ConfigError with "did you mean"
         POLICY_LOSSES.get(self.policy_loss)
         KL_ESTIMATORS.get(self.kl_estimator)
         AGGREGATIONS.get(self.loss_agg)
         if self.loss_agg == "seq-mean-token-sum-norm":
-            need(self.loss_agg_constant is not None and self.loss_agg_constant > 0,
-                 "loss_agg='seq-mean-token-sum-norm' needs loss_agg_constant > 0, "
-                 "e.g. the max generation length in tokens (Dr.GRPO).")
+            need(
+                self.loss_agg_constant is not None and self.loss_agg_constant > 0,
+                "loss_agg='seq-mean-token-sum-norm' needs loss_agg_constant > 0, "
+                "e.g. the max generation length in tokens (Dr.GRPO).",
+            )
 
 
 class Learner:
@@ -178,19 +194,30 @@ class Learner:
     same shapes, padding and shared-prompt plan), so in bf16 it matches to the bit.
     """
 
-    def __init__(self, model: nn.Module, config: LearnerConfig, accelerator: Accelerator,
-                 ref_model: nn.Module | None = None, critic: Critic | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        config: LearnerConfig,
+        accelerator: Accelerator,
+        ref_model: nn.Module | None = None,
+        critic: Critic | None = None,
+    ):
         if accelerator.gradient_accumulation_steps != 1:
-            raise ConfigError("Learner accumulates micro-batches itself; build the Accelerator "
-                              "with gradient_accumulation_steps=1 and set micro_batch_size instead.")
+            raise ConfigError(
+                "Learner accumulates micro-batches itself; build the Accelerator "
+                "with gradient_accumulation_steps=1 and set micro_batch_size instead."
+            )
         if config.kl_coef > 0 and ref_model is None:
-            raise ConfigError(f"kl_coef={config.kl_coef} needs a reference model; pass ref_model= "
-                              "(a frozen copy of the initial policy) or set kl_coef=0.")
+            raise ConfigError(
+                f"kl_coef={config.kl_coef} needs a reference model; pass ref_model= "
+                "(a frozen copy of the initial policy) or set kl_coef=0."
+            )
         self.config = config
         self.accelerator = accelerator
         disable_dropout(model)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
-                                      lr=config.lr, weight_decay=config.weight_decay)
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay
+        )
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         self.ref_model = None
         if ref_model is not None:
@@ -204,8 +231,9 @@ class Learner:
 
     # ----------------------------------------------------------------------- forward
 
-    def _forward(self, model: nn.Module, mb: TrainBatch, entropy: bool = False,
-                 entropy_grad: bool = False) -> tuple[Tensor, Tensor | None]:
+    def _forward(
+        self, model: nn.Module, mb: TrainBatch, entropy: bool = False, entropy_grad: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         """Log-prob of each target token and (if asked) the policy's entropy there, (b, l-1).
 
         log π(y_t) = z_{y_t}/T − logsumexp(z/T), in float32. The entropy
@@ -214,24 +242,31 @@ class Learner:
         """
         plan = plan_shared_prefix(mb) if self._shares_prefix(model) else None
         if plan is None:
-            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                           use_cache=False).logits[:, :-1]  # (b, l-1, V): position t predicts t+1
+            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits[
+                :, :-1
+            ]  # (b, l-1, V): position t predicts t+1
             return self._logp_entropy(logits, mb.input_ids[:, 1:], entropy, entropy_grad)
         logits, targets, columns, valid = shared_prefix_logits(model, mb, plan)  # (b, s, V)
         logp, h = self._logp_entropy(logits, targets, entropy, entropy_grad)
         width = mb.input_ids.shape[1] - 1
-        return place(logp, columns, valid, width), (place(h, columns, valid, width) if h is not None else None)
+        return place(logp, columns, valid, width), (
+            place(h, columns, valid, width) if h is not None else None
+        )
 
     def _shares_prefix(self, model: nn.Module) -> bool:
         """Group prompts run once (algorithms/prefix.py) unless turned off or the model recomputes
         activations (gradient checkpointing keeps no key/value cache)."""
         inner = self.accelerator.unwrap_model(model)
-        name = "is_activation_checkpointing" if hasattr(type(inner), "is_activation_checkpointing") \
-            else "is_gradient_checkpointing"  # renamed in transformers 5.24
+        name = (
+            "is_activation_checkpointing"
+            if hasattr(type(inner), "is_activation_checkpointing")
+            else "is_gradient_checkpointing"
+        )  # renamed in transformers 5.24
         return self.config.share_prompt_forward and not getattr(inner, name, False)
 
-    def _logp_entropy(self, logits: Tensor, targets: Tensor, entropy: bool,
-                      entropy_grad: bool) -> tuple[Tensor, Tensor | None]:
+    def _logp_entropy(
+        self, logits: Tensor, targets: Tensor, entropy: bool, entropy_grad: bool
+    ) -> tuple[Tensor, Tensor | None]:
         logits = logits.float() / self.config.temperature
         log_z = torch.logsumexp(logits, dim=-1)  # (b, l)
         logp = logits.gather(-1, targets[..., None]).squeeze(-1) - log_z  # (b, l)
@@ -251,8 +286,9 @@ class Learner:
         self._shuffle_gen.set_state(state["shuffle_rng"])
 
     @torch.no_grad()
-    def logprobs(self, batch: TrainBatch, model: nn.Module | None = None,
-                 minibatches: list[Tensor] | None = None) -> Tensor:
+    def logprobs(
+        self, batch: TrainBatch, model: nn.Module | None = None, minibatches: list[Tensor] | None = None
+    ) -> Tensor:
         """Log-probs (B, L-1) of `batch`'s targets under `model` (default: the policy) at T.
 
         No grad, eval mode (dropout is off either way), 0 on padding, returned on
@@ -269,16 +305,21 @@ class Learner:
             start = 0
             for mb in split_batch(batch.select(rows), self.config.micro_batch_size):
                 logp, _ = self._forward(model, mb.to(self.accelerator.device))
-                out[rows[start:start + len(mb)], :logp.shape[1]] = logp.cpu()
+                out[rows[start : start + len(mb)], : logp.shape[1]] = logp.cpu()
                 start += len(mb)
         model.train(was_training)
         return out * (batch.attention_mask[:, 1:] > 0)
 
     # ----------------------------------------------------------------------- update
 
-    def prepare_batch(self, trajectories: list[Trajectory], pad_id: int,
-                      advantages: Tensor | list[list[float]] | None = None,
-                      old_logprobs: bool = True, minibatches: list[Tensor] | None = None) -> TrainBatch:
+    def prepare_batch(
+        self,
+        trajectories: list[Trajectory],
+        pad_id: int,
+        advantages: Tensor | list[list[float]] | None = None,
+        old_logprobs: bool = True,
+        minibatches: list[Tensor] | None = None,
+    ) -> TrainBatch:
         """Advantages, padding, π_old and (if kl_coef > 0) π_ref: everything before the steps.
 
         Without `advantages`, outcome advantages come from `traj.reward` and
@@ -310,8 +351,12 @@ class Learner:
         forward's own log-probs, detached, so the separate no-grad pass is skipped (as TRL does
         when num_iterations == 1). The ratio is then exactly 1 and the gradient unchanged."""
         cfg = self.config
-        return cfg.ppo_epochs == 1 and cfg.num_minibatches == 1 and not (cfg.kl_in_reward and cfg.kl_coef > 0) \
-            and cfg.tis_cap is None  # the importance weight needs π_old before the loss
+        return (
+            cfg.ppo_epochs == 1
+            and cfg.num_minibatches == 1
+            and not (cfg.kl_in_reward and cfg.kl_coef > 0)
+            and cfg.tis_cap is None
+        )  # the importance weight needs π_old before the loss
 
     def compute_advantages(self, batch: TrainBatch) -> Tensor:
         """The configured estimator on `batch` (after infra failures were dropped); (B, L-1).
@@ -329,8 +374,12 @@ class Learner:
             adv = self.advantage_fn(dataclasses.replace(batch, token_rewards=token_rewards), cfg)
             if getattr(self.advantage_fn, "whiten_tokens", False):  # REINFORCE++: over all processes' tokens
                 acc = self.accelerator
-                adv = masked_whiten(adv, mask, cfg.adv_eps,
-                                    reduce=lambda t: acc.reduce(t.to(acc.device), reduction="sum").cpu())
+                adv = masked_whiten(
+                    adv,
+                    mask,
+                    cfg.adv_eps,
+                    reduce=lambda t: acc.reduce(t.to(acc.device), reduction="sum").cpu(),
+                )
             return adv.float() * mask  # (B, L-1)
         adv = self._global_sequence_advantages(rewards, batch.group_ids).float()  # (B,)
         return adv[:, None] * mask  # (B, L-1)
@@ -355,8 +404,8 @@ class Learner:
         rows = [(k, i) for k, size in enumerate(sizes) for i in range(size)]
         ks, is_ = torch.tensor([k for k, _ in rows]), torch.tensor([i for _, i in rows])
         adv = self.advantage_fn(r[ks, is_], g[ks, is_], cfg)  # over every process's rows, in process order
-        start = sum(sizes[:acc.process_index])
-        return adv[start:start + len(rewards)]
+        start = sum(sizes[: acc.process_index])
+        return adv[start : start + len(rewards)]
 
     def backward_minibatch(self, mini: TrainBatch) -> dict[str, Tensor] | None:
         """Set `.grad` to the gradient of one mini-batch's loss; no optimizer step.
@@ -368,17 +417,33 @@ class Learner:
         """
         cfg, acc = self.config, self.accelerator
         pos_tokens = (mini.loss_mask * mini.positive[:, None]).sum().item() if cfg.nll_coef > 0 else 0.0
-        local = torch.tensor([mini.loss_mask.sum().item(), len(mini), pos_tokens],
-                             dtype=torch.float64, device=acc.device)
+        local = torch.tensor(
+            [mini.loss_mask.sum().item(), len(mini), pos_tokens], dtype=torch.float64, device=acc.device
+        )
         global_tokens, global_seqs, global_pos = acc.reduce(local, reduction="sum").tolist()
         if global_tokens == 0:
             return None
         self.optimizer.zero_grad(set_to_none=True)
-        agg = dict(mode=cfg.loss_agg, global_tokens=global_tokens, global_seqs=global_seqs,
-                   constant=cfg.loss_agg_constant)
-        sums = {k: torch.zeros((), device=acc.device) for k in
-                ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens",
-                           "nll")}
+        agg = dict(
+            mode=cfg.loss_agg,
+            global_tokens=global_tokens,
+            global_seqs=global_seqs,
+            constant=cfg.loss_agg_constant,
+        )
+        sums = {
+            k: torch.zeros((), device=acc.device)
+            for k in (
+                "loss",
+                "pg_loss",
+                "kl_loss",
+                "clipped",
+                "approx_kl",
+                "entropy",
+                "kl_ref",
+                "tokens",
+                "nll",
+            )
+        }
         micro = split_batch(mini, cfg.micro_batch_size)
         self._old_pieces: list[Tensor] = []
         self.model.train()
@@ -387,8 +452,7 @@ class Learner:
             mask = mb.loss_mask  # (b, l-1)
             sync = k == len(micro) - 1  # reduce gradients across processes once, at the end
             with contextlib.nullcontext() if sync else acc.no_sync(self.model):
-                logp, entropy = self._forward(self.model, mb, entropy=True,
-                                               entropy_grad=cfg.entropy_coef > 0)
+                logp, entropy = self._forward(self.model, mb, entropy=True, entropy_grad=cfg.entropy_coef > 0)
                 if mb.old_logprobs is None:  # on-policy: π_old is this forward (see reuses_training_forward)
                     mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
                     self._old_pieces.append(mb.old_logprobs.cpu())
@@ -421,13 +485,17 @@ class Learner:
             out = torch.zeros(mini.loss_mask.shape)
             start = 0
             for piece in self._old_pieces:
-                out[start:start + len(piece), :piece.shape[1]] = piece
+                out[start : start + len(piece), : piece.shape[1]] = piece
                 start += len(piece)
             mini.old_logprobs = out
         return sums
 
-    def update(self, trajectories: list[Trajectory], pad_id: int,
-               advantages: Tensor | list[list[float]] | None = None) -> dict[str, float]:
+    def update(
+        self,
+        trajectories: list[Trajectory],
+        pad_id: int,
+        advantages: Tensor | list[list[float]] | None = None,
+    ) -> dict[str, float]:
         """`ppo_epochs` × `num_minibatches` optimizer steps on `trajectories`; returns metrics.
 
         Each trajectory needs `token_ids`, `loss_mask` (first token not a policy
@@ -441,11 +509,14 @@ class Learner:
         n_dropped = sum(t.infra_failure for t in trajectories)
         if n_dropped == len(trajectories):
             return {"train/infra_dropped": float(n_dropped)}
-        groups = torch.tensor([t.group for t in trajectories if not t.infra_failure])  # the batch's rows, in order
+        groups = torch.tensor(
+            [t.group for t in trajectories if not t.infra_failure]
+        )  # the batch's rows, in order
         n_minibatches = self._num_minibatches(len(groups))
         first = self._partition(groups, n_minibatches)  # epoch 1's, also π_old's path
-        batch = self.prepare_batch(trajectories, pad_id, advantages, minibatches=first,
-                                   old_logprobs=not self.reuses_training_forward)
+        batch = self.prepare_batch(
+            trajectories, pad_id, advantages, minibatches=first, old_logprobs=not self.reuses_training_forward
+        )
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor] = []
         for epoch in range(cfg.ppo_epochs):
@@ -487,18 +558,23 @@ class Learner:
         chunks = torch.tensor_split(order, n_minibatches)
         if not by_group:
             return list(chunks)
-        return [torch.cat([torch.nonzero(inverse == g).flatten() for g in chunk.tolist()]) for chunk in chunks]
+        return [
+            torch.cat([torch.nonzero(inverse == g).flatten() for g in chunk.tolist()]) for chunk in chunks
+        ]
 
     def value_targets(self, batch: TrainBatch) -> Tensor:
         """The critic's targets: GAE returns with λ_critic (1: Monte-Carlo), (B, L-1)."""
         values = batch.values if batch.values is not None else torch.zeros_like(batch.loss_mask)
-        _, returns = gae(batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic)
+        _, returns = gae(
+            batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic
+        )
         return returns
 
     # ----------------------------------------------------------------------- metrics
 
-    def _metrics(self, batch: TrainBatch, totals: dict[str, Tensor],
-                 grad_norms: list[Tensor]) -> dict[str, float]:
+    def _metrics(
+        self, batch: TrainBatch, totals: dict[str, Tensor], grad_norms: list[Tensor]
+    ) -> dict[str, float]:
         """Reduce local sums across processes into namespaced per-token / per-step means."""
         acc, dev = self.accelerator, self.accelerator.device
         mask = batch.loss_mask  # (B, L-1)
@@ -508,14 +584,30 @@ class Learner:
         gap = (batch.old_logprobs - batch.sampler_logprobs).abs() * has  # (B, L-1)
         adv = batch.advantages * mask
         _, r_std, r_count, _ = group_moments(batch.rewards, batch.group_ids)  # (G,)
-        names = ["loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens",
-                 "nll"]
-        local = torch.stack([totals.get(k, torch.zeros((), device=dev)).float().to(dev) for k in names] + [
-            torch.tensor(float(v), device=dev) for v in (
-                len(grad_norms), gap.sum(), has.sum(), adv.sum(), (adv ** 2).sum(), mask.sum(),
-                r_std[r_count > 1].sum(), (r_count > 1).sum(), batch.num_dropped)])
-        s = dict(zip(names + ["steps", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups",
-                              "dropped"], acc.reduce(local, reduction="sum").tolist()))
+        names = ["loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens", "nll"]
+        local = torch.stack(
+            [totals.get(k, torch.zeros((), device=dev)).float().to(dev) for k in names]
+            + [
+                torch.tensor(float(v), device=dev)
+                for v in (
+                    len(grad_norms),
+                    gap.sum(),
+                    has.sum(),
+                    adv.sum(),
+                    (adv**2).sum(),
+                    mask.sum(),
+                    r_std[r_count > 1].sum(),
+                    (r_count > 1).sum(),
+                    batch.num_dropped,
+                )
+            ]
+        )
+        s = dict(
+            zip(
+                names + ["steps", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups", "dropped"],
+                acc.reduce(local, reduction="sum").tolist(),
+            )
+        )
         gap_max = acc.reduce(gap.max().to(dev), reduction="max").item()
         # every process takes the same optimizer steps: the reduced sum counts them `num_processes` times
         steps, tok = max(s["steps"] / acc.num_processes, 1.0), max(s["tokens"], 1.0)
@@ -528,7 +620,7 @@ class Learner:
             "train/entropy": s["entropy"] / tok,
             "train/grad_norm": float(torch.stack(grad_norms).mean()) if grad_norms else 0.0,
             "train/adv_mean": adv_mean,
-            "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean ** 2, 0.0)),
+            "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean**2, 0.0)),
             "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
             "train/infra_dropped": s["dropped"],
             "train/optimizer_steps": s["steps"] / acc.num_processes,

@@ -18,8 +18,15 @@ from typing import Any
 
 from torch import nn
 
-def apply_lora(model: nn.Module, r: int, alpha: int, dropout: float,
-               target_modules: list[str] | None, adapter_dir: Path | None = None) -> nn.Module:
+
+def apply_lora(
+    model: nn.Module,
+    r: int,
+    alpha: int,
+    dropout: float,
+    target_modules: list[str] | None,
+    adapter_dir: Path | None = None,
+) -> nn.Module:
     """Wrap `model` with trainable LoRA adapters: fresh ones, or those saved in `adapter_dir` (resume)."""
     try:
         import peft
@@ -27,8 +34,14 @@ def apply_lora(model: nn.Module, r: int, alpha: int, dropout: float,
         raise ImportError("policy.lora_r > 0 needs peft: pip install 'argym[peft]'") from e
     if adapter_dir is not None:
         return peft.PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=True)
-    config = peft.LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none", task_type="CAUSAL_LM",
-                             target_modules=target_modules or "all-linear")
+    config = peft.LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        bias="none",
+        task_type="CAUSAL_LM",
+        target_modules=target_modules or "all-linear",
+    )
     return peft.get_peft_model(model, config)
 
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from torch import Tensor
-
 from argym.algorithms.registry import Registry
+from torch import Tensor
 
 if TYPE_CHECKING:
     from argym.algorithms.learner import LearnerConfig
@@ -34,8 +33,9 @@ LOG_RATIO_CLAMP = 20.0
 class PolicyLossFn(Protocol):
     """A registered policy loss: (per-token loss (B, T), clipped-token mask (B, T))."""
 
-    def __call__(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
-                 config: LearnerConfig) -> tuple[Tensor, Tensor]: ...
+    def __call__(
+        self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: LearnerConfig
+    ) -> tuple[Tensor, Tensor]: ...
 
 
 POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
@@ -51,8 +51,14 @@ AGGREGATIONS: Registry = Registry("loss aggregation mode")
 
 # --------------------------------------------------------------------------- policy losses
 
-def clipped_surrogate(log_ratio: Tensor, adv: Tensor, clip_low: float = 0.2, clip_high: float = 0.2,
-                      dual_clip: float | None = None) -> tuple[Tensor, Tensor]:
+
+def clipped_surrogate(
+    log_ratio: Tensor,
+    adv: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+) -> tuple[Tensor, Tensor]:
     """PPO's clipped surrogate as a loss to minimise, from a log importance ratio.
 
     L = max(−Â·ρ, −Â·clip(ρ, 1 − ε_low, 1 + ε_high)),  ρ = exp(log_ratio)
@@ -78,8 +84,14 @@ def clipped_surrogate(log_ratio: Tensor, adv: Tensor, clip_low: float = 0.2, cli
     return loss, clipped
 
 
-def ppo_clip_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, clip_low: float = 0.2,
-                  clip_high: float = 0.2, dual_clip: float | None = None) -> tuple[Tensor, Tensor]:
+def ppo_clip_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+) -> tuple[Tensor, Tensor]:
     """The clipped surrogate with the per-token ratio ρ_t = π_θ(y_t)/π_old(y_t), all (B, T).
 
     Returns ``(loss (B, T), clipped (B, T) bool)``; mask padding yourself.
@@ -99,15 +111,17 @@ def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
 
 
 @register_policy_loss("ppo_clip")
-def _ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
-              config: LearnerConfig) -> tuple[Tensor, Tensor]:
+def _ppo_clip(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: LearnerConfig
+) -> tuple[Tensor, Tensor]:
     """Token-level ratio with (decoupled, optionally dual) clipping: GRPO, DAPO, VAPO."""
     return ppo_clip_loss(logp, old_logp, adv, config.clip_low, config.clip_high, config.dual_clip)
 
 
 @register_policy_loss("gspo")
-def _gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
-          config: LearnerConfig) -> tuple[Tensor, Tensor]:
+def _gspo(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: LearnerConfig
+) -> tuple[Tensor, Tensor]:
     """GSPO: one clipped ratio s_i per sequence (arXiv 2507.18071 eq. 5), broadcast to its tokens.
 
     With outcome advantages and seq-mean-token-mean aggregation this is exactly
@@ -119,8 +133,9 @@ def _gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
 
 
 @register_policy_loss("gspo_token")
-def _gspo_token(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
-                config: LearnerConfig) -> tuple[Tensor, Tensor]:
+def _gspo_token(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: LearnerConfig
+) -> tuple[Tensor, Tensor]:
     """GSPO-token: s_{i,t} = sg[s_i] · π_θ(y_t) / sg[π_θ(y_t)] (arXiv 2507.18071 eq. 13).
 
     Its value is s_i and, with Â_{i,t} = Â_i, its gradient is GSPO's; it allows
@@ -148,6 +163,7 @@ def nll_loss(logp: Tensor, mask: Tensor, positive: Tensor, global_positive_token
 # from samples of π_θ. Used as a loss term (GRPO, arXiv 2402.03300 eq. 4) or, with
 # `kl_in_reward`, summed over a response and subtracted from its reward (RLOO, REINFORCE++).
 
+
 @register_kl("k1")
 def kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """k1 = log π_θ − log π_ref: unbiased, high variance, can be negative."""
@@ -173,44 +189,60 @@ def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
 
 # --------------------------------------------------------------------------- aggregation
 
-def _token_mean(masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float,
-                constant: float | None) -> Tensor:
+
+def _token_mean(
+    masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float, constant: float | None
+) -> Tensor:
     # Σ_{i,t} M·L / Σ_{i,t} M over the global batch (DAPO, arXiv 2503.14476 eq. 8; verl default)
     return masked.sum() / global_tokens
 
 
-def _seq_mean_token_mean(masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float,
-                         constant: float | None) -> Tensor:
+def _seq_mean_token_mean(
+    masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float, constant: float | None
+) -> Tensor:
     # (1/B) Σ_i (Σ_t M·L / |o_i|)  (GRPO, arXiv 2402.03300 eq. 3); |o_i| counts policy tokens
     seq_len = mask.sum(dim=-1).clamp(min=1.0)  # (B,)
     return (masked.sum(dim=-1) / seq_len).sum() / global_seqs
 
 
-def _seq_mean_token_sum(masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float,
-                        constant: float | None) -> Tensor:
+def _seq_mean_token_sum(
+    masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float, constant: float | None
+) -> Tensor:
     # (1/B) Σ_i Σ_t M·L
     return masked.sum() / global_seqs
 
 
-def _seq_mean_token_sum_norm(masked: Tensor, mask: Tensor, global_tokens: float,
-                             global_seqs: float, constant: float | None) -> Tensor:
+def _seq_mean_token_sum_norm(
+    masked: Tensor, mask: Tensor, global_tokens: float, global_seqs: float, constant: float | None
+) -> Tensor:
     # (1/B) Σ_i Σ_t M·L / C  (Dr.GRPO, arXiv 2503.20783 eq. 2 with the token sum scaled by a
     # constant C, e.g. the max generation length; as TRL's "dr_grpo": B·C). verl omits the
     # 1/B, which makes the loss scale with the batch size (verl #3741); argym keeps it.
     if constant is None or constant <= 0:
-        raise ValueError("loss aggregation 'seq-mean-token-sum-norm' needs a positive constant "
-                         f"(e.g. the max generation length), got {constant!r}.")
+        raise ValueError(
+            "loss aggregation 'seq-mean-token-sum-norm' needs a positive constant "
+            f"(e.g. the max generation length), got {constant!r}."
+        )
     return masked.sum() / (global_seqs * constant)
 
 
-for _name, _fn in [("token-mean", _token_mean), ("seq-mean-token-mean", _seq_mean_token_mean),
-                   ("seq-mean-token-sum", _seq_mean_token_sum),
-                   ("seq-mean-token-sum-norm", _seq_mean_token_sum_norm)]:
+for _name, _fn in [
+    ("token-mean", _token_mean),
+    ("seq-mean-token-mean", _seq_mean_token_mean),
+    ("seq-mean-token-sum", _seq_mean_token_sum),
+    ("seq-mean-token-sum-norm", _seq_mean_token_sum_norm),
+]:
     AGGREGATIONS.register(_name)(_fn)
 
 
-def aggregate(per_token: Tensor, mask: Tensor, mode: str, global_tokens: float,
-              global_seqs: float, constant: float | None = None) -> Tensor:
+def aggregate(
+    per_token: Tensor,
+    mask: Tensor,
+    mode: str,
+    global_tokens: float,
+    global_seqs: float,
+    constant: float | None = None,
+) -> Tensor:
     """Reduce a per-token loss (B, T) to a scalar, normalised by the GLOBAL batch.
 
     `global_tokens` is Σ M and `global_seqs` is the number of sequences over the
@@ -225,11 +257,15 @@ def aggregate(per_token: Tensor, mask: Tensor, mode: str, global_tokens: float,
     - ``seq-mean-token-sum-norm``: Σ_{i,t} M·L / (global_seqs · constant)
     """
     if per_token.shape != mask.shape:
-        raise ValueError(f"per_token {tuple(per_token.shape)} and mask {tuple(mask.shape)} "
-                         "must have the same (B, T) shape.")
+        raise ValueError(
+            f"per_token {tuple(per_token.shape)} and mask {tuple(mask.shape)} "
+            "must have the same (B, T) shape."
+        )
     if global_tokens <= 0 or global_seqs <= 0:
-        raise ValueError(f"global_tokens and global_seqs must be positive, got {global_tokens} "
-                         f"and {global_seqs}; a batch without policy tokens cannot be trained on.")
+        raise ValueError(
+            f"global_tokens and global_seqs must be positive, got {global_tokens} "
+            f"and {global_seqs}; a batch without policy tokens cannot be trained on."
+        )
     mask = mask.to(per_token.dtype)
     # where(), not ×, so a NaN/inf on a padded position cannot leak into the sum
     masked = torch.where(mask > 0, per_token, torch.zeros_like(per_token))  # (B, T)

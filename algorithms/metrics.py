@@ -73,7 +73,9 @@ def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str = 
         xs, ys = zip(*train)
         ax.plot(xs, ys, color="tab:blue", alpha=0.3, lw=1, label="train success (per step)")
         w = max(1, len(ys) // 15)
-        avg = [sum(ys[max(0, i - w + 1): i + 1]) / len(ys[max(0, i - w + 1): i + 1]) for i in range(len(ys))]
+        avg = [
+            sum(ys[max(0, i - w + 1) : i + 1]) / len(ys[max(0, i - w + 1) : i + 1]) for i in range(len(ys))
+        ]
         ax.plot(xs, avg, color="tab:blue", lw=2, label=f"train success ({w}-step mean)")
     if evals:
         xs, ys = zip(*evals)

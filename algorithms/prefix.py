@@ -20,9 +20,8 @@ import inspect
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
-
 from argym.algorithms.batch import TrainBatch
+from torch import Tensor, nn
 
 
 @dataclass
@@ -59,7 +58,9 @@ def plan_shared_prefix(mb: TrainBatch) -> PrefixPlan | None:
     return PrefixPlan(prompt_len=prompt_len, row_group=row_group, leaders=leaders)
 
 
-def shared_prefix_logits(model: nn.Module, mb: TrainBatch, plan: PrefixPlan) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def shared_prefix_logits(
+    model: nn.Module, mb: TrainBatch, plan: PrefixPlan
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Logits of the positions from each row's last prompt token on.
 
     Returns `logits` (B, S, V) where index j is position P_r − 1 + j, its
@@ -92,8 +93,13 @@ def shared_prefix_logits(model: nn.Module, mb: TrainBatch, plan: PrefixPlan) -> 
     suf_real = (P[:, None] + k[None, :]) < lengths[:, None]
     suf_ids = torch.where(suf_real, ids.gather(1, suf_src), torch.zeros_like(suf_src))
     full_mask = torch.cat([pre_mask[plan.row_group], suf_real.long()], dim=1)  # (B, Pmax + S)
-    suf_out = model(input_ids=suf_ids, attention_mask=full_mask, position_ids=P[:, None] + k[None, :],
-                    use_cache=True, **{_cache_kwarg(model): cache})
+    suf_out = model(
+        input_ids=suf_ids,
+        attention_mask=full_mask,
+        position_ids=P[:, None] + k[None, :],
+        use_cache=True,
+        **{_cache_kwarg(model): cache},
+    )
     logits = torch.cat([last[plan.row_group][:, None], suf_out.logits[:, :-1]], dim=1)  # (B, S, V)
     columns = P[:, None] - 1 + k[None, :]  # (B, S)
     return logits, suf_ids, columns, suf_real

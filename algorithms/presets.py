@@ -26,6 +26,7 @@ from typing import Any
 
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.sampling import SamplingConfig
+
 from argym.errors import ConfigError
 
 SCALE_FIELDS = ("lr", "weight_decay", "micro_batch_size", "temperature", "seed", "shuffle", "max_grad_norm")
@@ -61,45 +62,126 @@ class Preset:
 
 # The papers' defaults. lr 1e-6 throughout except where noted. Optimizer steps per rollout
 # (num_minibatches × ppo_epochs) are each paper's: the rollout batch over its training mini-batch.
-GRPO = Preset("grpo", "2402.03300", LearnerConfig(
-    advantage="grpo", adv_std=True, policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2,
-    loss_agg="seq-mean-token-mean", kl_coef=0.04, kl_estimator="k3",  # DeepSeekMath §4.1, eq. 3
-    num_minibatches=1, ppo_epochs=1))  # §4.2: a single policy update per exploration stage
+GRPO = Preset(
+    "grpo",
+    "2402.03300",
+    LearnerConfig(
+        advantage="grpo",
+        adv_std=True,
+        policy_loss="ppo_clip",
+        clip_low=0.2,
+        clip_high=0.2,
+        loss_agg="seq-mean-token-mean",
+        kl_coef=0.04,
+        kl_estimator="k3",  # DeepSeekMath §4.1, eq. 3
+        num_minibatches=1,
+        ppo_epochs=1,
+    ),
+)  # §4.2: a single policy update per exploration stage
 
-DRGRPO = Preset("drgrpo", "2503.20783", LearnerConfig(
-    advantage="drgrpo", adv_std=False, policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2,
-    loss_agg="seq-mean-token-sum-norm", loss_agg_constant=1024.0, kl_coef=0.0),  # eq. 2, C = max length
-    agg_constant_is_max_tokens=True)
+DRGRPO = Preset(
+    "drgrpo",
+    "2503.20783",
+    LearnerConfig(
+        advantage="drgrpo",
+        adv_std=False,
+        policy_loss="ppo_clip",
+        clip_low=0.2,
+        clip_high=0.2,
+        loss_agg="seq-mean-token-sum-norm",
+        loss_agg_constant=1024.0,
+        kl_coef=0.0,
+    ),  # eq. 2, C = max length
+    agg_constant_is_max_tokens=True,
+)
 
-DAPO = Preset("dapo", "2503.14476", LearnerConfig(
-    advantage="grpo", adv_std=True, policy_loss="ppo_clip", clip_low=0.2, clip_high=0.28,  # eq. 10
-    dual_clip=10.0,  # verl's DAPO recipe clip_ratio_c=10
-    loss_agg="token-mean", kl_coef=0.0, weight_decay=0.1,  # eq. 12
-    num_minibatches=16),  # §4.1: 512 prompts × 16 samples per rollout, mini-batch 512 responses: 16 steps
-    SamplingConfig(dynamic=True, max_draws=10, overlong=True))  # eq. 11, eq. 13
+DAPO = Preset(
+    "dapo",
+    "2503.14476",
+    LearnerConfig(
+        advantage="grpo",
+        adv_std=True,
+        policy_loss="ppo_clip",
+        clip_low=0.2,
+        clip_high=0.28,  # eq. 10
+        dual_clip=10.0,  # verl's DAPO recipe clip_ratio_c=10
+        loss_agg="token-mean",
+        kl_coef=0.0,
+        weight_decay=0.1,  # eq. 12
+        num_minibatches=16,
+    ),  # §4.1: 512 prompts × 16 samples per rollout, mini-batch 512 responses: 16 steps
+    SamplingConfig(dynamic=True, max_draws=10, overlong=True),
+)  # eq. 11, eq. 13
 
-VAPO = Preset("vapo", "2504.05118", LearnerConfig(
-    advantage="gae", policy_loss="ppo_clip", clip_low=0.2, clip_high=0.28, loss_agg="token-mean",
-    kl_coef=0.0, nll_coef=0.1, gamma=1.0,  # §3: decoupled + length-adaptive GAE, clip-higher, NLL μ=0.1
-    value_lr_scale=2.0,  # §4.1: critic lr 2e-6 against the actor's 1e-6
-    num_minibatches=16))  # §4.1: batch 8,192 responses, mini-batch 512: 16 steps per rollout
+VAPO = Preset(
+    "vapo",
+    "2504.05118",
+    LearnerConfig(
+        advantage="gae",
+        policy_loss="ppo_clip",
+        clip_low=0.2,
+        clip_high=0.28,
+        loss_agg="token-mean",
+        kl_coef=0.0,
+        nll_coef=0.1,
+        gamma=1.0,  # §3: decoupled + length-adaptive GAE, clip-higher, NLL μ=0.1
+        value_lr_scale=2.0,  # §4.1: critic lr 2e-6 against the actor's 1e-6
+        num_minibatches=16,
+    ),
+)  # §4.1: batch 8,192 responses, mini-batch 512: 16 steps per rollout
 
-GSPO = Preset("gspo", "2507.18071", LearnerConfig(
-    advantage="grpo", adv_std=True, policy_loss="gspo", clip_low=3e-4, clip_high=4e-4,  # §5.1
-    loss_agg="seq-mean-token-mean", kl_coef=0.0,
-    num_minibatches=4))  # §5.1: each rollout batch is partitioned into 4 mini-batches for the updates
+GSPO = Preset(
+    "gspo",
+    "2507.18071",
+    LearnerConfig(
+        advantage="grpo",
+        adv_std=True,
+        policy_loss="gspo",
+        clip_low=3e-4,
+        clip_high=4e-4,  # §5.1
+        loss_agg="seq-mean-token-mean",
+        kl_coef=0.0,
+        num_minibatches=4,
+    ),
+)  # §5.1: each rollout batch is partitioned into 4 mini-batches for the updates
 
-RLOO = Preset("rloo", "2402.14740", LearnerConfig(
-    advantage="rloo", policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
-    kl_coef=0.05, kl_estimator="k1", kl_in_reward=True))  # TRL RLOOTrainer: β 0.05, k1 sum in the reward
+RLOO = Preset(
+    "rloo",
+    "2402.14740",
+    LearnerConfig(
+        advantage="rloo",
+        policy_loss="ppo_clip",
+        clip_low=0.2,
+        clip_high=0.2,
+        loss_agg="token-mean",
+        kl_coef=0.05,
+        kl_estimator="k1",
+        kl_in_reward=True,
+    ),
+)  # TRL RLOOTrainer: β 0.05, k1 sum in the reward
 
-REINFORCEPP = Preset("reinforce++", "2501.03262", LearnerConfig(
-    advantage="reinforce++_baseline", policy_loss="ppo_clip", clip_low=0.2, clip_high=0.2,
-    loss_agg="token-mean", kl_coef=0.001, kl_estimator="k2", kl_in_reward=False))  # §3.2: baseline variant for RLVR, k2 KL loss
+REINFORCEPP = Preset(
+    "reinforce++",
+    "2501.03262",
+    LearnerConfig(
+        advantage="reinforce++_baseline",
+        policy_loss="ppo_clip",
+        clip_low=0.2,
+        clip_high=0.2,
+        loss_agg="token-mean",
+        kl_coef=0.001,
+        kl_estimator="k2",
+        kl_in_reward=False,
+    ),
+)  # §3.2: baseline variant for RLVR, k2 KL loss
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (GRPO, DRGRPO, DAPO, VAPO, GSPO, RLOO, REINFORCEPP)}
-ALIASES = {"dr_grpo": "drgrpo", "dr.grpo": "drgrpo", "reinforcepp": "reinforce++",
-           "reinforce_pp": "reinforce++"}
+ALIASES = {
+    "dr_grpo": "drgrpo",
+    "dr.grpo": "drgrpo",
+    "reinforcepp": "reinforce++",
+    "reinforce_pp": "reinforce++",
+}
 
 
 def get_preset(name: str) -> Preset:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from argym.algorithms.config import load_config
@@ -26,8 +25,14 @@ def _cached_eval(trainer: Trainer, name: str) -> dict[str, Any]:
             return cached
     t0 = time.perf_counter()
     result = trainer.evaluate()
-    out = {"step": trainer.step, "accuracy": result.mean, "ci": [result.ci_low, result.ci_high], "n": result.n,
-           "mean_reward": result.mean_reward, "seconds": round(time.perf_counter() - t0, 1)}
+    out = {
+        "step": trainer.step,
+        "accuracy": result.mean,
+        "ci": [result.ci_low, result.ci_high],
+        "n": result.n,
+        "mean_reward": result.mean_reward,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     path.write_text(json.dumps(out, indent=2))
     result.training_run = {**result.training_run, "step": trainer.step}
     (trainer.run_dir / f"eval_{name}_episodes.json").write_text(json.dumps(result.to_dict()))
@@ -40,8 +45,12 @@ def _submit_eval(trainer: Trainer, name: str, submit: Callable[[dict[str, Any]],
         submit(json.loads((trainer.run_dir / f"eval_{name}_episodes.json").read_text()))
 
 
-def run_quickstart(out_dir: str = "runs/quickstart", overrides: list[str] | tuple[str, ...] = (),
-                   console: Any = None, submit: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+def run_quickstart(
+    out_dir: str = "runs/quickstart",
+    overrides: list[str] | tuple[str, ...] = (),
+    console: Any = None,
+    submit: Callable[[dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
     """Train and evaluate; writes config, metrics, checkpoint, learning curve and summary.json to `out_dir`.
 
     `submit`, if given, receives the before and after evaluation results (``EvalResult.to_dict()``);
@@ -67,13 +76,25 @@ def run_quickstart(out_dir: str = "runs/quickstart", overrides: list[str] | tupl
     finally:
         trainer.close()
     records = trainer.metrics.records()
-    curve = [{"step": 0, "eval/success": before["accuracy"]}, *records,
-             {"step": trainer.step, "eval/success": after["accuracy"]}]
-    plot_learning_curve(curve, trainer.run_dir / "learning_curve.png",
-                        title=f"GRPO, tiny policy, {cfg.env.id} {cfg.env.kwargs.get('tasks', '')}")
-    summary = {"before": before, "after": after, "gain": after["accuracy"] - before["accuracy"],
-               "steps": trainer.step, "rl_seconds": round(train_s, 1),
-               "total_seconds": round(time.perf_counter() - t0, 1), "run_dir": str(trainer.run_dir)}
+    curve = [
+        {"step": 0, "eval/success": before["accuracy"]},
+        *records,
+        {"step": trainer.step, "eval/success": after["accuracy"]},
+    ]
+    plot_learning_curve(
+        curve,
+        trainer.run_dir / "learning_curve.png",
+        title=f"GRPO, tiny policy, {cfg.env.id} {cfg.env.kwargs.get('tasks', '')}",
+    )
+    summary = {
+        "before": before,
+        "after": after,
+        "gain": after["accuracy"] - before["accuracy"],
+        "steps": trainer.step,
+        "rl_seconds": round(train_s, 1),
+        "total_seconds": round(time.perf_counter() - t0, 1),
+        "run_dir": str(trainer.run_dir),
+    }
     (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
     table = Table(title=f"Held-out accuracy on {before['n']} test tasks ({cfg.env.id})")
@@ -82,6 +103,8 @@ def run_quickstart(out_dir: str = "runs/quickstart", overrides: list[str] | tupl
     for name, r in (("before RL (warm start)", before), ("after GRPO", after)):
         table.add_row(name, f"{r['accuracy']:.3f}", f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]")
     console.print(table)
-    console.print(f"Gain: {summary['gain'] * 100:+.1f} points. Run directory: {trainer.run_dir} "
-                  f"(learning_curve.png, metrics.jsonl, checkpoint/, summary.json).")
+    console.print(
+        f"Gain: {summary['gain'] * 100:+.1f} points. Run directory: {trainer.run_dir} "
+        f"(learning_curve.png, metrics.jsonl, checkpoint/, summary.json)."
+    )
     return summary

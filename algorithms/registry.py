@@ -28,8 +28,10 @@ class Registry(Generic[F]):
 
         def deco(fn: F) -> F:
             if name in self._items:
-                raise ValueError(f"A {self.kind} named {name!r} is already registered "
-                                 f"({self._items[name].__module__}); pick another name.")
+                raise ValueError(
+                    f"A {self.kind} named {name!r} is already registered "
+                    f"({self._items[name].__module__}); pick another name."
+                )
             self._items[name] = fn
             return fn
 
@@ -42,8 +44,9 @@ class Registry(Generic[F]):
         except KeyError:
             close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.4)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            raise ConfigError(f"Unknown {self.kind} {name!r}.{hint} "
-                              f"Registered: {', '.join(self.names())}.") from None
+            raise ConfigError(
+                f"Unknown {self.kind} {name!r}.{hint} Registered: {', '.join(self.names())}."
+            ) from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -10,18 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from argym.algorithms.sampling import longest_turn, overlong_penalty
-from argym.errors import ConfigError
 from argym.rewards.compose import RewardComposer
 from argym.rewards.prm import load_prm
 from argym.rewards.sar import sar_rewards
+
+from argym.errors import ConfigError
 
 
 def build_composer(cfg: Any, policy: Any) -> RewardComposer:
     """The composer for `cfg.reward` (a `TrainConfig`), scoring SAR with `policy`'s own log-probs."""
     rc, sc = cfg.reward, cfg.sampling
     if "overlong" in rc.weights and sc.overlong:
-        raise ConfigError("The overlong penalty is on twice: as reward.weights.overlong and as sampling.overlong "
-                          "(DAPO's). Keep one (set sampling.overlong=false or drop the reward component).")
+        raise ConfigError(
+            "The overlong penalty is on twice: as reward.weights.overlong and as sampling.overlong "
+            "(DAPO's). Keep one (set sampling.overlong=false or drop the reward component)."
+        )
     sequence = {}
     if "overlong" in rc.weights:
         limits = sc.overlong_limits(cfg.rollout.max_new_tokens)

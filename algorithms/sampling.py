@@ -36,11 +36,17 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if self.max_draws < 1:
-            raise ConfigError(f"sampling.max_draws must be >= 1, got {self.max_draws}; DAPO's verl recipe uses 10.")
+            raise ConfigError(
+                f"sampling.max_draws must be >= 1, got {self.max_draws}; DAPO's verl recipe uses 10."
+            )
         if self.overlong_max_tokens is not None and self.overlong_max_tokens < 1:
-            raise ConfigError(f"sampling.overlong_max_tokens must be >= 1 or null, got {self.overlong_max_tokens}.")
+            raise ConfigError(
+                f"sampling.overlong_max_tokens must be >= 1 or null, got {self.overlong_max_tokens}."
+            )
         if self.overlong_cache_tokens is not None and self.overlong_cache_tokens < 1:
-            raise ConfigError(f"sampling.overlong_cache_tokens must be >= 1 or null, got {self.overlong_cache_tokens}.")
+            raise ConfigError(
+                f"sampling.overlong_cache_tokens must be >= 1 or null, got {self.overlong_cache_tokens}."
+            )
         if self.overlong_factor < 0:
             raise ConfigError(f"sampling.overlong_factor must be >= 0, got {self.overlong_factor}.")
 
@@ -89,8 +95,9 @@ def longest_turn(traj: Trajectory) -> int:
     return max(longest, count)
 
 
-def apply_overlong(trajectories: Sequence[Trajectory], max_tokens: int, cache_tokens: int,
-                   factor: float = 1.0) -> list[Trajectory]:
+def apply_overlong(
+    trajectories: Sequence[Trajectory], max_tokens: int, cache_tokens: int, factor: float = 1.0
+) -> list[Trajectory]:
     """Copies of `trajectories` with R_len of their longest turn (`longest_turn`) added to `reward`.
 
     The penalty is also recorded as `reward_parts["overlong"]` in the last info.
@@ -148,10 +155,13 @@ def draw_informative(draw, groups_needed: int, max_draws: int) -> tuple[list[Tra
             kept.extend(dataclasses.replace(t, group=n_groups) for t in trajs if t.group == g)
             n_groups += 1
         if n_groups == groups_needed:
-            return kept, {"sampling/draws": float(k + 1),
-                          "sampling/informative_frac": n_informative / max(n_seen, 1)}
+            return kept, {
+                "sampling/draws": float(k + 1),
+                "sampling/informative_frac": n_informative / max(n_seen, 1),
+            }
     raise ConfigError(
         f"Dynamic sampling found {n_groups} of {groups_needed} groups with unequal outcome rewards in "
         f"{max_draws} draws ({n_seen} groups seen): the tasks are too easy or too hard for the policy. "
         f"Raise sampling.max_draws, the group size (a group needs at least 2 valid samples), or change the task "
-        f"difficulty; or set sampling.dynamic=false.")
+        f"difficulty; or set sampling.dynamic=false."
+    )

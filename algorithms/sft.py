@@ -12,21 +12,26 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from argym.agents.renderer import conversation_ids
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scripted import OracleAgent
 
 
-def oracle_sequences(env_id: str, env_kwargs: dict[str, Any], renderer: Any, n_tasks: int,
-                     seed: int, executors: Any = None) -> list[tuple[list[int], list[int]]]:
+def oracle_sequences(
+    env_id: str, env_kwargs: dict[str, Any], renderer: Any, n_tasks: int, seed: int, executors: Any = None
+) -> list[tuple[list[int], list[int]]]:
     """Ids and loss masks of `n_tasks` oracle episodes on the train split."""
-    with RolloutEngine(env_id, {**env_kwargs, "split": "train"}, OracleAgent(), executors=executors) as engine:
+    with RolloutEngine(
+        env_id, {**env_kwargs, "split": "train"}, OracleAgent(), executors=executors
+    ) as engine:
         rng = np.random.default_rng(seed)
         tasks = [engine.task_source.sample(rng, "train") for _ in range(n_tasks)]
         trajs = engine.run(tasks, seed=seed)
-    return [conversation_ids(renderer, t.messages, tools=t_task.tools)
-            for t, t_task in zip(trajs, tasks) if not t.infra_failure]
+    return [
+        conversation_ids(renderer, t.messages, tools=t_task.tools)
+        for t, t_task in zip(trajs, tasks)
+        if not t.infra_failure
+    ]
 
 
 def masked_nll(model: Any, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -45,8 +50,16 @@ def pad_right(seqs: list[list[int]], pad: int) -> torch.Tensor:
     return out
 
 
-def warm_start(policy: Any, sequences: list[tuple[list[int], list[int]]], steps: int, batch_size: int,
-               lr: float, seed: int, accelerator: Any = None, log: Any = None) -> list[float]:
+def warm_start(
+    policy: Any,
+    sequences: list[tuple[list[int], list[int]]],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    accelerator: Any = None,
+    log: Any = None,
+) -> list[float]:
     """Fine-tune `policy.model` on the masked sequences; returns the loss per step."""
     model = policy.model
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
@@ -36,10 +35,10 @@ from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_r
 from argym.algorithms.r3l.retry import R3LRollout
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
-from argym.algorithms.value import Critic, ValueModel
 from argym.algorithms.sft import oracle_sequences, warm_start
-from argym.errors import ConfigError
+from argym.algorithms.value import Critic, ValueModel
 
+from argym.errors import ConfigError
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
 RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
@@ -74,8 +73,14 @@ def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
         policy = HFPolicy.load(pc.path, dtype=pc.dtype)
     if pc.lora_r > 0:
         adapter = checkpoint / "policy" / ADAPTER_DIR if checkpoint is not None else None
-        policy.model = apply_lora(policy.model, pc.lora_r, pc.lora_alpha, pc.lora_dropout, pc.lora_target_modules,
-                                  adapter_dir=adapter)
+        policy.model = apply_lora(
+            policy.model,
+            pc.lora_r,
+            pc.lora_alpha,
+            pc.lora_dropout,
+            pc.lora_target_modules,
+            adapter_dir=adapter,
+        )
     return policy
 
 
@@ -101,8 +106,15 @@ def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: HFPolicy) ->
     if cfg.rollout.strategy == "decomposer":
         return UtilityDecomposer(engine, cfg.decomposer, policy)
     if cfg.rollout.strategy == "program":
-        return ProgramRunner.from_config(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, engine.agent, cfg.agent,
-                                         engine.sampling, engine.max_total_tokens, training=True)
+        return ProgramRunner.from_config(
+            cfg.env.id,
+            {**cfg.env.kwargs, "split": "train"},
+            engine.agent,
+            cfg.agent,
+            engine.sampling,
+            engine.max_total_tokens,
+            training=True,
+        )
     return None
 
 
@@ -126,17 +138,23 @@ class Trainer:
         self.policy = build_policy(cfg, ckpt)
         self.policy.model.to(self.accelerator.device)
         if cfg.policy.gradient_checkpointing:
-            self.policy.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            self.policy.model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         self.step = 0
         self.value_pretrained = 0  # VAPO's value-pretraining steps done (a checkpoint records them)
         if state is None and cfg.warm_start.steps > 0:
             self._warm_start()
         ref_model = self._reference(resumed=state is not None) if cfg.algorithm.kl_coef > 0 else None
         # VAPO: a value model on the policy's architecture with its own weights and lr
-        critic = (Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
-                  if cfg.algorithm.advantage == "gae" else None)
-        self.learner = Learner(self.policy.model, cfg.algorithm, self.accelerator, ref_model=ref_model,
-                               critic=critic)
+        critic = (
+            Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
+            if cfg.algorithm.advantage == "gae"
+            else None
+        )
+        self.learner = Learner(
+            self.policy.model, cfg.algorithm, self.accelerator, ref_model=ref_model, critic=critic
+        )
         if state is not None:
             self.step = int(state["step"])
             self.learner.load_state_dict(state["learner"])
@@ -150,11 +168,19 @@ class Trainer:
         else:
             self.save()
         self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
-        self.sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                                       max_new_tokens=cfg.rollout.max_new_tokens)
+        self.sampling = SamplingParams(
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            max_new_tokens=cfg.rollout.max_new_tokens,
+        )
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
-        self.engine = RolloutEngine(cfg.env.id, {**cfg.env.kwargs, "split": "train"}, self.generator, self.sampling,
-                                    max_total_tokens=cfg.rollout.max_total_tokens)
+        self.engine = RolloutEngine(
+            cfg.env.id,
+            {**cfg.env.kwargs, "split": "train"},
+            self.generator,
+            self.sampling,
+            max_total_tokens=cfg.rollout.max_total_tokens,
+        )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
         self.strategy_metrics: dict[str, float] = {}
@@ -175,9 +201,12 @@ class Trainer:
             if (path / "config.json").is_file():
                 from transformers import AutoModelForCausalLM
 
-                return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.cfg.policy.dtype)).to(
-                    self.accelerator.device)
-            self.console.print(f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]")
+                return AutoModelForCausalLM.from_pretrained(
+                    path, dtype=getattr(torch, self.cfg.policy.dtype)
+                ).to(self.accelerator.device)
+            self.console.print(
+                f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]"
+            )
         ref = copy.deepcopy(self.policy.model)
         if not resumed:
             ref.save_pretrained(path)
@@ -192,18 +221,30 @@ class Trainer:
             merge_sections(theirs, yaml.safe_load(path.read_text()) or {})
             changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
             if changed:
-                raise ConfigError(f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
-                                  f"pass another out_dir, or delete the directory to start over.")
+                raise ConfigError(
+                    f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
+                    f"pass another out_dir, or delete the directory to start over."
+                )
         path.write_text(yaml.safe_dump(mine, sort_keys=False))
 
     def _warm_start(self) -> None:
         cfg = self.cfg
         t0 = time.perf_counter()
-        seqs = oracle_sequences(cfg.env.id, cfg.env.kwargs, self.policy.renderer, cfg.warm_start.tasks, seed=cfg.seed + 1)
-        losses = warm_start(self.policy, seqs, cfg.warm_start.steps, cfg.warm_start.batch_size, cfg.warm_start.lr,
-                            seed=cfg.seed + 2)
-        self.console.print(f"Warm start: {cfg.warm_start.steps} steps on {len(seqs)} oracle trajectories, "
-                           f"loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s).")
+        seqs = oracle_sequences(
+            cfg.env.id, cfg.env.kwargs, self.policy.renderer, cfg.warm_start.tasks, seed=cfg.seed + 1
+        )
+        losses = warm_start(
+            self.policy,
+            seqs,
+            cfg.warm_start.steps,
+            cfg.warm_start.batch_size,
+            cfg.warm_start.lr,
+            seed=cfg.seed + 2,
+        )
+        self.console.print(
+            f"Warm start: {cfg.warm_start.steps} steps on {len(seqs)} oracle trajectories, "
+            f"loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)."
+        )
 
     def _pretrain_value(self) -> None:
         """VAPO's value pretraining (arXiv 2504.05118 §3.1): fit the critic to Monte-Carlo returns
@@ -216,23 +257,29 @@ class Trainer:
         t0, m, start = time.perf_counter(), {}, self.value_pretrained
         for k in range(start, cfg.algorithm.value_pretrain_steps):
             trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
-            batch = self.learner.prepare_batch(trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)),
-                                               old_logprobs=False)
+            batch = self.learner.prepare_batch(
+                trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)), old_logprobs=False
+            )
             m = self.learner.critic.update(batch, self.learner.value_targets(batch))
             self.value_pretrained = done = k + 1
             if done % cfg.checkpoint_every == 0 or done == cfg.algorithm.value_pretrain_steps:
                 self.save()
-        self.console.print(f"Value pretraining: steps {start + 1}–{cfg.algorithm.value_pretrain_steps}, loss "
-                           f"{m.get('value/loss', 0):.4f}, explained variance {m.get('value/explained_var', 0):.2f} "
-                           f"({time.perf_counter() - t0:.0f} s).")
+        self.console.print(
+            f"Value pretraining: steps {start + 1}–{cfg.algorithm.value_pretrain_steps}, loss "
+            f"{m.get('value/loss', 0):.4f}, explained variance {m.get('value/explained_var', 0):.2f} "
+            f"({time.perf_counter() - t0:.0f} s)."
+        )
 
     def save(self) -> None:
         critic = getattr(getattr(self, "learner", None), "critic", None)
-        state = {"step": self.step, "rng": rng_state(self.task_rng),
-                 "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
-                 "critic": critic.model.state_dict() if critic is not None else None,
-                 "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
-                 "value_pretrained": self.value_pretrained}
+        state = {
+            "step": self.step,
+            "rng": rng_state(self.task_rng),
+            "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
+            "critic": critic.model.state_dict() if critic is not None else None,
+            "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
+            "value_pretrained": self.value_pretrained,
+        }
         save_checkpoint(self.run_dir, self.policy, state)
 
     def evaluate(self, episodes: int | None = None) -> Any:
@@ -242,9 +289,17 @@ class Trainer:
         agent: Any = self.generator
         if isinstance(self.strategy, ProgramRunner):  # the program, with the policy behind its endpoint
             agent = ProgramAgent(self.strategy.program, self.generator, deadline_s=cfg.agent.deadline_s)
-        return evaluate(cfg.env.id, cfg.env.kwargs, agent, agent_spec=f"tiny:{self.run_dir}",
-                        split="test", episodes=episodes or cfg.eval.episodes, seed=cfg.seed, sampling=sampling,
-                        max_total_tokens=cfg.rollout.max_total_tokens)
+        return evaluate(
+            cfg.env.id,
+            cfg.env.kwargs,
+            agent,
+            agent_spec=f"tiny:{self.run_dir}",
+            split="test",
+            episodes=episodes or cfg.eval.episodes,
+            seed=cfg.seed,
+            sampling=sampling,
+            max_total_tokens=cfg.rollout.max_total_tokens,
+        )
 
     def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
         """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
@@ -256,15 +311,23 @@ class Trainer:
         cfg, sc = self.cfg, self.cfg.sampling
 
         def draw(k: int) -> tuple[list, list[float]]:
-            tasks = [self.engine.task_source.sample(self.task_rng, "train") for _ in range(cfg.rollout.tasks_per_step)]
+            tasks = [
+                self.engine.task_source.sample(self.task_rng, "train")
+                for _ in range(cfg.rollout.tasks_per_step)
+            ]
             trajs = self._rollout(tasks, seed=cfg.seed * 1_000_003 + self.step + offset + 7_919 * k)
             outcome = [t.reward for t in trajs]
             if sc.overlong:
-                trajs = apply_overlong(trajs, *sc.overlong_limits(cfg.rollout.max_new_tokens), sc.overlong_factor)
+                trajs = apply_overlong(
+                    trajs, *sc.overlong_limits(cfg.rollout.max_new_tokens), sc.overlong_factor
+                )
             return trajs, outcome
 
-        trajs, metrics = (draw(0)[0], {}) if not sc.dynamic else draw_informative(
-            draw, cfg.rollout.tasks_per_step, sc.max_draws)
+        trajs, metrics = (
+            (draw(0)[0], {})
+            if not sc.dynamic
+            else draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
+        )
         # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
         # the same and cheaper); a component's harness fault marks its trajectory an infra failure
         trajs, reward_metrics = self.rewards(trajs)
@@ -289,24 +352,31 @@ class Trainer:
         metrics.update(self.strategy_metrics)
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
-        metrics.update({
-            "train/reward": float(np.mean([t.reward for t in trajs])),
-            "train/success": float(np.mean([t.success for t in trajs])),
-            "train/tampered": tampered_rate(trajs),
-            "train/response_tokens": tokens / max(len(trajs), 1),
-            "train/turns": float(np.mean([t.turns for t in trajs])),
-            "perf/rollout_s": t1 - t0,
-            "perf/update_s": t2 - t1,
-            "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9),
-        })
+        metrics.update(
+            {
+                "train/reward": float(np.mean([t.reward for t in trajs])),
+                "train/success": float(np.mean([t.success for t in trajs])),
+                "train/tampered": tampered_rate(trajs),
+                "train/response_tokens": tokens / max(len(trajs), 1),
+                "train/turns": float(np.mean([t.turns for t in trajs])),
+                "perf/rollout_s": t1 - t0,
+                "perf/update_s": t2 - t1,
+                "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9),
+            }
+        )
         return metrics
 
     def fit(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cfg = self.cfg
-        columns = [TextColumn(f"[bold]{(cfg.algo or 'GRPO').upper()}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}")]
+        columns = [
+            TextColumn(f"[bold]{(cfg.algo or 'GRPO').upper()}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+        ]
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
             while self.step < cfg.steps:
@@ -316,8 +386,11 @@ class Trainer:
                     result = self.evaluate()
                     metrics["eval/success"] = result.mean
                 self.metrics.log(self.step, metrics)
-                progress.update(bar, completed=self.step,
-                                description=f"reward {metrics['train/reward']:.2f}  success {metrics['train/success']:.2f}")
+                progress.update(
+                    bar,
+                    completed=self.step,
+                    description=f"reward {metrics['train/reward']:.2f}  success {metrics['train/success']:.2f}",
+                )
                 if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
                     self.save()
 
@@ -337,9 +410,13 @@ def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
         trainer.fit()
         result = trainer.evaluate()
         trainer.metrics.log(trainer.step, {"eval/success": result.mean})
-        plot_learning_curve(trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=cfg.env.id)
-        summary = {"steps": trainer.step, "final": {"accuracy": result.mean, "ci": [result.ci_low, result.ci_high],
-                                                     "n": result.n}}
+        plot_learning_curve(
+            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=cfg.env.id
+        )
+        summary = {
+            "steps": trainer.step,
+            "final": {"accuracy": result.mean, "ci": [result.ci_low, result.ci_high], "n": result.n},
+        }
         (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
     finally:

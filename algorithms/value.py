@@ -22,14 +22,12 @@ import copy
 from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor, nn
-
 from argym.algorithms.batch import TrainBatch, split_batch
 from argym.algorithms.learner import disable_dropout
+from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-
     from argym.algorithms.learner import LearnerConfig
 
 
@@ -61,13 +59,20 @@ class ValueModel(nn.Module):
         return cls(body, policy_model.config.hidden_size)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
-                           use_cache=False).last_hidden_state  # (B, L, H)
+        hidden = self.body(
+            input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+        ).last_hidden_state  # (B, L, H)
         return self.head(hidden.float()).squeeze(-1)  # (B, L)
 
 
-def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, global_tokens: float,
-               clip: float | None = 0.2) -> tuple[Tensor, Tensor]:
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    global_tokens: float,
+    clip: float | None = 0.2,
+) -> tuple[Tensor, Tensor]:
     """PPO's clipped value loss, summed here and divided by the global token count.
 
     L_V = 0.5·max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)  (verl `compute_value_loss`;
@@ -82,7 +87,9 @@ def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor
         err_clip = (v_clip - returns) ** 2
         per_token, clipped = torch.maximum(err, err_clip), err_clip > err
     m = mask > 0
-    return 0.5 * torch.where(m, per_token, torch.zeros_like(per_token)).sum() / max(global_tokens, 1.0), clipped
+    return 0.5 * torch.where(m, per_token, torch.zeros_like(per_token)).sum() / max(
+        global_tokens, 1.0
+    ), clipped
 
 
 class Critic:
@@ -91,7 +98,9 @@ class Critic:
     def __init__(self, model: ValueModel, config: LearnerConfig, accelerator: Accelerator):
         self.config = config
         self.accelerator = accelerator
-        disable_dropout(model)  # V at equal weights is the same in the update as in `values` (the clip's V_old)
+        disable_dropout(
+            model
+        )  # V at equal weights is the same in the update as in `values` (the clip's V_old)
         self.lr = config.value_lr_scale * config.lr  # VAPO §4.1: critic 2e-6 = 2 × actor 1e-6
         optimizer = torch.optim.AdamW(model.parameters(), lr=self.lr)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
@@ -106,7 +115,7 @@ class Critic:
         for mb in split_batch(batch, self.config.micro_batch_size):
             mb = mb.to(self.accelerator.device)
             v = self.model(mb.input_ids, mb.attention_mask)[:, :-1]  # (b, l-1): state before token t+1
-            out[start:start + len(mb), :v.shape[1]] = v.float().cpu()
+            out[start : start + len(mb), : v.shape[1]] = v.float().cpu()
             start += len(mb)
         self.model.train(was)
         return out * (batch.attention_mask[:, 1:] > 0)
@@ -131,13 +140,19 @@ class Critic:
                 total = 0.0
                 start = 0
                 for mb in split_batch(mini, cfg.micro_batch_size):
-                    rows_mb = rows[start:start + len(mb)]
+                    rows_mb = rows[start : start + len(mb)]
                     start += len(mb)
                     w = mb.loss_mask.shape[1]
                     mb = mb.to(acc.device)
                     v = self.model(mb.input_ids, mb.attention_mask)[:, :-1]  # (b, l-1)
-                    loss, clipped = value_loss(v, old[rows_mb, :w].to(acc.device), returns[rows_mb, :w].to(acc.device),
-                                               mb.loss_mask, global_tokens, cfg.value_clip)
+                    loss, clipped = value_loss(
+                        v,
+                        old[rows_mb, :w].to(acc.device),
+                        returns[rows_mb, :w].to(acc.device),
+                        mb.loss_mask,
+                        global_tokens,
+                        cfg.value_clip,
+                    )
                     acc.backward(loss * acc.num_processes)
                     total += loss.item()
                     clip_n += (clipped & (mb.loss_mask > 0)).sum().item()
@@ -150,5 +165,8 @@ class Critic:
         m = batch.loss_mask > 0
         var_r = returns[m].var() if m.sum() > 1 else torch.tensor(0.0)
         ev = 1 - (returns[m] - old[m]).var() / var_r if var_r > 0 else torch.tensor(0.0)
-        return {"value/loss": sum(losses) / max(len(losses), 1), "value/clip_frac": clip_n / max(tok_n, 1.0),
-                "value/explained_var": float(ev)}
+        return {
+            "value/loss": sum(losses) / max(len(losses), 1),
+            "value/clip_frac": clip_n / max(tok_n, 1.0),
+            "value/explained_var": float(ev),
+        }

@@ -31,8 +31,8 @@ __all__ = [
     "TaskNotFoundError",
     "Trajectory",
     "UnknownEnvError",
+    "__version__",
     "make",
     "register_envs",
     "registered_ids",
-    "__version__",
 ]

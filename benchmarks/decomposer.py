@@ -37,14 +37,33 @@ def warm_start(run_dir: Path, overrides: list[str]) -> Path:
     return run_dir / "warm" / "checkpoint" / "policy"
 
 
-def run_arm(name: str, lam: float, policy_dir: Path, run_dir: Path, steps: int, eval_every: int, episodes: int,
-            overrides: list[str]) -> dict:
+def run_arm(
+    name: str,
+    lam: float,
+    policy_dir: Path,
+    run_dir: Path,
+    steps: int,
+    eval_every: int,
+    episodes: int,
+    overrides: list[str],
+) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(RECIPE, overrides + [f"env.kwargs.lam={lam}", "policy.kind=hf", f"policy.path={policy_dir}",
-                                           "warm_start.steps=0", f"steps={steps}", "eval.every=0",
-                                           f"out_dir={run_dir / name}", f"checkpoint_every={10**6}"])
+    cfg = load_config(
+        RECIPE,
+        overrides
+        + [
+            f"env.kwargs.lam={lam}",
+            "policy.kind=hf",
+            f"policy.path={policy_dir}",
+            "warm_start.steps=0",
+            f"steps={steps}",
+            "eval.every=0",
+            f"out_dir={run_dir / name}",
+            f"checkpoint_every={10**6}",
+        ],
+    )
     trainer = Trainer(cfg)
     samples, train_s = 0, 0.0
     curve = [{"step": 0, "samples": 0, "seconds": 0.0, "accuracy": trainer.evaluate(episodes).mean}]
@@ -57,12 +76,21 @@ def run_arm(name: str, lam: float, policy_dir: Path, run_dir: Path, steps: int, 
             train_s += time.perf_counter() - t
             samples += len(trajs)
             if step % eval_every == 0 or step == steps:
-                curve.append({"step": step, "samples": samples, "seconds": train_s,
-                              "accuracy": trainer.evaluate(episodes).mean,
-                              "train_success": sum(x.success for x in trajs) / len(trajs),
-                              "train_reward": sum(x.reward for x in trajs) / len(trajs)})
-                print(f"  {name:7} step {step:4d}  acc {curve[-1]['accuracy']:.3f}  {train_s:6.0f} s  "
-                      f"reward {curve[-1]['train_reward']:.3f}  loss {metrics.get('train/loss', 0):.3f}", flush=True)
+                curve.append(
+                    {
+                        "step": step,
+                        "samples": samples,
+                        "seconds": train_s,
+                        "accuracy": trainer.evaluate(episodes).mean,
+                        "train_success": sum(x.success for x in trajs) / len(trajs),
+                        "train_reward": sum(x.reward for x in trajs) / len(trajs),
+                    }
+                )
+                print(
+                    f"  {name:7} step {step:4d}  acc {curve[-1]['accuracy']:.3f}  {train_s:6.0f} s  "
+                    f"reward {curve[-1]['train_reward']:.3f}  loss {metrics.get('train/loss', 0):.3f}",
+                    flush=True,
+                )
     finally:
         trainer.close()
     return {"variant": name, "lam": lam, "curve": curve}
@@ -78,19 +106,29 @@ def main() -> None:
     ap.add_argument("--tasks-per-step", type=int, default=16)
     ap.add_argument("--warm-steps", type=int, default=400)
     ap.add_argument("--warm-batch", type=int, default=64)
-    ap.add_argument("--warm-from", type=Path, default=None, help="reuse a warm-started policy dir of the same tasks")
-    ap.add_argument("--tasks", default="arithmetic(digits=1,ops=+*,terms=4)", help="the wrapped Math env's tasks=")
+    ap.add_argument(
+        "--warm-from", type=Path, default=None, help="reuse a warm-started policy dir of the same tasks"
+    )
+    ap.add_argument(
+        "--tasks", default="arithmetic(digits=1,ops=+*,terms=4)", help="the wrapped Math env's tasks="
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     ap.add_argument("--run-dir", type=Path, default=REPO / "runs" / "bench_decomposer")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    common = [f"env.kwargs.tasks={args.tasks}", f"rollout.tasks_per_step={args.tasks_per_step}", f"warm_start.steps={args.warm_steps}",
-              f"warm_start.batch_size={args.warm_batch}"]
+    common = [
+        f"env.kwargs.tasks={args.tasks}",
+        f"rollout.tasks_per_step={args.tasks_per_step}",
+        f"warm_start.steps={args.warm_steps}",
+        f"warm_start.batch_size={args.warm_batch}",
+    ]
     t0 = time.perf_counter()
     policy_dir = args.warm_from or warm_start(args.run_dir, common)
-    results = [run_arm(name, lam, policy_dir, args.run_dir, args.steps, args.eval_every, args.episodes, common)
-               for name, lam in (("sparse", 0.0), ("dense", 0.5))]
+    results = [
+        run_arm(name, lam, policy_dir, args.run_dir, args.steps, args.eval_every, args.episodes, common)
+        for name, lam in (("sparse", 0.0), ("dense", 0.5))
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "decomposer_results.json").write_text(json.dumps(results, indent=2))
     import matplotlib
@@ -100,8 +138,12 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results:
-        ax.plot([p["samples"] for p in r["curve"]], [p["accuracy"] for p in r["curve"]], marker="o",
-                label=f"{r['variant']} (λ={r['lam']})")
+        ax.plot(
+            [p["samples"] for p in r["curve"]],
+            [p["accuracy"] for p in r["curve"]],
+            marker="o",
+            label=f"{r['variant']} (λ={r['lam']})",
+        )
     ax.set_xlabel("trajectories sampled")
     ax.set_ylabel("held-out final-answer accuracy")
     ax.set_title("Dense (verified decomposition) vs sparse reward")
@@ -109,11 +151,15 @@ def main() -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(args.out / "decomposer_curves.png", dpi=120)
-    print("| reward | start | end | gain | trajectories | training s |\n| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| reward | start | end | gain | trajectories | training s |\n| --- | --- | --- | --- | --- | --- |"
+    )
     for r in results:
         a, b = r["curve"][0], r["curve"][-1]
-        print(f"| {r['variant']} (λ={r['lam']}) | {a['accuracy']:.3f} | {b['accuracy']:.3f} | "
-              f"{100 * (b['accuracy'] - a['accuracy']):+.1f} pts | {b['samples']:,} | {b['seconds']:.0f} |")
+        print(
+            f"| {r['variant']} (λ={r['lam']}) | {a['accuracy']:.3f} | {b['accuracy']:.3f} | "
+            f"{100 * (b['accuracy'] - a['accuracy']):+.1f} pts | {b['samples']:,} | {b['seconds']:.0f} |"
+        )
     print(f"total {time.perf_counter() - t0:.0f} s")
 
 

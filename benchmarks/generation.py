@@ -23,8 +23,12 @@ import os
 import time
 from pathlib import Path
 
-PROMPTS = ["Write a long story about a lighthouse keeper.", "Explain how a steam engine works, step by step.",
-           "List twenty fruits and describe each one.", "What is 17 + 25? Think out loud before answering."]
+PROMPTS = [
+    "Write a long story about a lighthouse keeper.",
+    "Explain how a steam engine works, step by step.",
+    "List twenty fruits and describe each one.",
+    "What is 17 + 25? Think out loud before answering.",
+]
 
 
 def _tiny_checkpoint(out: Path) -> Path:
@@ -52,7 +56,9 @@ def bench_model(name: str, path: Path, batch: int, new_tokens: int, backends: li
 
     sampling = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
     hf = HFPolicy.load(path)
-    prompts = [hf.renderer.prompt_ids([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]) for i in range(batch)]
+    prompts = [
+        hf.renderer.prompt_ids([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]) for i in range(batch)
+    ]
     rows: dict[str, dict] = {}
     if "eager" in backends:
         rate, tokens, seconds = _rate(hf, prompts, sampling, seed=1)
@@ -64,10 +70,18 @@ def bench_model(name: str, path: Path, batch: int, new_tokens: int, backends: li
         hf.generate(prompts, sampling, seed=0)  # compiles the graphs for this batch shape
         warm = time.perf_counter() - t0
         rate, tokens, seconds = _rate(hf, prompts, sampling, seed=1)
-        rows["compiled"] = {"tokens_per_s": rate, "tokens": tokens, "seconds": seconds, "dtype": "float32",
-                            "first_call_s": warm, "fell_back_to_eager": not hf.compiled}
-        print(f"{name} compiled: {rate:.0f} tok/s ({tokens} tokens in {seconds:.1f} s; first call {warm:.0f} s)",
-              flush=True)
+        rows["compiled"] = {
+            "tokens_per_s": rate,
+            "tokens": tokens,
+            "seconds": seconds,
+            "dtype": "float32",
+            "first_call_s": warm,
+            "fell_back_to_eager": not hf.compiled,
+        }
+        print(
+            f"{name} compiled: {rate:.0f} tok/s ({tokens} tokens in {seconds:.1f} s; first call {warm:.0f} s)",
+            flush=True,
+        )
     del hf
     if "vllm" in backends:
         from argym.agents.vllm import VLLMConfig, VLLMPolicy
@@ -79,10 +93,17 @@ def bench_model(name: str, path: Path, batch: int, new_tokens: int, backends: li
         start = time.perf_counter() - t0
         rate, tokens, seconds = _rate(policy, prompts, sampling, seed=1)
         dtype = str(policy.llm.llm_engine.model_config.dtype).removeprefix("torch.")
-        rows["vllm"] = {"tokens_per_s": rate, "tokens": tokens, "seconds": seconds, "dtype": dtype,
-                        "start_and_warmup_s": start}
-        print(f"{name} vllm ({dtype}): {rate:.0f} tok/s ({tokens} tokens in {seconds:.1f} s; start {start:.0f} s)",
-              flush=True)
+        rows["vllm"] = {
+            "tokens_per_s": rate,
+            "tokens": tokens,
+            "seconds": seconds,
+            "dtype": dtype,
+            "start_and_warmup_s": start,
+        }
+        print(
+            f"{name} vllm ({dtype}): {rate:.0f} tok/s ({tokens} tokens in {seconds:.1f} s; start {start:.0f} s)",
+            flush=True,
+        )
         policy.close()
     base = rows.get("eager", {}).get("tokens_per_s")
     for row in rows.values():
@@ -91,13 +112,18 @@ def bench_model(name: str, path: Path, batch: int, new_tokens: int, backends: li
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="+", default=["tiny", "smollm2"], choices=["tiny", "smollm2"])
-    parser.add_argument("--backends", nargs="+", default=["eager", "compiled", "vllm"],
-                        choices=["eager", "compiled", "vllm"])
+    parser.add_argument(
+        "--backends", nargs="+", default=["eager", "compiled", "vllm"], choices=["eager", "compiled", "vllm"]
+    )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--work", default="/tmp/argym-bench-generation", help="where the tiny checkpoint is saved")
+    parser.add_argument(
+        "--work", default="/tmp/argym-bench-generation", help="where the tiny checkpoint is saved"
+    )
     parser.add_argument("--out", default=None, help="write the results as JSON")
     args = parser.parse_args()
 
@@ -106,8 +132,13 @@ def main() -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    results = {"batch": args.batch, "new_tokens": args.new_tokens, "cpus": os.cpu_count(),
-               "torch_threads": torch.get_num_threads(), "models": {}}
+    results = {
+        "batch": args.batch,
+        "new_tokens": args.new_tokens,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "models": {},
+    }
     for name in args.models:
         if name == "tiny":
             path = _tiny_checkpoint(work)

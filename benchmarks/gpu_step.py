@@ -50,13 +50,28 @@ def run_argym(a: argparse.Namespace, path: str) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(None, [
-        "policy.kind=hf", f"policy.path={path}", *(["policy.mixed_precision=bf16"] if a.device == "cuda" else []),
-        "warm_start.steps=0", "eval.every=0", f"steps={a.steps + a.warmup}",
-        f"out_dir={tempfile.mkdtemp(prefix='argym-gpu-step-')}", f"rollout.tasks_per_step={a.prompts}",
-        f"rollout.group_size={a.group}", f"rollout.max_new_tokens={a.new_tokens}", "rollout.max_total_tokens=1024",
-        f"rollout.backend={a.backend}", f"algorithm.lr={LR}", f"algorithm.micro_batch_size={a.micro_batch}",
-        "algorithm.num_minibatches=1", "env.kwargs.tasks=arithmetic(digits=2,ops=+,terms=2)", f"seed={SEED}"])
+    cfg = load_config(
+        None,
+        [
+            "policy.kind=hf",
+            f"policy.path={path}",
+            *(["policy.mixed_precision=bf16"] if a.device == "cuda" else []),
+            "warm_start.steps=0",
+            "eval.every=0",
+            f"steps={a.steps + a.warmup}",
+            f"out_dir={tempfile.mkdtemp(prefix='argym-gpu-step-')}",
+            f"rollout.tasks_per_step={a.prompts}",
+            f"rollout.group_size={a.group}",
+            f"rollout.max_new_tokens={a.new_tokens}",
+            "rollout.max_total_tokens=1024",
+            f"rollout.backend={a.backend}",
+            f"algorithm.lr={LR}",
+            f"algorithm.micro_batch_size={a.micro_batch}",
+            "algorithm.num_minibatches=1",
+            "env.kwargs.tasks=arithmetic(digits=2,ops=+,terms=2)",
+            f"seed={SEED}",
+        ],
+    )
     trainer = Trainer(cfg)
     out: dict = {"step_s": [], "rollout_s": [], "update_s": [], "tokens": []}
     try:
@@ -80,13 +95,12 @@ def run_argym(a: argparse.Namespace, path: str) -> dict:
 def run_trl(a: argparse.Namespace, path: str) -> dict:
     import numpy as np
     import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
     from argym.agents.hf import load_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
 
     tok = load_tokenizer(path)
     if tok.pad_token is None:
@@ -95,11 +109,15 @@ def run_trl(a: argparse.Namespace, path: str) -> dict:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     src, rng = arithmetic_source(digits=2, ops="+", terms=2), np.random.default_rng(SEED)
     tasks = [src.sample(rng, "train") for _ in range(a.prompts * (a.steps + a.warmup + 1))]
-    ds = Dataset.from_dict({"prompt": [[dict(m) for m in t.prompt] for t in tasks], "answer": [t.answer for t in tasks]})
+    ds = Dataset.from_dict(
+        {"prompt": [[dict(m) for m in t.prompt] for t in tasks], "answer": [t.answer for t in tasks]}
+    )
 
     def reward(completions, answer, **kw):
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return [float((x := extract_answer(t)) is not None and verify_answer(g, x)) for t, g in zip(texts, answer)]
+        return [
+            float((x := extract_answer(t)) is not None and verify_answer(g, x)) for t, g in zip(texts, answer)
+        ]
 
     times: list[float] = []
 
@@ -113,16 +131,40 @@ def run_trl(a: argparse.Namespace, path: str) -> dict:
             times.append(time.perf_counter() - self.t0)
 
     gpu = a.device == "cuda"
-    args = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-gpu-step-"), bf16=gpu, use_cpu=not gpu, report_to=[],
-                      per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
-                      gradient_accumulation_steps=1, max_completion_length=a.new_tokens, temperature=1.0,
-                      learning_rate=LR, beta=0.0, loss_type="grpo", epsilon=0.2, max_steps=a.steps + a.warmup,
-                      lr_scheduler_type="constant", warmup_steps=0, save_strategy="no", logging_steps=10**6,
-                      seed=SEED, max_grad_norm=1.0, shuffle_dataset=False, dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok,
-                          callbacks=[Timer()])
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trl-gpu-step-"),
+        bf16=gpu,
+        use_cpu=not gpu,
+        report_to=[],
+        per_device_train_batch_size=a.prompts * a.group,
+        num_generations=a.group,
+        gradient_accumulation_steps=1,
+        max_completion_length=a.new_tokens,
+        temperature=1.0,
+        learning_rate=LR,
+        beta=0.0,
+        loss_type="grpo",
+        epsilon=0.2,
+        max_steps=a.steps + a.warmup,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        save_strategy="no",
+        logging_steps=10**6,
+        seed=SEED,
+        max_grad_norm=1.0,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[Timer()],
+    )
     trainer.train()
-    return {"step_s": times[a.warmup:]}
+    return {"step_s": times[a.warmup :]}
 
 
 def _sync(device: str) -> None:
@@ -147,7 +189,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"])
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    ap.add_argument("--backend", default="hf-compiled", choices=["hf", "hf-compiled"], help="argym's generation")
+    ap.add_argument(
+        "--backend", default="hf-compiled", choices=["hf", "hf-compiled"], help="argym's generation"
+    )
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--new-tokens", type=int, default=128)
@@ -161,8 +205,9 @@ def main() -> None:
         return child(a)
     results: dict = {"setting": {k: v for k, v in vars(a).items() if k not in ("child", "json")}}
     for which in ("argym", "trl"):
-        argv = [sys.executable, __file__, "--child", which] + [f"--{k.replace('_', '-')}={v}" for k, v in
-                                                               results["setting"].items()]
+        argv = [sys.executable, __file__, "--child", which] + [
+            f"--{k.replace('_', '-')}={v}" for k, v in results["setting"].items()
+        ]
         t0 = time.perf_counter()
         proc = subprocess.run(argv, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -171,12 +216,17 @@ def main() -> None:
         results[which] = json.loads(line[-1][7:])
         results[which]["wall_s"] = time.perf_counter() - t0
         results[which]["median_step_s"] = statistics.median(results[which]["step_s"])
-        print(f"{which}: {results[which]['median_step_s']:.3f} s/step (median of {a.steps} after {a.warmup} warm-up; "
-              f"child wall {results[which]['wall_s']:.0f} s)", flush=True)
+        print(
+            f"{which}: {results[which]['median_step_s']:.3f} s/step (median of {a.steps} after {a.warmup} warm-up; "
+            f"child wall {results[which]['wall_s']:.0f} s)",
+            flush=True,
+        )
     ar = results["argym"]
     results["trl_over_argym"] = results["trl"]["median_step_s"] / ar["median_step_s"]
-    print(f"argym split: rollout {statistics.median(ar['rollout_s']):.3f} s, update {statistics.median(ar['update_s']):.3f} s"
-          f" (compiled generation: {ar['compiled_generation']})")
+    print(
+        f"argym split: rollout {statistics.median(ar['rollout_s']):.3f} s, update {statistics.median(ar['update_s']):.3f} s"
+        f" (compiled generation: {ar['compiled_generation']})"
+    )
     print(f"TRL / argym step time: x{results['trl_over_argym']:.2f}")
     if a.json:
         with open(a.json, "w") as f:

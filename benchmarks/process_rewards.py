@@ -27,8 +27,14 @@ from pathlib import Path
 
 FILLER = "Let me check this again."
 ROOT = Path(__file__).resolve().parent
-TINY = ["rollout.tasks_per_step=16", "rollout.group_size=8", "eval.every=0", f"checkpoint_every={10**6}",
-        "warm_start.steps=0", "policy.kind=hf"]
+TINY = [
+    "rollout.tasks_per_step=16",
+    "rollout.group_size=8",
+    "eval.every=0",
+    f"checkpoint_every={10**6}",
+    "warm_start.steps=0",
+    "policy.kind=hf",
+]
 
 
 class FillerLovingPRM:
@@ -40,14 +46,15 @@ class FillerLovingPRM:
 
         steps = split_steps(trajectory) if steps is None else steps
         rule = RuleBasedPRM(neutral=0.0).score(trajectory, steps)
-        return [r if j + 1 == len(steps) else (0.9 if s.text.strip() == FILLER else 0.0)
-                for j, (s, r) in enumerate(zip(steps, rule))]
+        return [
+            r if j + 1 == len(steps) else (0.9 if s.text.strip() == FILLER else 0.0)
+            for j, (s, r) in enumerate(zip(steps, rule))
+        ]
 
 
 def filler_warm_start(out: Path, steps: int, seed: int = 0) -> Path:
     """The tiny policy fine-tuned on oracle answers with 0, 1 or 2 filler steps (50/35/15%)."""
     import numpy as np
-
     from argym.agents.hf import HFPolicy
     from argym.agents.renderer import conversation_ids
     from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
@@ -65,10 +72,14 @@ def filler_warm_start(out: Path, steps: int, seed: int = 0) -> Path:
         task = src.sample(rng, "train")
         k = int(rng.choice(3, p=[0.5, 0.35, 0.15]))
         answer = f"{FILLER}\n\n" * k + f"\\boxed{{{task.answer}}}"
-        seqs.append(conversation_ids(policy.renderer, [*task.prompt, {"role": "assistant", "content": answer}]))
+        seqs.append(
+            conversation_ids(policy.renderer, [*task.prompt, {"role": "assistant", "content": answer}])
+        )
     t0 = time.perf_counter()
     losses = warm_start(policy, seqs, steps, batch_size=64, lr=2e-3, seed=seed + 2)
-    print(f"warm start: {steps} steps, loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"warm start: {steps} steps, loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)"
+    )
     policy.save(path)
     return path
 
@@ -89,13 +100,20 @@ def run_arm(name: str, overrides: list[str], steps: int, eval_every: int, episod
             m = trainer.train_step()
             trainer.step = step
             t_train += time.perf_counter() - t
-            row = {"step": step, "samples": step * per_draw, "seconds": t_train,
-                   **{k: v for k, v in m.items() if k.startswith(("reward/", "train/"))}}
+            row = {
+                "step": step,
+                "samples": step * per_draw,
+                "seconds": t_train,
+                **{k: v for k, v in m.items() if k.startswith(("reward/", "train/"))},
+            }
             if step % eval_every == 0 or step == steps:
                 row["accuracy"] = trainer.evaluate(episodes).mean
-                print(f"  {name:10} step {step:3d}  acc {row['accuracy']:.3f}  steps/resp "
-                      f"{m.get('reward/process_steps', float('nan')):.2f}  tokens {m['train/response_tokens']:.1f}"
-                      f"  {t_train:5.0f} s", flush=True)
+                print(
+                    f"  {name:10} step {step:3d}  acc {row['accuracy']:.3f}  steps/resp "
+                    f"{m.get('reward/process_steps', float('nan')):.2f}  tokens {m['train/response_tokens']:.1f}"
+                    f"  {t_train:5.0f} s",
+                    flush=True,
+                )
             curve.append(row)
     finally:
         trainer.close()
@@ -117,8 +135,13 @@ def plot_arms(results: list[dict], panels: list[tuple[str, str]], title: str, pa
     for ax, (key, label) in zip(axes, panels):
         for r in results:
             pts = [(p["step"], p[key]) for p in r["curve"] if key in p]
-            ax.plot([s for s, _ in pts], [v for _, v in pts], marker="o" if key == "accuracy" else None,
-                    markersize=3, label=r["arm"])
+            ax.plot(
+                [s for s, _ in pts],
+                [v for _, v in pts],
+                marker="o" if key == "accuracy" else None,
+                markersize=3,
+                label=r["arm"],
+            )
         ax.set_xlabel("RL step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -136,14 +159,29 @@ def pure(a: argparse.Namespace) -> None:
     register_prm("filler_loving", FillerLovingPRM)
     out = Path(a.out)
     warm = filler_warm_start(out, a.warm_steps)
-    common = TINY + [f"policy.path={warm}", "rollout.max_new_tokens=80", "algorithm.advantage=returns",
-                     "reward.weights.outcome=1.0", "reward.weights.process=1.0", "reward.prm=filler_loving"]
-    results = [run_arm(credit, common + [f"reward.credit={credit}"], a.steps, a.eval_every, a.episodes,
-                       out / "pure") for credit in ("sum", "min")]
-    finish("pure", results, out, [("accuracy", "held-out accuracy (greedy)"),
-                                  ("reward/process_steps", "steps per response (train)"),
-                                  ("train/response_tokens", "response tokens (train)")],
-           "PURE on argym/Math-v0 (tiny policy): a PRM that likes filler steps, sum- vs min-form credit")
+    common = TINY + [
+        f"policy.path={warm}",
+        "rollout.max_new_tokens=80",
+        "algorithm.advantage=returns",
+        "reward.weights.outcome=1.0",
+        "reward.weights.process=1.0",
+        "reward.prm=filler_loving",
+    ]
+    results = [
+        run_arm(credit, common + [f"reward.credit={credit}"], a.steps, a.eval_every, a.episodes, out / "pure")
+        for credit in ("sum", "min")
+    ]
+    finish(
+        "pure",
+        results,
+        out,
+        [
+            ("accuracy", "held-out accuracy (greedy)"),
+            ("reward/process_steps", "steps per response (train)"),
+            ("train/response_tokens", "response tokens (train)"),
+        ],
+        "PURE on argym/Math-v0 (tiny policy): a PRM that likes filler steps, sum- vs min-form credit",
+    )
 
 
 def sar(a: argparse.Namespace) -> None:
@@ -153,21 +191,34 @@ def sar(a: argparse.Namespace) -> None:
     register_prm("filler_loving", FillerLovingPRM)
     out = Path(a.out)
     warm = filler_warm_start(out, a.warm_steps)
-    common = TINY + [f"policy.path={warm}", "rollout.max_new_tokens=80", "reward.weights.process=0.0",
-                     "reward.prm=filler_loving"]
+    common = TINY + [
+        f"policy.path={warm}",
+        "rollout.max_new_tokens=80",
+        "reward.weights.process=0.0",
+        "reward.prm=filler_loving",
+    ]
     arms = {"outcome": ["reward.weights.sar=0.0"], "outcome+sar": ["reward.weights.sar=0.2"]}
-    results = [run_arm(name, common + extra, a.steps, a.eval_every, a.episodes, out / "sar")
-               for name, extra in arms.items()]
-    finish("sar", results, out, [("accuracy", "held-out accuracy (greedy)"),
-                                 ("train/response_tokens", "response tokens (train)"),
-                                 ("reward/sar", "SAR (train)")],
-           "Self-Aligned Reward on argym/Math-v0 (tiny policy), α = 0.2 vs outcome only")
+    results = [
+        run_arm(name, common + extra, a.steps, a.eval_every, a.episodes, out / "sar")
+        for name, extra in arms.items()
+    ]
+    finish(
+        "sar",
+        results,
+        out,
+        [
+            ("accuracy", "held-out accuracy (greedy)"),
+            ("train/response_tokens", "response tokens (train)"),
+            ("reward/sar", "SAR (train)"),
+        ],
+        "Self-Aligned Reward on argym/Math-v0 (tiny policy), α = 0.2 vs outcome only",
+    )
 
 
 def agentprm(a: argparse.Namespace) -> None:
     """AgentPRM on Math with three attempts: outcome-only GRPO vs GRPO + PRM step rewards, same samples;
     and the PRM as a best-of-N selector at inference."""
-    import argym
+    import numpy as np
     from argym.agents.evaluate import evaluate
     from argym.agents.hf import HFPolicy
     from argym.agents.policy import SamplingParams
@@ -178,42 +229,67 @@ def agentprm(a: argparse.Namespace) -> None:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
     from argym.rewards.prm import build_classifier
-    import numpy as np
+
+    import argym
 
     out = Path(a.out) / "agentprm"
     env_id, kwargs = "argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 3}
     env_over = [f"env.kwargs.max_attempts={kwargs['max_attempts']}"]
     warm_dir = out / "warm"
     if not (warm_dir / "checkpoint" / "policy" / "config.json").is_file():
-        Trainer(load_config(None, env_over + ["steps=0", f"out_dir={warm_dir}", "warm_start.steps=200"])).close()
+        Trainer(
+            load_config(None, env_over + ["steps=0", f"out_dir={warm_dir}", "warm_start.steps=200"])
+        ).close()
     warm = warm_dir / "checkpoint" / "policy"
     policy = HFPolicy.load(warm)
     sampling = SamplingParams(temperature=1.0, max_new_tokens=16)
 
     # (1)-(3): roll out the warm policy, Monte-Carlo targets with branching, train the PRM
     t0 = time.perf_counter()
-    with RolloutEngine(env_id, {**kwargs, "split": "train"}, policy, sampling, max_total_tokens=512) as engine:
+    with RolloutEngine(
+        env_id, {**kwargs, "split": "train"}, policy, sampling, max_total_tokens=512
+    ) as engine:
         rng = np.random.default_rng(123)
         tasks = [engine.task_source.sample(rng, "train") for _ in range(a.prm_tasks)]
         trajs = engine.run(tasks, group_size=8, seed=11)
     prm = build_classifier(build_tiny_tokenizer(), hidden_size=64, num_layers=2, num_heads=4)
     cfg = AgentPRMConfig(branches=2, epochs=5, lr=1e-3, batch_size=32)
     branched = sum(max(t.turns - 1, 0) for t in trajs) * cfg.branches  # branch episodes are samples too
-    report = agent_prm_round(prm, trajs, cfg, make_env=lambda: argym.make(env_id, **{**kwargs, "split": "train"}),
-                             act=policy_actor(policy, sampling, seed=5))
+    report = agent_prm_round(
+        prm,
+        trajs,
+        cfg,
+        make_env=lambda: argym.make(env_id, **{**kwargs, "split": "train"}),
+        act=policy_actor(policy, sampling, seed=5),
+    )
     prm_dir = out / "prm"
     prm.save(prm_dir)
     prm_samples = len(trajs) + branched
-    print(f"PRM: {report} from {len(trajs)} rollouts + {branched} branches ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"PRM: {report} from {len(trajs)} rollouts + {branched} branches ({time.perf_counter() - t0:.0f} s)"
+    )
 
     # (4a) RL: outcome-only for `steps`; with PRM step rewards for as many samples in all
     per_step = 16 * 8
     prm_steps = max(1, a.steps - round(prm_samples / per_step))
     common = TINY + env_over + [f"policy.path={warm}", "rollout.max_new_tokens=16"]
-    arms = [run_arm("outcome", common, a.steps, a.eval_every, a.episodes, out),
-            run_arm("outcome+agentprm", common + [
-                "algorithm.advantage=returns", "reward.weights.process=0.5", f"reward.prm=hf:{prm_dir}",
-                "reward.credit=min"], prm_steps, a.eval_every, a.episodes, out)]
+    arms = [
+        run_arm("outcome", common, a.steps, a.eval_every, a.episodes, out),
+        run_arm(
+            "outcome+agentprm",
+            common
+            + [
+                "algorithm.advantage=returns",
+                "reward.weights.process=0.5",
+                f"reward.prm=hf:{prm_dir}",
+                "reward.credit=min",
+            ],
+            prm_steps,
+            a.eval_every,
+            a.episodes,
+            out,
+        ),
+    ]
     for p in arms[1]["curve"]:
         p["samples"] += prm_samples
     # (4b) best-of-N at inference on the warm policy: N samples per turn, the PRM keeps one
@@ -224,13 +300,25 @@ def agentprm(a: argparse.Namespace) -> None:
         best.append({"n": n, "accuracy": r.mean, "ci": [r.ci_low, r.ci_high]})
         print(f"  best-of-{n}: {r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]", flush=True)
     greedy = evaluate(env_id, kwargs, policy, episodes=a.episodes, seed=0).mean
-    (out / "results.json").write_text(json.dumps({"prm": report, "prm_samples": prm_samples, "runs": arms,
-                                                  "best_of_n": best, "warm_greedy": greedy}, indent=2))
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "prm": report,
+                "prm_samples": prm_samples,
+                "runs": arms,
+                "best_of_n": best,
+                "warm_greedy": greedy,
+            },
+            indent=2,
+        )
+    )
     plot_agentprm(arms, best, greedy, report, ROOT / "results" / "process_rewards_agentprm.png")
-    print(f"\n| arm | samples | held-out acc. start | final | best |\n| --- | --- | --- | --- | --- |")
+    print("\n| arm | samples | held-out acc. start | final | best |\n| --- | --- | --- | --- | --- |")
     for r in arms:
         accs = [p["accuracy"] for p in r["curve"] if "accuracy" in p]
-        print(f"| {r['arm']} | {r['curve'][-1]['samples']} | {accs[0]:.3f} | {accs[-1]:.3f} | {max(accs):.3f} |")
+        print(
+            f"| {r['arm']} | {r['curve'][-1]['samples']} | {accs[0]:.3f} | {accs[-1]:.3f} | {max(accs):.3f} |"
+        )
     print("\n| best-of-N (warm policy, T = 1) | " + " | ".join(str(b["n"]) for b in best) + " |")
     print("| --- |" + " --- |" * len(best))
     print("| held-out success | " + " | ".join(f"{b['accuracy']:.3f}" for b in best) + " |")
@@ -249,7 +337,9 @@ def plot_agentprm(arms: list[dict], best: list[dict], greedy: float, report: dic
     axes[0].set_xlabel("samples (trajectories, PRM data and branches included)")
     axes[0].set_ylabel("held-out success (greedy)")
     axes[0].legend()
-    axes[1].plot([b["n"] for b in best], [b["accuracy"] for b in best], marker="o", label="PRM best-of-N (T = 1)")
+    axes[1].plot(
+        [b["n"] for b in best], [b["accuracy"] for b in best], marker="o", label="PRM best-of-N (T = 1)"
+    )
     axes[1].axhline(greedy, color="grey", linestyle="--", label="warm policy, greedy")
     axes[1].set_xscale("log", base=2)
     axes[1].set_xlabel("N candidates per turn")
@@ -285,12 +375,11 @@ def smollm2(a: argparse.Namespace) -> None:
     and best-of-k selection by SAR against a random pick (pass@1) and pass@k.
     """
     import numpy as np
-
+    from argym.agents.evaluate import eval_tasks
     from argym.agents.hf import HFPolicy
     from argym.agents.models import resolve_checkpoint
     from argym.agents.policy import SamplingParams
     from argym.agents.rollout import RolloutEngine
-    from argym.agents.evaluate import eval_tasks
     from argym.rewards.prm import roc_auc
     from argym.rewards.sar import sar_rewards
     from argym.rewards.steps import split_steps
@@ -302,8 +391,13 @@ def smollm2(a: argparse.Namespace) -> None:
     k = a.samples
     t0 = time.perf_counter()
     tasks = eval_tasks(env_id, kwargs, "test", a.episodes)
-    with RolloutEngine(env_id, {**kwargs, "split": "test"}, ChunkedPolicy(policy, 16), SamplingParams(temperature=0.7,
-                       max_new_tokens=a.max_new_tokens), max_total_tokens=1024) as engine:
+    with RolloutEngine(
+        env_id,
+        {**kwargs, "split": "test"},
+        ChunkedPolicy(policy, 16),
+        SamplingParams(temperature=0.7, max_new_tokens=a.max_new_tokens),
+        max_total_tokens=1024,
+    ) as engine:
         trajs = engine.run(tasks, group_size=k, seed=0)
     gen_s = time.perf_counter() - t0
     empty = policy.renderer.prompt_ids([{"role": "user", "content": ""}])
@@ -312,25 +406,41 @@ def smollm2(a: argparse.Namespace) -> None:
     ok = np.array([t.success for t in trajs], dtype=float).reshape(-1, k)  # (tasks, k)
     sar_m = np.array(sar_values).reshape(-1, k)
     pick = sar_m.argmax(axis=1)
-    rows = {"tasks": len(tasks), "samples_per_task": k, "accuracy_pass1": float(ok.mean()),
-            "pass_at_k": float(ok.max(axis=1).mean()), "best_of_k_by_sar": float(ok[np.arange(len(ok)), pick].mean()),
-            "steps_per_answer": float(np.mean(steps)),
-            "steps_correct": float(np.mean([s for s, t in zip(steps, trajs) if t.success] or [float("nan")])),
-            "steps_wrong": float(np.mean([s for s, t in zip(steps, trajs) if not t.success] or [float("nan")])),
-            "sar_correct": float(np.mean([v for v, t in zip(sar_values, trajs) if t.success] or [float("nan")])),
-            "sar_wrong": float(np.mean([v for v, t in zip(sar_values, trajs) if not t.success] or [float("nan")])),
-            "sar_auc": roc_auc(sar_values, [t.success for t in trajs]),
-            "response_tokens": float(np.mean([t.num_policy_tokens for t in trajs])),
-            "generation_s": gen_s, "total_s": time.perf_counter() - t0}
-    (out / "results.json").write_text(json.dumps({"table": rows, "example": trajs[0].messages[-1]["content"]}, indent=2))
+    rows = {
+        "tasks": len(tasks),
+        "samples_per_task": k,
+        "accuracy_pass1": float(ok.mean()),
+        "pass_at_k": float(ok.max(axis=1).mean()),
+        "best_of_k_by_sar": float(ok[np.arange(len(ok)), pick].mean()),
+        "steps_per_answer": float(np.mean(steps)),
+        "steps_correct": float(np.mean([s for s, t in zip(steps, trajs) if t.success] or [float("nan")])),
+        "steps_wrong": float(np.mean([s for s, t in zip(steps, trajs) if not t.success] or [float("nan")])),
+        "sar_correct": float(np.mean([v for v, t in zip(sar_values, trajs) if t.success] or [float("nan")])),
+        "sar_wrong": float(
+            np.mean([v for v, t in zip(sar_values, trajs) if not t.success] or [float("nan")])
+        ),
+        "sar_auc": roc_auc(sar_values, [t.success for t in trajs]),
+        "response_tokens": float(np.mean([t.num_policy_tokens for t in trajs])),
+        "generation_s": gen_s,
+        "total_s": time.perf_counter() - t0,
+    }
+    (out / "results.json").write_text(
+        json.dumps({"table": rows, "example": trajs[0].messages[-1]["content"]}, indent=2)
+    )
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    axes[0].hist([[v for v, t in zip(sar_values, trajs) if t.success], [v for v, t in zip(sar_values, trajs)
-                  if not t.success]], bins=20, label=["correct", "wrong"])
+    axes[0].hist(
+        [
+            [v for v, t in zip(sar_values, trajs) if t.success],
+            [v for v, t in zip(sar_values, trajs) if not t.success],
+        ],
+        bins=20,
+        label=["correct", "wrong"],
+    )
     axes[0].set_xlabel("SAR of the answer")
     axes[0].legend()
     names = ["pass@1 (random pick)", f"best-of-{k} by SAR", f"pass@{k}"]
@@ -343,22 +453,33 @@ def smollm2(a: argparse.Namespace) -> None:
 
 
 def finish(name: str, results: list[dict], out: Path, panels: list[tuple[str, str]], title: str) -> None:
-    rows = [{"arm": r["arm"], "start": r["curve"][0]["accuracy"], "final": r["curve"][-1]["accuracy"],
-             "best": max(p["accuracy"] for p in r["curve"] if "accuracy" in p),
-             "steps_per_response_last5": tail_mean(r["curve"], "reward/process_steps"),
-             "tokens_last5": tail_mean(r["curve"], "train/response_tokens"),
-             "train_success_last5": tail_mean(r["curve"], "train/success"),
-             "train_seconds": r["curve"][-1]["seconds"]} for r in results]
+    rows = [
+        {
+            "arm": r["arm"],
+            "start": r["curve"][0]["accuracy"],
+            "final": r["curve"][-1]["accuracy"],
+            "best": max(p["accuracy"] for p in r["curve"] if "accuracy" in p),
+            "steps_per_response_last5": tail_mean(r["curve"], "reward/process_steps"),
+            "tokens_last5": tail_mean(r["curve"], "train/response_tokens"),
+            "train_success_last5": tail_mean(r["curve"], "train/success"),
+            "train_seconds": r["curve"][-1]["seconds"],
+        }
+        for r in results
+    ]
     (out / name).mkdir(parents=True, exist_ok=True)
     (out / name / "results.json").write_text(json.dumps({"runs": results, "table": rows}, indent=2))
     png = ROOT / "results" / f"process_rewards_{name}.png"
     plot_arms(results, panels, title, png)
-    print(f"\n{png}\n| arm | held-out acc. start | final | best | steps/response (last 5) | response tokens (last 5) "
-          f"| train success (last 5) | train s |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        f"\n{png}\n| arm | held-out acc. start | final | best | steps/response (last 5) | response tokens (last 5) "
+        f"| train success (last 5) | train s |\n| --- | --- | --- | --- | --- | --- | --- | --- |"
+    )
     for r in rows:
-        print(f"| {r['arm']} | {r['start']:.3f} | {r['final']:.3f} | {r['best']:.3f} | "
-              f"{r['steps_per_response_last5']:.2f} | {r['tokens_last5']:.1f} | {r['train_success_last5']:.3f} | "
-              f"{r['train_seconds']:.0f} |")
+        print(
+            f"| {r['arm']} | {r['start']:.3f} | {r['final']:.3f} | {r['best']:.3f} | "
+            f"{r['steps_per_response_last5']:.2f} | {r['tokens_last5']:.1f} | {r['train_success_last5']:.3f} | "
+            f"{r['train_seconds']:.0f} |"
+        )
 
 
 def main() -> None:
@@ -369,9 +490,13 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--warm-steps", type=int, default=300)
     ap.add_argument("--samples", type=int, default=4, help="smollm2: samples per task")
-    ap.add_argument("--tasks", default="arithmetic(digits=2,ops=+,terms=2)", help="smollm2: the Math task source")
+    ap.add_argument(
+        "--tasks", default="arithmetic(digits=2,ops=+,terms=2)", help="smollm2: the Math task source"
+    )
     ap.add_argument("--max-new-tokens", type=int, default=160, help="smollm2: tokens per answer")
-    ap.add_argument("--prm-tasks", type=int, default=32, help="agentprm: tasks × 8 rollouts for the PRM's data")
+    ap.add_argument(
+        "--prm-tasks", type=int, default=32, help="agentprm: tasks × 8 rollouts for the PRM's data"
+    )
     ap.add_argument("--out", default="runs/bench_process_rewards")
     a = ap.parse_args()
     import torch

@@ -22,18 +22,30 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "grpo_program.yaml"
-SMALL = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.num_heads=2",
-         "policy.tiny.intermediate_size=64", "policy.tiny.max_positions=1024", "warm_start.steps=20",
-         "warm_start.tasks=64", "warm_start.batch_size=8", "rollout.tasks_per_step=4", "rollout.group_size=4",
-         "rollout.max_new_tokens=48", "rollout.max_total_tokens=1024", "algorithm.micro_batch_size=16"]
+SMALL = [
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.num_heads=2",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.max_positions=1024",
+    "warm_start.steps=20",
+    "warm_start.tasks=64",
+    "warm_start.batch_size=8",
+    "rollout.tasks_per_step=4",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=48",
+    "rollout.max_total_tokens=1024",
+    "algorithm.micro_batch_size=16",
+]
 
 
 def warm_start(out: Path, overrides: list[str]) -> Path:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(RECIPE, overrides + ["steps=0", "rollout.strategy=plain", "agent.program=",
-                                           f"out_dir={out / 'warm'}"])
+    cfg = load_config(
+        RECIPE, overrides + ["steps=0", "rollout.strategy=plain", "agent.program=", f"out_dir={out / 'warm'}"]
+    )
     Trainer(cfg).close()
     return out / "warm" / "checkpoint" / "policy"
 
@@ -44,11 +56,25 @@ def run_arm(arm: str, policy_dir: Path, out: Path, steps: int, episodes: int, ov
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    program = [f"agent.program={REPO / 'examples' / 'agent_program.py'}:solve"] if arm == "program" else \
-        ["rollout.strategy=plain", "agent.program="]
-    cfg = load_config(RECIPE, overrides + program + [
-        "policy.kind=hf", f"policy.path={policy_dir}", "warm_start.steps=0", f"steps={steps}", "eval.every=0",
-        f"out_dir={out / arm}", f"checkpoint_every={10 ** 6}"])
+    program = (
+        [f"agent.program={REPO / 'examples' / 'agent_program.py'}:solve"]
+        if arm == "program"
+        else ["rollout.strategy=plain", "agent.program="]
+    )
+    cfg = load_config(
+        RECIPE,
+        overrides
+        + program
+        + [
+            "policy.kind=hf",
+            f"policy.path={policy_dir}",
+            "warm_start.steps=0",
+            f"steps={steps}",
+            "eval.every=0",
+            f"out_dir={out / arm}",
+            f"checkpoint_every={10**6}",
+        ],
+    )
     trainer = Trainer(cfg)
     rollout_s: list[float] = []
     turns: list[float] = []
@@ -60,21 +86,35 @@ def run_arm(arm: str, policy_dir: Path, out: Path, steps: int, episodes: int, ov
             rollout_s.append(m["perf/rollout_s"])
             turns.append(m["train/turns"])
             tokens.append(m["train/response_tokens"])
-            print(f"  {arm:8} step {step:4d}  reward {m['train/reward']:.3f}  rollout {m['perf/rollout_s']:.2f} s",
-                  flush=True)
+            print(
+                f"  {arm:8} step {step:4d}  reward {m['train/reward']:.3f}  rollout {m['perf/rollout_s']:.2f} s",
+                flush=True,
+            )
         own = trainer.evaluate(episodes)  # the program arm: through the program
-        engine = evaluate(cfg.env.id, cfg.env.kwargs, trainer.generator, split="test", episodes=episodes,
-                          seed=cfg.seed, sampling=SamplingParams(temperature=0.0,
-                                                                 max_new_tokens=cfg.rollout.max_new_tokens),
-                          max_total_tokens=cfg.rollout.max_total_tokens)
+        engine = evaluate(
+            cfg.env.id,
+            cfg.env.kwargs,
+            trainer.generator,
+            split="test",
+            episodes=episodes,
+            seed=cfg.seed,
+            sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens),
+            max_total_tokens=cfg.rollout.max_total_tokens,
+        )
     finally:
         trainer.close()
-    return {"arm": arm, "steps": steps, "samples": steps * cfg.rollout.tasks_per_step * cfg.rollout.group_size,
-            "accuracy": own.mean, "ci": [own.ci_low, own.ci_high],
-            "accuracy_engine_eval": engine.mean, "ci_engine_eval": [engine.ci_low, engine.ci_high],
-            "rollout_s_per_step": sum(rollout_s) / max(len(rollout_s), 1),
-            "turns_per_trajectory": sum(turns) / max(len(turns), 1),
-            "policy_tokens_per_trajectory": sum(tokens) / max(len(tokens), 1)}
+    return {
+        "arm": arm,
+        "steps": steps,
+        "samples": steps * cfg.rollout.tasks_per_step * cfg.rollout.group_size,
+        "accuracy": own.mean,
+        "ci": [own.ci_low, own.ci_high],
+        "accuracy_engine_eval": engine.mean,
+        "ci_engine_eval": [engine.ci_low, engine.ci_high],
+        "rollout_s_per_step": sum(rollout_s) / max(len(rollout_s), 1),
+        "turns_per_trajectory": sum(turns) / max(len(turns), 1),
+        "policy_tokens_per_trajectory": sum(tokens) / max(len(tokens), 1),
+    }
 
 
 def main() -> None:
@@ -88,18 +128,27 @@ def main() -> None:
     overrides = SMALL if args.small else []
     t0 = time.perf_counter()
     policy_dir = warm_start(out, overrides)
-    results = [run_arm(arm, policy_dir, out, args.steps, args.episodes, overrides) for arm in ("engine", "program")]
+    results = [
+        run_arm(arm, policy_dir, out, args.steps, args.episodes, overrides) for arm in ("engine", "program")
+    ]
     engine, program = results
-    summary = {"results": results, "overhead": program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9),
-               "wall_s": time.perf_counter() - t0}
+    summary = {
+        "results": results,
+        "overhead": program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9),
+        "wall_s": time.perf_counter() - t0,
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=2))
-    print("\n| arm | samples | accuracy (own eval) | 95% CI | accuracy (engine eval) | rollout s/step "
-          "| turns/traj | policy tokens/traj |")
+    print(
+        "\n| arm | samples | accuracy (own eval) | 95% CI | accuracy (engine eval) | rollout s/step "
+        "| turns/traj | policy tokens/traj |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
-        print(f"| {r['arm']} | {r['samples']} | {r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
-              f"{r['accuracy_engine_eval']:.3f} | {r['rollout_s_per_step']:.2f} | {r['turns_per_trajectory']:.2f} | "
-              f"{r['policy_tokens_per_trajectory']:.1f} |")
+        print(
+            f"| {r['arm']} | {r['samples']} | {r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
+            f"{r['accuracy_engine_eval']:.3f} | {r['rollout_s_per_step']:.2f} | {r['turns_per_trajectory']:.2f} | "
+            f"{r['policy_tokens_per_trajectory']:.1f} |"
+        )
     print(f"\nprogram rollout time / engine rollout time per step: {summary['overhead']:.2f}x")
 
 

@@ -36,15 +36,33 @@ def warm_start(run_dir: Path, overrides: list[str]) -> Path:
     return run_dir / "warm" / "checkpoint" / "policy"
 
 
-def run_variant(name: str, recipe: str | None, policy_dir: Path, run_dir: Path, steps: int, eval_every: int,
-                episodes: int, overrides: list[str]) -> dict:
+def run_variant(
+    name: str,
+    recipe: str | None,
+    policy_dir: Path,
+    run_dir: Path,
+    steps: int,
+    eval_every: int,
+    episodes: int,
+    overrides: list[str],
+) -> dict:
     """Train one variant from the shared checkpoint; held-out success every `eval_every` steps."""
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(recipe, overrides + ["policy.kind=hf", f"policy.path={policy_dir}", "warm_start.steps=0",
-                                           f"steps={steps}", "eval.every=0", f"out_dir={run_dir / name}",
-                                           f"checkpoint_every={10**6}"])
+    cfg = load_config(
+        recipe,
+        overrides
+        + [
+            "policy.kind=hf",
+            f"policy.path={policy_dir}",
+            "warm_start.steps=0",
+            f"steps={steps}",
+            "eval.every=0",
+            f"out_dir={run_dir / name}",
+            f"checkpoint_every={10**6}",
+        ],
+    )
     trainer = Trainer(cfg)
     samples, train_s = 0, 0.0
     curve = [{"step": 0, "samples": 0, "seconds": 0.0, "accuracy": trainer.evaluate(episodes).mean}]
@@ -60,10 +78,19 @@ def run_variant(name: str, recipe: str | None, policy_dir: Path, run_dir: Path, 
             for k, v in trainer.strategy_metrics.items():
                 extra.setdefault(k, []).append(v)
             if step % eval_every == 0 or step == steps:
-                curve.append({"step": step, "samples": samples, "seconds": train_s,
-                              "accuracy": trainer.evaluate(episodes).mean})
-                print(f"  {name:8} step {step:4d}  acc {curve[-1]['accuracy']:.3f}  {train_s:6.0f} s  "
-                      f"loss {metrics.get('train/loss', 0):.3f}", flush=True)
+                curve.append(
+                    {
+                        "step": step,
+                        "samples": samples,
+                        "seconds": train_s,
+                        "accuracy": trainer.evaluate(episodes).mean,
+                    }
+                )
+                print(
+                    f"  {name:8} step {step:4d}  acc {curve[-1]['accuracy']:.3f}  {train_s:6.0f} s  "
+                    f"loss {metrics.get('train/loss', 0):.3f}",
+                    flush=True,
+                )
     finally:
         trainer.close()
     return {"variant": name, "curve": curve, "strategy": {k: sum(v) / len(v) for k, v in extra.items()}}
@@ -92,18 +119,31 @@ def plot(results: list[dict], path: Path, title: str) -> None:
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| variant | start | end | gain | trajectories | training s |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| variant | start | end | gain | trajectories | training s |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in results:
         a, b = r["curve"][0], r["curve"][-1]
-        rows.append(f"| {r['variant']} | {a['accuracy']:.3f} | {b['accuracy']:.3f} | "
-                    f"{100 * (b['accuracy'] - a['accuracy']):+.1f} pts | {b['samples']:,} | {b['seconds']:.0f} |")
+        rows.append(
+            f"| {r['variant']} | {a['accuracy']:.3f} | {b['accuracy']:.3f} | "
+            f"{100 * (b['accuracy'] - a['accuracy']):+.1f} pts | {b['samples']:,} | {b['seconds']:.0f} |"
+        )
     return "\n".join(rows)
 
 
 def smollm2(args: argparse.Namespace) -> None:
     """R³L with the policy reflecting on itself (the paper's setting), short, on the CPU."""
-    result = run_variant("r3l-smollm2", str(REPO / "configs" / "r3l_smollm2.yaml"), Path("smollm2"), args.run_dir,
-                         args.steps, args.eval_every, args.episodes, [f"rollout.tasks_per_step={args.tasks_per_step}"])
+    result = run_variant(
+        "r3l-smollm2",
+        str(REPO / "configs" / "r3l_smollm2.yaml"),
+        Path("smollm2"),
+        args.run_dir,
+        args.steps,
+        args.eval_every,
+        args.episodes,
+        [f"rollout.tasks_per_step={args.tasks_per_step}"],
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "r3l_smollm2_results.json").write_text(json.dumps(result, indent=2))
     print(table([result]))
@@ -119,12 +159,19 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=300)
     ap.add_argument("--tasks-per-step", type=int, default=16)
     ap.add_argument("--warm-steps", type=int, default=400)
-    ap.add_argument("--warm-from", type=Path, default=None,
-                    help="reuse a warm-started policy dir (e.g. runs/bench_algorithms/warm/checkpoint/policy: "
-                         "the quickstart's warm start on the same tasks) instead of training one")
+    ap.add_argument(
+        "--warm-from",
+        type=Path,
+        default=None,
+        help="reuse a warm-started policy dir (e.g. runs/bench_algorithms/warm/checkpoint/policy: "
+        "the quickstart's warm start on the same tasks) instead of training one",
+    )
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--smollm2", action="store_true",
-                    help="instead: R³L alone with SmolLM2-135M-Instruct as its own reflector (configs/r3l_smollm2.yaml)")
+    ap.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="instead: R³L alone with SmolLM2-135M-Instruct as its own reflector (configs/r3l_smollm2.yaml)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     ap.add_argument("--run-dir", type=Path, default=REPO / "runs" / "bench_r3l")
     args = ap.parse_args()
@@ -136,10 +183,21 @@ def main() -> None:
         return
     common = ENV + [f"rollout.tasks_per_step={args.tasks_per_step}", f"warm_start.steps={args.warm_steps}"]
     policy_dir = args.warm_from or warm_start(args.run_dir, common)
-    results = [run_variant("grpo", None, policy_dir, args.run_dir, args.steps, args.eval_every, args.episodes,
-                           common),
-               run_variant("r3l", str(REPO / "configs" / "r3l_math.yaml"), policy_dir, args.run_dir, args.steps,
-                           args.eval_every, args.episodes, common)]
+    results = [
+        run_variant(
+            "grpo", None, policy_dir, args.run_dir, args.steps, args.eval_every, args.episodes, common
+        ),
+        run_variant(
+            "r3l",
+            str(REPO / "configs" / "r3l_math.yaml"),
+            policy_dir,
+            args.run_dir,
+            args.steps,
+            args.eval_every,
+            args.episodes,
+            common,
+        ),
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "r3l_results.json").write_text(json.dumps(results, indent=2))
     plot(results, args.out / "r3l_curves.png", "R³L vs GRPO, Math-v0 (3 attempts), tiny policy")

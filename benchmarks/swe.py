@@ -35,12 +35,21 @@ def floor(instances: list) -> list[float]:
         wt = Path(tempfile.mkdtemp(prefix="argym-floor-")) / "wt"
         env = {**GIT_ENV, "PATH": "/usr/bin:/bin", "HOME": str(wt.parent)}
         t = time.perf_counter()
-        subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(wt), inst.base_commit],
-                       check=True, env=env)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(wt), inst.base_commit],
+            check=True,
+            env=env,
+        )
         subprocess.run(["git", "apply", "-"], cwd=wt, input=inst.patch.encode(), check=True, env=env)
-        cmd = test_command(inst).replace("python3 -m pytest", f"{shutil.which('python') or 'python'} -m pytest")
-        r = subprocess.run(["bash", "-c", cmd], cwd=wt, capture_output=True, env={**env, "PYTHONDONTWRITEBYTECODE": "1"})
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(wt)], check=True, env=env)
+        cmd = test_command(inst).replace(
+            "python3 -m pytest", f"{shutil.which('python') or 'python'} -m pytest"
+        )
+        r = subprocess.run(
+            ["bash", "-c", cmd], cwd=wt, capture_output=True, env={**env, "PYTHONDONTWRITEBYTECODE": "1"}
+        )
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "remove", "--force", str(wt)], check=True, env=env
+        )
         times.append(time.perf_counter() - t)
         assert r.returncode == 0, r.stdout[-2000:]
         shutil.rmtree(wt.parent, ignore_errors=True)
@@ -57,10 +66,15 @@ def argym_backend(backend: str, ids: list[str]) -> dict[str, list[float]]:
             t = time.perf_counter()
             env.reset(options={"task_id": task_id})
             out["reset"].append(time.perf_counter() - t)
-            for name, args in (("view", {"path": "README.md" if "boltons" in task_id else "setup.cfg",
-                                         "view_range": [1, 5]}), ("run", {"command": "true"})):
+            for name, args in (
+                (
+                    "view",
+                    {"path": "README.md" if "boltons" in task_id else "setup.cfg", "view_range": [1, 5]},
+                ),
+                ("run", {"command": "true"}),
+            ):
                 t = time.perf_counter()
-                env.step(f'<tool_call>{json.dumps({"name": name, "arguments": args})}</tool_call>')
+                env.step(f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>")
                 out[name].append(time.perf_counter() - t)
             action = env.oracle_action()
             while '"submit"' not in str(action):
@@ -83,7 +97,7 @@ def main() -> None:
     instances = read_instances(SHIPPED)
     if args.instances:
         repos = sorted({i.repo for i in instances})
-        instances = [i for r in repos for i in [j for j in instances if j.repo == r][:args.instances]]
+        instances = [i for r in repos for i in [j for j in instances if j.repo == r][: args.instances]]
     med = statistics.median
     f = med(floor(instances))
     rows = {"floor: git worktree + apply + pytest": {"grade": f}}
@@ -91,7 +105,7 @@ def main() -> None:
         try:
             got = argym_backend(backend, [i.instance_id for i in instances])
             rows[f"argym {backend}"] = {k: med(v) for k, v in got.items()}
-        except Exception as e:  # noqa: BLE001 -- e.g. no Docker engine: say so and go on
+        except Exception as e:
             print(f"argym {backend}: skipped ({e})")
     print(f"{len(instances)} instances; medians in seconds")
     print(f"{'':40} {'reset':>7} {'view':>7} {'run':>7} {'grade':>7} {'grade/floor':>12}")

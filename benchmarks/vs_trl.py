@@ -31,10 +31,20 @@ def run_argym(steps: int, warmup: int) -> dict:
     from argym.algorithms.trainer import Trainer
 
     out = tempfile.mkdtemp(prefix="argym-vs-trl-")
-    cfg = load_config(None, ["warm_start.steps=0", "eval.every=0", f"steps={steps + warmup}", f"out_dir={out}",
-                             f"rollout.tasks_per_step={PROMPTS}", f"rollout.group_size={GROUP}",
-                             f"rollout.max_new_tokens={NEW_TOKENS}", f"algorithm.lr={LR}", f"seed={SEED}",
-                             ])  # the recipe's micro_batch_size (64)
+    cfg = load_config(
+        None,
+        [
+            "warm_start.steps=0",
+            "eval.every=0",
+            f"steps={steps + warmup}",
+            f"out_dir={out}",
+            f"rollout.tasks_per_step={PROMPTS}",
+            f"rollout.group_size={GROUP}",
+            f"rollout.max_new_tokens={NEW_TOKENS}",
+            f"algorithm.lr={LR}",
+            f"seed={SEED}",
+        ],
+    )  # the recipe's micro_batch_size (64)
     trainer = Trainer(cfg)
     times, rollout, update = [], [], []
     try:
@@ -53,20 +63,20 @@ def run_argym(steps: int, warmup: int) -> dict:
 
 def run_trl(steps: int, warmup: int) -> dict:
     import numpy as np
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
 
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, TinyModelConfig(), seed=SEED)
     src, rng = arithmetic_source(digits=2, ops="+", terms=2), np.random.default_rng(SEED)
     tasks = [src.sample(rng, "train") for _ in range(PROMPTS * (steps + warmup + 1))]
-    ds = Dataset.from_dict({"prompt": [[dict(m) for m in t.prompt] for t in tasks],
-                            "answer": [t.answer for t in tasks]})
+    ds = Dataset.from_dict(
+        {"prompt": [[dict(m) for m in t.prompt] for t in tasks], "answer": [t.answer for t in tasks]}
+    )
 
     def reward(completions, answer, **kw):
         out = []
@@ -85,14 +95,38 @@ def run_trl(steps: int, warmup: int) -> dict:
         def on_step_end(self, args, state, control, **kw):
             times.append(time.perf_counter() - self.t0)
 
-    args = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-vs-argym-"), bf16=False, use_cpu=True, report_to=[],
-                      per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP,
-                      gradient_accumulation_steps=1, max_completion_length=NEW_TOKENS, temperature=1.0,
-                      learning_rate=LR, beta=0.0, loss_type="grpo", epsilon=0.2, max_steps=steps + warmup,
-                      lr_scheduler_type="constant", warmup_steps=0, save_strategy="no", logging_steps=10**6,
-                      seed=SEED, max_grad_norm=1.0, shuffle_dataset=False, dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok,
-                          callbacks=[Timer()])
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trl-vs-argym-"),
+        bf16=False,
+        use_cpu=True,
+        report_to=[],
+        per_device_train_batch_size=PROMPTS * GROUP,
+        num_generations=GROUP,
+        gradient_accumulation_steps=1,
+        max_completion_length=NEW_TOKENS,
+        temperature=1.0,
+        learning_rate=LR,
+        beta=0.0,
+        loss_type="grpo",
+        epsilon=0.2,
+        max_steps=steps + warmup,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        save_strategy="no",
+        logging_steps=10**6,
+        seed=SEED,
+        max_grad_norm=1.0,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[Timer()],
+    )
     trainer.train()
     return {"step_s": times[warmup:]}
 
@@ -111,8 +145,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="alternate argym and TRL children this many times (evens out a shared machine's load)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="alternate argym and TRL children this many times (evens out a shared machine's load)",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -121,8 +159,20 @@ def main() -> None:
     results: dict = {"argym": {"step_s": [], "peak_rss_mb": 0.0}, "trl": {"step_s": [], "peak_rss_mb": 0.0}}
     for _ in range(a.rounds):
         for which in ("argym", "trl"):
-            proc = subprocess.run([sys.executable, __file__, "--child", which, "--steps", str(a.steps),
-                                   "--warmup", str(a.warmup)], capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    which,
+                    "--steps",
+                    str(a.steps),
+                    "--warmup",
+                    str(a.warmup),
+                ],
+                capture_output=True,
+                text=True,
+            )
             line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
             if proc.returncode or not line:
                 sys.exit(f"{which} failed:\n{proc.stderr[-4000:]}")
@@ -136,16 +186,24 @@ def main() -> None:
     for which in ("argym", "trl"):
         results[which]["median_step_s"] = statistics.median(results[which]["step_s"])
     ar, tr = results["argym"], results["trl"]
-    results["ratio"] = {"step_time_trl_over_argym": tr["median_step_s"] / ar["median_step_s"],
-                        "peak_rss_trl_over_argym": tr["peak_rss_mb"] / ar["peak_rss_mb"]}
-    print(f"setting: {PROMPTS} prompts × {GROUP} samples, {NEW_TOKENS} new tokens, tiny Qwen2 (fp32, CPU, "
-          f"{ar['threads']} threads), median of {a.rounds}×{a.steps} steps after {a.warmup} warm-up each")
+    results["ratio"] = {
+        "step_time_trl_over_argym": tr["median_step_s"] / ar["median_step_s"],
+        "peak_rss_trl_over_argym": tr["peak_rss_mb"] / ar["peak_rss_mb"],
+    }
+    print(
+        f"setting: {PROMPTS} prompts × {GROUP} samples, {NEW_TOKENS} new tokens, tiny Qwen2 (fp32, CPU, "
+        f"{ar['threads']} threads), median of {a.rounds}×{a.steps} steps after {a.warmup} warm-up each"
+    )
     print(f"{'':8} {'s/step':>8} {'peak RSS MB':>12}")
     for k in ("argym", "trl"):
         print(f"{k:8} {results[k]['median_step_s']:8.3f} {results[k]['peak_rss_mb']:12.0f}")
-    print(f"argym split: rollout {statistics.median(ar['rollout_s']):.3f} s, update {statistics.median(ar['update_s']):.3f} s")
-    print(f"TRL / argym: step time ×{results['ratio']['step_time_trl_over_argym']:.2f}, "
-          f"peak memory ×{results['ratio']['peak_rss_trl_over_argym']:.2f}")
+    print(
+        f"argym split: rollout {statistics.median(ar['rollout_s']):.3f} s, update {statistics.median(ar['update_s']):.3f} s"
+    )
+    print(
+        f"TRL / argym: step time ×{results['ratio']['step_time_trl_over_argym']:.2f}, "
+        f"peak memory ×{results['ratio']['peak_rss_trl_over_argym']:.2f}"
+    )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
+from argym.envs.spaces import Conversation, UnicodeText
+from argym.envs.tasks import TaskSource, check_split
 
 from argym.errors import ConfigError, EnvStateError
 from argym.types import Message, Task
-from argym.envs.spaces import Conversation, UnicodeText
-from argym.envs.tasks import TaskSource, check_split
 
 Action = str | Message
 
@@ -93,10 +92,18 @@ class TextEnv(gym.Env[list[Message], Action]):
 
     metadata = {"render_modes": ["ansi", "human"]}
 
-    def __init__(self, tasks: Any = None, split: str = "train", max_turns: int = 1,
-                 render_mode: str | None = None, executors: Any = None):
+    def __init__(
+        self,
+        tasks: Any = None,
+        split: str = "train",
+        max_turns: int = 1,
+        render_mode: str | None = None,
+        executors: Any = None,
+    ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}.")
+            raise ConfigError(
+                f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}."
+            )
         if int(max_turns) < 1:
             raise ConfigError(f"max_turns must be at least 1, got {max_turns}.")
         self.render_mode = render_mode
@@ -173,8 +180,11 @@ class TextEnv(gym.Env[list[Message], Action]):
         message, problem = parse_action(action)
         self._messages.append(message)
         if problem is not None:
-            reply = Reply(messages=[{"role": "user", "content": problem}],
-                          reward_parts={"outcome": 0.0}, verdict={"error": problem})
+            reply = Reply(
+                messages=[{"role": "user", "content": problem}],
+                reward_parts={"outcome": 0.0},
+                verdict={"error": problem},
+            )
         else:
             reply = self.respond(message)
         self._messages.extend(reply.messages)
@@ -203,10 +213,15 @@ class TextEnv(gym.Env[list[Message], Action]):
         """A picklable copy of the episode; `restore` it into any instance of this env."""
         if not self._started:
             raise EnvStateError("Nothing to snapshot: call reset() first.")
-        return EnvState(env_class=f"{type(self).__module__}.{type(self).__qualname__}", task=self.task,
-                        actions=copy.deepcopy(self._actions), messages=self._observation(),
-                        turn=self._turn, done=self._done,
-                        rng_state=copy.deepcopy(self.np_random.bit_generator.state))
+        return EnvState(
+            env_class=f"{type(self).__module__}.{type(self).__qualname__}",
+            task=self.task,
+            actions=copy.deepcopy(self._actions),
+            messages=self._observation(),
+            turn=self._turn,
+            done=self._done,
+            rng_state=copy.deepcopy(self.np_random.bit_generator.state),
+        )
 
     def restore(self, state: EnvState) -> None:
         """Bring this env to `state` by reset and replay, checking each observation.
@@ -242,7 +257,7 @@ class TextEnv(gym.Env[list[Message], Action]):
     def close(self) -> None:
         super().close()
 
-    def __enter__(self) -> "TextEnv":
+    def __enter__(self) -> TextEnv:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -260,17 +275,20 @@ def parse_action(action: Any) -> tuple[Message, str | None]:
         role = action.get("role", "assistant")
         if role != "assistant":
             return {"role": "assistant", "content": ""}, (
-                f"Your turn must be an assistant message; got a message with role {role!r}.")
+                f"Your turn must be an assistant message; got a message with role {role!r}."
+            )
         if not isinstance(content, str):
             return {"role": "assistant", "content": ""}, (
-                f"An assistant message's content must be a string; got {type(content).__name__}.")
+                f"An assistant message's content must be a string; got {type(content).__name__}."
+            )
         msg: Message = {"role": "assistant", "content": content}
         if action.get("tool_calls"):
             msg["tool_calls"] = copy.deepcopy(action["tool_calls"])
         return msg, None
     return {"role": "assistant", "content": ""}, (
         f"Your turn could not be read: expected a string or an assistant message dict, "
-        f"got {type(action).__name__}.")
+        f"got {type(action).__name__}."
+    )
 
 
 def render_messages(messages: list[Message]) -> str:

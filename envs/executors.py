@@ -75,8 +75,9 @@ class _Worker:
         code = f"from argym.envs.executors import _worker_main; _worker_main({theirs.fileno()})"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # import what we can
         with theirs:
-            self.proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
-                                         stdin=subprocess.DEVNULL, env=env)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env
+            )
         self.conn = Connection(mine.detach())
         self.conn.send((fn_path, warmup))
 
@@ -101,11 +102,12 @@ class WorkerPool:
     worker's slot is refilled by the next caller and no waiter is stranded.
     """
 
-    def __init__(self, fn_path: str, workers: int = 2, deadline_s: float = 5.0,
-                 warmup: tuple | None = None):
+    def __init__(self, fn_path: str, workers: int = 2, deadline_s: float = 5.0, warmup: tuple | None = None):
         if ":" not in fn_path or workers < 1 or deadline_s <= 0:
-            raise ValueError(f"WorkerPool needs fn_path 'module:qualname', workers >= 1 and deadline_s > 0; "
-                             f"got {fn_path!r}, {workers}, {deadline_s}.")
+            raise ValueError(
+                f"WorkerPool needs fn_path 'module:qualname', workers >= 1 and deadline_s > 0; "
+                f"got {fn_path!r}, {workers}, {deadline_s}."
+            )
         self.fn_path, self.workers, self.deadline_s, self.warmup = fn_path, workers, deadline_s, warmup
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
         for _ in range(workers):
@@ -130,15 +132,17 @@ class WorkerPool:
                 ok, value = w.conn.recv()
         except (EOFError, OSError) as e:
             self._discard(w)
-            raise InfrastructureError(f"A worker running {self.fn_path} died ({type(e).__name__}); "
-                                      f"it will be replaced.") from e
+            raise InfrastructureError(
+                f"A worker running {self.fn_path} died ({type(e).__name__}); it will be replaced."
+            ) from e
         except BaseException:
             self._discard(w)  # e.g. KeyboardInterrupt mid-job: the worker's state is unknown
             raise
         if not done:
             self._discard(w)
-            raise DeadlineExceeded(f"{self.fn_path} ran past its {deadline:g} s deadline; "
-                                   f"the worker was killed.")
+            raise DeadlineExceeded(
+                f"{self.fn_path} ran past its {deadline:g} s deadline; the worker was killed."
+            )
         self._release(w)
         if not ok:
             raise InfrastructureError(f"{self.fn_path} raised in its worker:\n{value}")
@@ -162,8 +166,9 @@ class WorkerPool:
         except BaseException as e:
             self._discard(w)
             if isinstance(e, (EOFError, OSError)):
-                raise InfrastructureError(f"A worker for {self.fn_path} failed to start "
-                                          f"(its traceback is on stderr).") from e
+                raise InfrastructureError(
+                    f"A worker for {self.fn_path} failed to start (its traceback is on stderr)."
+                ) from e
             raise
 
     def _release(self, w: _Worker) -> None:
@@ -188,7 +193,7 @@ class WorkerPool:
         for _ in range(self.workers):  # wake any waiter so it sees the pool is closed
             self._idle.put(None)
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -207,7 +212,7 @@ class Executors:
     """Runs `argym.envs.toolcall.tools:run_tool` (ToolCall's stateless tools); None: the process-wide default."""
 
     @classmethod
-    def default(cls) -> "Executors":
+    def default(cls) -> Executors:
         """The process-wide executors (one per process, rebuilt in a forked child); workers start on first use."""
         global _DEFAULT
         with _DEFAULT_LOCK:

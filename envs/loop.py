@@ -57,6 +57,7 @@ class LoopThread:
         if self.loop.is_closed():
             return
         if self._thread.is_alive():
+
             async def _cancel_all() -> None:
                 tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
                 for t in tasks:

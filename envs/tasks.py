@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from argym.errors import ConfigError, TaskNotFoundError
-from argym.values import parse_value
 from argym.types import Task
+from argym.values import parse_value
 
 SPLITS = ("train", "test", "all")
 
@@ -89,7 +89,9 @@ class ListSource(TaskSource):
         try:
             return self._by_id[task_id]
         except KeyError:
-            raise TaskNotFoundError(f"No task with id {task_id!r} in {self.name!r} ({len(self.tasks)} tasks).") from None
+            raise TaskNotFoundError(
+                f"No task with id {task_id!r} in {self.name!r} ({len(self.tasks)} tasks)."
+            ) from None
 
     def iter_split(self, split: str) -> Iterator[Task]:
         check_split(split)
@@ -113,8 +115,14 @@ class ProceduralSource(TaskSource):
 
     _ID = re.compile(r"^(?P<name>.+)#(?P<index>\d+)$")
 
-    def __init__(self, name: str, make: Callable[[int], Task], test_size: int = 500,
-                 test_fraction: float = 0.1, max_index: int = 2**40):
+    def __init__(
+        self,
+        name: str,
+        make: Callable[[int], Task],
+        test_size: int = 500,
+        test_fraction: float = 0.1,
+        max_index: int = 2**40,
+    ):
         self.name = name
         self._make = make
         self.test_size = test_size
@@ -125,13 +133,22 @@ class ProceduralSource(TaskSource):
     def _build(self, index: int) -> Task:
         raw = self._make(index)
         split = split_of(_content_key(raw), self.test_fraction)
-        return Task(id=f"{self.name}#{index}", prompt=raw.prompt, split=split, answer=raw.answer,
-                    tests=raw.tests, tools=raw.tools, meta=raw.meta)
+        return Task(
+            id=f"{self.name}#{index}",
+            prompt=raw.prompt,
+            split=split,
+            answer=raw.answer,
+            tests=raw.tests,
+            tools=raw.tools,
+            meta=raw.meta,
+        )
 
     def get(self, task_id: str) -> Task:
         m = self._ID.match(task_id)
         if not m or m.group("name") != self.name:
-            raise TaskNotFoundError(f"Task id {task_id!r} is not of source {self.name!r} (expected '{self.name}#<index>').")
+            raise TaskNotFoundError(
+                f"Task id {task_id!r} is not of source {self.name!r} (expected '{self.name}#<index>')."
+            )
         return self._build(int(m.group("index")))
 
     def test_tasks(self) -> list[Task]:
@@ -145,8 +162,10 @@ class ProceduralSource(TaskSource):
                     out.append(t)
                 i += 1
             if len(out) < self.test_size:
-                raise ConfigError(f"Source {self.name!r} yields only {len(out)} distinct test tasks; "
-                                  f"lower test_size or raise the difficulty.")
+                raise ConfigError(
+                    f"Source {self.name!r} yields only {len(out)} distinct test tasks; "
+                    f"lower test_size or raise the difficulty."
+                )
             self._test = out
         return self._test
 
@@ -201,8 +220,13 @@ def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, kwargs
 
 
-def resolve_source(tasks: Any, *, row_to_task: Callable[[dict[str, Any], str], Task],
-                   named: Callable[[str, dict[str, Any]], TaskSource], kind: str) -> TaskSource:
+def resolve_source(
+    tasks: Any,
+    *,
+    row_to_task: Callable[[dict[str, Any], str], Task],
+    named: Callable[[str, dict[str, Any]], TaskSource],
+    kind: str,
+) -> TaskSource:
     """The `tasks=` kwarg every env takes, as a task source.
 
     A `TaskSource` is used as is; a list of `Task` becomes a `ListSource`; a
@@ -216,12 +240,16 @@ def resolve_source(tasks: Any, *, row_to_task: Callable[[dict[str, Any], str], T
         if not tasks or not all(isinstance(t, Task) for t in tasks):
             raise ConfigError("tasks= as a list must be a non-empty list of argym.Task.")
         return ListSource(tasks, name="tasks")
-    if isinstance(tasks, os.PathLike) or (isinstance(tasks, str) and (tasks.endswith(".jsonl") or os.path.isfile(tasks))):
+    if isinstance(tasks, os.PathLike) or (
+        isinstance(tasks, str) and (tasks.endswith(".jsonl") or os.path.isfile(tasks))
+    ):
         path = Path(tasks)
         return read_jsonl(path, lambda row, line: row_to_task(row, f"{path.stem}#{line}"))
     if not isinstance(tasks, str):
-        raise ConfigError(f"tasks= must be a {kind} source spec, a JSONL path, a TaskSource or a list of Task; "
-                          f"got {type(tasks).__name__}.")
+        raise ConfigError(
+            f"tasks= must be a {kind} source spec, a JSONL path, a TaskSource or a list of Task; "
+            f"got {type(tasks).__name__}."
+        )
     name, kwargs = parse_source_spec(tasks)
     return named(name, kwargs)
 
@@ -265,5 +293,12 @@ def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task])
 
 
 def _with_split(task: Task, split: str) -> Task:
-    return Task(id=task.id, prompt=task.prompt, split=split, answer=task.answer, tests=task.tests,
-                tools=task.tools, meta=task.meta)
+    return Task(
+        id=task.id,
+        prompt=task.prompt,
+        split=split,
+        answer=task.answer,
+        tests=task.tests,
+        tools=task.tools,
+        meta=task.meta,
+    )

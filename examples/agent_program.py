@@ -12,8 +12,11 @@ executes a reply's tool calls in the env. The returned text is the env's final a
 def solve(task, client, tools, max_turns: int = 6) -> str:
     messages = [dict(m) for m in task.prompt]
     for _ in range(max_turns):
-        reply = client.chat.completions.create(
-            model="argym", messages=messages, tools=tools.schemas or None).choices[0].message
+        reply = (
+            client.chat.completions.create(model="argym", messages=messages, tools=tools.schemas or None)
+            .choices[0]
+            .message
+        )
         messages.append(reply.model_dump(exclude_none=True))
         if not reply.tool_calls:
             return reply.content or ""

@@ -24,11 +24,12 @@ import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from argym.errors import ConfigError, InfrastructureError
-from argym.types import Trajectory
 from argym.rewards.credit import credit_rewards, token_loo_baseline
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
+
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Trajectory
 
 COMPONENTS = ("outcome", "format", "overlong", "process", "sar")
 
@@ -58,15 +59,21 @@ class RewardConfig:
             if name not in COMPONENTS:
                 close = difflib.get_close_matches(str(name), COMPONENTS, n=2)
                 hint = f" Did you mean: {', '.join(close)}?" if close else ""
-                raise ConfigError(f"Unknown reward component {name!r}.{hint} Components: {', '.join(COMPONENTS)}.")
+                raise ConfigError(
+                    f"Unknown reward component {name!r}.{hint} Components: {', '.join(COMPONENTS)}."
+                )
             if isinstance(w, bool) or not isinstance(w, (int, float)):
                 raise ConfigError(f"reward.weights.{name} must be a number, got {w!r}.")
         if self.credit not in ("min", "strict", "sum"):
             raise ConfigError(f"reward.credit must be min, strict or sum, got {self.credit!r}.")
         if self.credit_temperature <= 0:
-            raise ConfigError(f"reward.credit_temperature must be > 0, got {self.credit_temperature}; PURE uses 0.1.")
+            raise ConfigError(
+                f"reward.credit_temperature must be > 0, got {self.credit_temperature}; PURE uses 0.1."
+            )
         if self.process_baseline not in ("none", "token_loo"):
-            raise ConfigError(f"reward.process_baseline must be none or token_loo, got {self.process_baseline!r}.")
+            raise ConfigError(
+                f"reward.process_baseline must be none or token_loo, got {self.process_baseline!r}."
+            )
         if not self.separator:
             raise ConfigError("reward.separator must be a non-empty string (default a blank line).")
 
@@ -106,13 +113,20 @@ class RewardComposer:
     step ends) so the learner finds each reward on its token.
     """
 
-    def __init__(self, config: RewardConfig, sequence: dict[str, SequenceComponent] | None = None,
-                 prm: ProcessRewardModel | None = None, decode: Callable[[list[int]], str] | None = None):
+    def __init__(
+        self,
+        config: RewardConfig,
+        sequence: dict[str, SequenceComponent] | None = None,
+        prm: ProcessRewardModel | None = None,
+        decode: Callable[[list[int]], str] | None = None,
+    ):
         self.config = config
         self.sequence = {"format": lambda ts: [format_reward(t) for t in ts], **(sequence or {})}
         for name in config.weights:
             if name in ("overlong", "sar") and name not in self.sequence:
-                raise ConfigError(f"reward component {name!r} needs a scorer from the trainer; none was given.")
+                raise ConfigError(
+                    f"reward component {name!r} needs a scorer from the trainer; none was given."
+                )
         self.prm = prm
         self.decode = decode
         if "process" in config.weights and prm is None:
@@ -121,7 +135,9 @@ class RewardComposer:
     def __call__(self, trajectories: Sequence[Trajectory]) -> tuple[list[Trajectory], dict[str, float]]:
         cfg = self.config
         trajs = list(trajectories)
-        if set(cfg.weights) == {"outcome"} and cfg.weight("outcome") == 1.0:  # nothing to shape: leave them as is
+        if (
+            set(cfg.weights) == {"outcome"} and cfg.weight("outcome") == 1.0
+        ):  # nothing to shape: leave them as is
             ok = [t for t in trajs if not t.infra_failure]
             return trajs, ({"reward/outcome": sum(outcome_reward(t) for t in ok) / len(ok)} if ok else {})
         failed = [t.infra_failure for t in trajs]
@@ -149,8 +165,9 @@ class RewardComposer:
         metrics["reward/infra_failures"] = float(sum(failed) - sum(t.infra_failure for t in trajs))
         return out, metrics
 
-    def _sequence(self, name: str, trajs: list[Trajectory], failed: list[bool],
-                  metrics: dict[str, float]) -> list[float]:
+    def _sequence(
+        self, name: str, trajs: list[Trajectory], failed: list[bool], metrics: dict[str, float]
+    ) -> list[float]:
         """One component over the batch's trajectories that are not infra failures already (one whose env never
         started has no tokens to score; it gets 0.0, unused); on a harness fault, each alone to find which failed."""
         live = [i for i, f in enumerate(failed) if not f]
@@ -167,11 +184,14 @@ class RewardComposer:
                 except InfrastructureError:
                     failed[i] = True
                     vals[i] = 0.0
-                    metrics[f"reward/{name}_infra_failures"] = metrics.get(f"reward/{name}_infra_failures", 0) + 1
+                    metrics[f"reward/{name}_infra_failures"] = (
+                        metrics.get(f"reward/{name}_infra_failures", 0) + 1
+                    )
         return vals
 
-    def _process(self, trajs: list[Trajectory], failed: list[bool],
-                 metrics: dict[str, float]) -> tuple[list[list[Step]], list[list[float]]]:
+    def _process(
+        self, trajs: list[Trajectory], failed: list[bool], metrics: dict[str, float]
+    ) -> tuple[list[list[Step]], list[list[float]]]:
         """Steps, PRM scores, credit transform and (optionally) the per-token LOO baseline per group."""
         cfg = self.config
         assert self.prm is not None
@@ -180,8 +200,11 @@ class RewardComposer:
         for i, t in enumerate(trajs):
             s = split_steps(t, cfg.separator, self.decode)
             try:  # None: the PRM has no opinion on that step (kept out of min-form's minimum)
-                r = [None if x is None else float(x) for x in self.prm.score(t, s)] if not failed[i] \
+                r = (
+                    [None if x is None else float(x) for x in self.prm.score(t, s)]
+                    if not failed[i]
                     else [0.0] * len(s)
+                )
             except InfrastructureError:
                 failed[i] = True
                 r = [0.0] * len(s)
@@ -197,8 +220,10 @@ class RewardComposer:
                 if not failed[i]:
                     groups.setdefault(t.group, []).append(i)
             for members in groups.values():
-                based = token_loo_baseline([credited[i] for i in members],
-                                           [[max(s.num_tokens, 1) for s in steps[i]] for i in members])
+                based = token_loo_baseline(
+                    [credited[i] for i in members],
+                    [[max(s.num_tokens, 1) for s in steps[i]] for i in members],
+                )
                 for i, b in zip(members, based):
                     credited[i] = b
         ok = [i for i, f in enumerate(failed) if not f]
@@ -210,8 +235,9 @@ class RewardComposer:
             metrics["reward/process_sum"] = sum(sum(scored[i]) for i in ok) / len(ok)
         return steps, credited
 
-    def _shape(self, t: Trajectory, values: dict[str, float], steps: list[Step],
-               step_rewards: list[float]) -> Trajectory:
+    def _shape(
+        self, t: Trajectory, values: dict[str, float], steps: list[Step], step_rewards: list[float]
+    ) -> Trajectory:
         cfg = self.config
         w_out = cfg.weight("outcome")
         extra = float(t.reward) - values["outcome"]  # e.g. DAPO's overlong penalty, added before us
@@ -230,5 +256,9 @@ class RewardComposer:
             return dataclasses.replace(t, reward=w_out * values["outcome"] + process_total + seq + extra)
         ends = sorted(positions)
         turn_rewards = [positions[e] for e in ends]
-        return dataclasses.replace(t, reward=sum(turn_rewards) + process_total + seq + extra,
-                                   turn_rewards=turn_rewards, turn_ends=ends)
+        return dataclasses.replace(
+            t,
+            reward=sum(turn_rewards) + process_total + seq + extra,
+            turn_rewards=turn_rewards,
+            turn_ends=ends,
+        )

@@ -33,8 +33,9 @@ def min_form_rewards(step_rewards: Sequence[float], temperature: float = 0.1) ->
     return [w * r for w, r in zip(weights, step_rewards)]
 
 
-def min_form_returns(step_rewards: Sequence[float], temperature: float = 0.1,
-                     strict: bool = False) -> list[float]:
+def min_form_returns(
+    step_rewards: Sequence[float], temperature: float = 0.1, strict: bool = False
+) -> list[float]:
     """Per-step returns under min-form credit.
 
     Soft (default): G_j = Σ_{k ≥ j} r*_k, the reverse cumulative sum of the
@@ -78,8 +79,9 @@ def strict_min_form_rewards(step_rewards: Sequence[float]) -> list[float]:
     return [g - (returns[j + 1] if j + 1 < len(returns) else 0.0) for j, g in enumerate(returns)]
 
 
-def credit_rewards(step_rewards: Sequence[float | None], credit: str = "min",
-                   temperature: float = 0.1) -> list[float]:
+def credit_rewards(
+    step_rewards: Sequence[float | None], credit: str = "min", temperature: float = 0.1
+) -> list[float]:
     """Per-step rewards to place on each step's last token, by credit rule.
 
     "min": PURE's soft min-form r*_j (sum → min as T → 0); "strict": rewards
@@ -107,8 +109,9 @@ def credit_rewards(step_rewards: Sequence[float | None], credit: str = "min",
     return out
 
 
-def token_loo_baseline(step_rewards: Sequence[Sequence[float]],
-                       step_tokens: Sequence[Sequence[int]]) -> list[list[float]]:
+def token_loo_baseline(
+    step_rewards: Sequence[Sequence[float]], step_tokens: Sequence[Sequence[int]]
+) -> list[list[float]]:
     """PURE's per-token leave-one-out baseline over one group of responses to the same prompt.
 
     For step j of response i, subtract (mean reward per token of the *other*
@@ -119,7 +122,9 @@ def token_loo_baseline(step_rewards: Sequence[Sequence[float]],
     response and is returned unchanged.
     """
     if len(step_rewards) != len(step_tokens):
-        raise ValueError(f"{len(step_rewards)} responses of step rewards but {len(step_tokens)} of token counts.")
+        raise ValueError(
+            f"{len(step_rewards)} responses of step rewards but {len(step_tokens)} of token counts."
+        )
     per_token = []
     for i, (rs, ns) in enumerate(zip(step_rewards, step_tokens)):
         if len(rs) != len(ns):

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from argym.rewards.steps import Step, render_text, split_steps, step_prefix
+
 from argym.errors import ConfigError
 from argym.types import Trajectory
-from argym.rewards.steps import Step, render_text, split_steps, step_prefix
 
 
 class ProcessRewardModel(Protocol):
@@ -98,15 +99,20 @@ class ClassifierPRM:
             model.config.pad_token_id = tokenizer.pad_token_id
 
     @classmethod
-    def load(cls, path: str | Path, max_length: int = 512) -> "ClassifierPRM":
+    def load(cls, path: str | Path, max_length: int = 512) -> ClassifierPRM:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
 
         path = Path(path)
         if not (path / "config.json").is_file():
-            raise ConfigError(f"PRM {str(path)!r} is not a Hugging Face checkpoint directory (no config.json).")
+            raise ConfigError(
+                f"PRM {str(path)!r} is not a Hugging Face checkpoint directory (no config.json)."
+            )
         # tokenizer.json is the exact pipeline (AutoTokenizer may rebuild another from the model type)
-        tok = (PreTrainedTokenizerFast.from_pretrained(path) if (path / "tokenizer.json").is_file()
-               else AutoTokenizer.from_pretrained(path))
+        tok = (
+            PreTrainedTokenizerFast.from_pretrained(path)
+            if (path / "tokenizer.json").is_file()
+            else AutoTokenizer.from_pretrained(path)
+        )
         model = AutoModelForSequenceClassification.from_pretrained(path)
         return cls(model.eval(), tok, max_length=max_length)
 
@@ -117,14 +123,17 @@ class ClassifierPRM:
     def _encode(self, texts: Sequence[str]) -> tuple[Any, Any]:
         import torch
 
-        rows = [list(self.tokenizer.encode(t, add_special_tokens=False))[-self.max_length:] or
-                [self.tokenizer.pad_token_id] for t in texts]
+        rows = [
+            list(self.tokenizer.encode(t, add_special_tokens=False))[-self.max_length :]
+            or [self.tokenizer.pad_token_id]
+            for t in texts
+        ]
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)  # (B, L)
         mask = torch.zeros_like(ids)
         for i, r in enumerate(rows):  # right padding: positions do not depend on the batch; the head
-            ids[i, :len(r)] = torch.tensor(r)  # reads the last non-pad token
-            mask[i, :len(r)] = 1
+            ids[i, : len(r)] = torch.tensor(r)  # reads the last non-pad token
+            mask[i, : len(r)] = 1
         device = next(self.model.parameters()).device
         return ids.to(device), mask.to(device)
 
@@ -145,7 +154,7 @@ class ClassifierPRM:
         out: list[float] = []
         with torch.no_grad():
             for i in range(0, len(texts), self.batch_size):
-                out.extend(torch.sigmoid(self.logits(texts[i:i + self.batch_size])).tolist())
+                out.extend(torch.sigmoid(self.logits(texts[i : i + self.batch_size])).tolist())
         self.model.train(was)
         return out
 
@@ -155,30 +164,55 @@ class ClassifierPRM:
         return [2.0 * p - 1.0 for p in self.probabilities(texts)] if texts else []
 
 
-def build_classifier(tokenizer: Any, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
-                     max_positions: int = 512, seed: int = 0) -> ClassifierPRM:
+def build_classifier(
+    tokenizer: Any,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    max_positions: int = 512,
+    seed: int = 0,
+) -> ClassifierPRM:
     """A small Qwen2 transformer with a scalar head (`Qwen2ForSequenceClassification`, one label)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
     if tokenizer.pad_token_id is None:
-        raise ConfigError("The PRM's tokenizer needs a pad token (the classifier reads the last non-pad token).")
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=3 * hidden_size,
-                         num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=num_heads,
-                         max_position_embeddings=max_positions, num_labels=1, pad_token_id=tokenizer.pad_token_id)
+        raise ConfigError(
+            "The PRM's tokenizer needs a pad token (the classifier reads the last non-pad token)."
+        )
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=3 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_positions,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen2ForSequenceClassification(config)
     return ClassifierPRM(model, tokenizer, max_length=max_positions)
 
 
-def train_classifier(prm: ClassifierPRM, texts: Sequence[str], targets: Sequence[float], epochs: int = 3,
-                     lr: float = 1e-3, batch_size: int = 32, seed: int = 0) -> list[float]:
+def train_classifier(
+    prm: ClassifierPRM,
+    texts: Sequence[str],
+    targets: Sequence[float],
+    epochs: int = 3,
+    lr: float = 1e-3,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> list[float]:
     """Fit the PRM with BCE-with-logits against soft targets in [0, 1] (AgentPRM's `rm.py`); losses per step."""
     import torch
 
     if len(texts) != len(targets) or not texts:
-        raise ValueError(f"need one target per text and at least one text, got {len(texts)} and {len(targets)}.")
+        raise ValueError(
+            f"need one target per text and at least one text, got {len(texts)} and {len(targets)}."
+        )
     if any(not 0.0 <= t <= 1.0 for t in targets):
         raise ValueError("PRM targets must lie in [0, 1] (Monte-Carlo success rates).")
     model = prm.model
@@ -190,7 +224,7 @@ def train_classifier(prm: ClassifierPRM, texts: Sequence[str], targets: Sequence
     for _ in range(epochs):
         order = torch.randperm(len(texts), generator=gen).tolist()
         for i in range(0, len(order), batch_size):
-            rows = order[i:i + batch_size]
+            rows = order[i : i + batch_size]
             logits = prm.logits([texts[r] for r in rows])  # (b,)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[rows].to(logits.device))
             optimizer.zero_grad(set_to_none=True)
@@ -252,5 +286,7 @@ def load_prm(spec: str) -> ProcessRewardModel:
 
     close = difflib.get_close_matches(spec, list(PRM_FACTORIES), n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    raise ConfigError(f"Unknown PRM {spec!r}.{hint} Use 'rule', 'hf:PATH' (a Hugging Face sequence-classification "
-                      f"checkpoint, e.g. an AgentPRM) or one of: {', '.join(sorted(PRM_FACTORIES))}.")
+    raise ConfigError(
+        f"Unknown PRM {spec!r}.{hint} Use 'rule', 'hf:PATH' (a Hugging Face sequence-classification "
+        f"checkpoint, e.g. an AgentPRM) or one of: {', '.join(sorted(PRM_FACTORIES))}."
+    )

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from argym.types import Trajectory
 from argym.rewards.steps import Step, render_text, split_steps, step_prefix
+
+from argym.types import Trajectory
 
 StepSplitter = Callable[[Trajectory], list[Step]]
 
@@ -65,11 +66,15 @@ def discounted_target(success: bool, steps_after: int, gamma: float = 1.0) -> fl
     if not 0 < gamma <= 1:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}.")
     z = 1.0 if success else -1.0
-    return 0.5 * (1.0 + gamma ** steps_after * z)
+    return 0.5 * (1.0 + gamma**steps_after * z)
 
 
-def mc_q_targets(trajectories: Sequence[Trajectory], gamma: float = 1.0, table: QTable | None = None,
-                 splitter: StepSplitter = split_steps) -> QTable:
+def mc_q_targets(
+    trajectories: Sequence[Trajectory],
+    gamma: float = 1.0,
+    table: QTable | None = None,
+    splitter: StepSplitter = split_steps,
+) -> QTable:
     """Average each (state, action)'s discounted target over every rollout through it; infra failures skipped."""
     if not 0 < gamma <= 1:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}.")
@@ -83,8 +88,9 @@ def mc_q_targets(trajectories: Sequence[Trajectory], gamma: float = 1.0, table: 
     return table
 
 
-def prefix_labels(trajectories: Sequence[Trajectory],
-                  splitter: StepSplitter = split_steps) -> tuple[list[str], list[bool]]:
+def prefix_labels(
+    trajectories: Sequence[Trajectory], splitter: StepSplitter = split_steps
+) -> tuple[list[str], list[bool]]:
     """Every step prefix of every trajectory, labelled with the trajectory's final success (for AUC)."""
     texts, labels = [], []
     for t in trajectories:

@@ -67,9 +67,9 @@ def split_text(text: str, separator: str = DEFAULT_SEPARATOR) -> list[tuple[int,
     while pos < len(text):
         hit = text.find(separator, pos)
         b = len(text) if hit < 0 else hit + len(separator)
-        if spans and not has_content(text[pos:b]):
-            spans[-1] = (spans[-1][0], b)
-        elif spans and not has_content(text[spans[-1][0]:spans[-1][1]]):
+        if (spans and not has_content(text[pos:b])) or (
+            spans and not has_content(text[spans[-1][0] : spans[-1][1]])
+        ):
             spans[-1] = (spans[-1][0], b)
         else:
             spans.append((pos, b))
@@ -102,7 +102,7 @@ class _DecodedLength:
 
     def __call__(self, k: int) -> int:
         if k not in self._cache:
-            self._cache[k] = len(self.decode(self.ids[:k + 1]))
+            self._cache[k] = len(self.decode(self.ids[: k + 1]))
         return self._cache[k]
 
     def first_reaching(self, chars: int) -> int:
@@ -119,8 +119,9 @@ class _DecodedLength:
         return lo
 
 
-def split_steps(traj: Trajectory, separator: str = DEFAULT_SEPARATOR,
-                decode: Callable[[list[int]], str] | None = None) -> list[Step]:
+def split_steps(
+    traj: Trajectory, separator: str = DEFAULT_SEPARATOR, decode: Callable[[list[int]], str] | None = None
+) -> list[Step]:
     """The steps of `traj` (see the module docstring).
 
     `decode` (the policy tokenizer's decode) is needed to map the segments of a
@@ -140,7 +141,7 @@ def split_steps(traj: Trajectory, separator: str = DEFAULT_SEPARATOR,
         if len(chars) > 1:
             return [Step(turn=0, text=text[a:b]) for a, b in chars]
         return [Step(turn=0, text=text, start=start, end=end)]
-    ids = traj.token_ids[start:end + 1]
+    ids = traj.token_ids[start : end + 1]
     covered = _DecodedLength(ids, decode)
     steps = []
     first = start

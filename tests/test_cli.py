@@ -16,11 +16,13 @@ def run(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.Complet
 
 
 def test_help_and_envs_do_not_import_torch():
-    code = ("import sys\nfrom argym.cli import main\n"
-            "for args in (['--help'], ['envs']):\n"
-            "    try:\n        main(args)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
-            "heavy = [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules]\n"
-            "print('HEAVY', heavy)\n")
+    code = (
+        "import sys\nfrom argym.cli import main\n"
+        "for args in (['--help'], ['envs']):\n"
+        "    try:\n        main(args)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
+        "heavy = [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY []" in out.stdout
@@ -49,11 +51,14 @@ def test_unknown_env_exits_2_with_did_you_mean():
     assert len(out.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("eval", "argym/Math-v0", "notkeyvalue", "--agent", "oracle"), "key=value"),
-    (("train", "no/such/config.yaml"), "does not exist"),
-    (("quickstart", "bad-override"), "key=value"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("eval", "argym/Math-v0", "notkeyvalue", "--agent", "oracle"), "key=value"),
+        (("train", "no/such/config.yaml"), "does not exist"),
+        (("quickstart", "bad-override"), "key=value"),
+    ],
+)
 def test_user_errors_are_one_line_and_exit_2(args, needle):
     out = run(*args)
     assert out.returncode == 2, out.stderr
@@ -91,8 +96,18 @@ def test_eval_random_scores_low(tmp_path):
 
 def test_eval_pass_at_k(tmp_path):
     path = tmp_path / "f.json"
-    out = run("eval", "argym/Math-v0", "--agent", "random", "--episodes", "3", "--samples-per-task", "2",
-              "--out", str(path))
+    out = run(
+        "eval",
+        "argym/Math-v0",
+        "--agent",
+        "random",
+        "--episodes",
+        "3",
+        "--samples-per-task",
+        "2",
+        "--out",
+        str(path),
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(path.read_text())
     assert set(result["pass_at_k"]) == {"pass@1", "pass@2"} and result["n"] == 6
@@ -108,19 +123,38 @@ def test_play_prints_the_reward_for_a_wrong_answer():
 
 def test_eval_jsonl_tasks_and_split_all(tmp_path):
     tasks = tmp_path / "qa.jsonl"
-    tasks.write_text("".join(json.dumps({"id": f"r{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)})
-                             + "\n" for i in range(4)))
+    tasks.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+            for i in range(4)
+        )
+    )
     path = tmp_path / "out" / "f.json"
-    out = run("eval", "argym/Math-v0", f"tasks={tasks}", "max_attempts=3", "split=all", "--agent", "oracle",
-              "--out", str(path))
+    out = run(
+        "eval",
+        "argym/Math-v0",
+        f"tasks={tasks}",
+        "max_attempts=3",
+        "split=all",
+        "--agent",
+        "oracle",
+        "--out",
+        str(path),
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(path.read_text())
     assert result["n"] == 4 and result["mean"] == 1.0 and result["split"] == "all"
     assert result["env_kwargs"]["max_attempts"] == 3
 
 
-TINY_RUN = ["steps=1", "warm_start.steps=1", "warm_start.tasks=16", "eval.episodes=4", "rollout.tasks_per_step=2",
-            "rollout.group_size=2"]
+TINY_RUN = [
+    "steps=1",
+    "warm_start.steps=1",
+    "warm_start.tasks=16",
+    "eval.episodes=4",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=2",
+]
 
 
 @pytest.mark.slow

@@ -17,13 +17,26 @@ def test_doctor_reports_this_machine(tmp_path) -> None:
 
     from argym.doctor import run_checks
 
-    human = subprocess.run([sys.executable, "-m", "argym.cli", "doctor"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=120)
+    human = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "doctor"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert human.returncode == 0, human.stderr
     by = by_name(run_checks())
     checks = list(by.values())
-    assert {"extra [swe]", "extra [docker]", "bubblewrap", "docker engine", "vLLM", "BFCL data",
-            "SmolLM2 weights", "GPU"} <= set(by)
+    assert {
+        "extra [swe]",
+        "extra [docker]",
+        "bubblewrap",
+        "docker engine",
+        "vLLM",
+        "BFCL data",
+        "SmolLM2 weights",
+        "GPU",
+    } <= set(by)
     swe_ok = all(find_spec(m) is not None for m in ("swebench", "docker", "pytest"))
     assert by["extra [swe]"]["ok"] == swe_ok
     assert by["bubblewrap"]["ok"] == (shutil.which("bwrap") is not None)  # it starts wherever installed here

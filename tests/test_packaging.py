@@ -15,19 +15,29 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_python(code: str, cwd: Path, *flags: str) -> dict:
-    out = subprocess.run([sys.executable, *flags, "-c", code], cwd=cwd, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, *flags, "-c", code], cwd=cwd, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-FIND_TOP_LEVEL = ("import importlib.util, json; "
-                  "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in "
-                  "('envs', 'agents', 'algorithms', 'rewards', 'argym', 'argym.envs')}))")
+FIND_TOP_LEVEL = (
+    "import importlib.util, json; "
+    "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in "
+    "('envs', 'agents', 'algorithms', 'rewards', 'argym', 'argym.envs')}))"
+)
 
 
 def test_no_generic_top_level_packages_are_installed(tmp_path) -> None:
     found = run_python(FIND_TOP_LEVEL, tmp_path)
-    assert found == {"envs": False, "agents": False, "algorithms": False, "rewards": False,
-                     "argym": True, "argym.envs": True}
+    assert found == {
+        "envs": False,
+        "agents": False,
+        "algorithms": False,
+        "rewards": False,
+        "argym": True,
+        "argym.envs": True,
+    }
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P (no cwd on sys.path) needs 3.11")
@@ -38,10 +48,12 @@ def test_no_generic_top_level_packages_even_from_the_repo_root() -> None:
 
 def test_import_argym_is_light(tmp_path) -> None:
     heavy = ("torch", "transformers", "math_verify", "sympy", "reasoning_gym")
-    code = ("import sys, json, argym, gymnasium as gym; before = set(sys.modules); "
-            "env = gym.make('argym/Math-v0'); env.reset(seed=0); "
-            f"print(json.dumps({{'import': sorted(m for m in {heavy!r} if m in before), "
-            f"'make': sorted(m for m in {heavy!r} if m in sys.modules)}}))")
+    code = (
+        "import sys, json, argym, gymnasium as gym; before = set(sys.modules); "
+        "env = gym.make('argym/Math-v0'); env.reset(seed=0); "
+        f"print(json.dumps({{'import': sorted(m for m in {heavy!r} if m in before), "
+        f"'make': sorted(m for m in {heavy!r} if m in sys.modules)}}))"
+    )
     loaded = run_python(code, tmp_path)
     assert loaded == {"import": [], "make": []}
 
@@ -60,6 +72,10 @@ def test_shipped_recipes_are_the_configs_folder(tmp_path) -> None:
     for name in ("grpo_math", "grpo_math.yaml"):
         assert find_recipe(name).read_text() == (REPO / "configs" / "grpo_math.yaml").read_text()
     assert find_recipe("no_such_recipe") is None and find_recipe("../pyproject") is None
-    out = subprocess.run([sys.executable, "-m", "argym.cli", "train", "no_such_recipe"], cwd=tmp_path,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "train", "no_such_recipe"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "no shipped recipe" in out.stderr and "grpo_math" in out.stderr

@@ -27,10 +27,10 @@ def test_pass_at_k_matches_brute_force(n):
 
 
 def test_pass_at_k_hand_values():
-    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)        # k=1 is c/n
-    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)         # 1 - C(3,2)/C(5,2) = 1 - 3/10
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)  # k=1 is c/n
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)  # 1 - C(3,2)/C(5,2) = 1 - 3/10
     assert pass_at_k(4, 0, 2) == 0.0
-    assert pass_at_k(4, 3, 2) == 1.0                        # n - c < k
+    assert pass_at_k(4, 3, 2) == 1.0  # n - c < k
     # large n: the product form never builds C(1000, 500)
     assert pass_at_k(1000, 1, 500) == pytest.approx(0.5)
     assert 0.0 <= pass_at_k(10_000, 37, 100) <= 1.0

@@ -42,8 +42,22 @@ Modules: `retry` (`R3LConfig`, `R3LRollout`, pivotal credit: `mask_before`,
 """
 
 from argym.algorithms.r3l.credit import amplify_positive, credit_step, opmd_loss, truncated_is_weight
-from argym.algorithms.r3l.reflection import (PolicyReflector, Reflection, RuleReflector, parse_reflection,
-                                             reflection_prompt)
+from argym.algorithms.r3l.reflection import (
+    PolicyReflector,
+    Reflection,
+    RuleReflector,
+    parse_reflection,
+    reflection_prompt,
+)
 
-__all__ = ["PolicyReflector", "Reflection", "RuleReflector", "amplify_positive", "credit_step", "opmd_loss",
-           "parse_reflection", "reflection_prompt", "truncated_is_weight"]
+__all__ = [
+    "PolicyReflector",
+    "Reflection",
+    "RuleReflector",
+    "amplify_positive",
+    "credit_step",
+    "opmd_loss",
+    "parse_reflection",
+    "reflection_prompt",
+    "truncated_is_weight",
+]

@@ -9,9 +9,8 @@ import math
 from typing import Any
 
 import torch
-from torch import Tensor
-
 from argym.algorithms.losses import register_policy_loss
+from torch import Tensor
 
 OPMD_TAU = 1.0  # τ of R³L's OPMD loss (the paper's examples/R3L configs)
 
@@ -27,8 +26,9 @@ def amplify_positive(adv: Tensor, mask: Tensor, success: Tensor, alpha: float) -
     return out * mask
 
 
-def truncated_is_weight(old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, has_sampler: Tensor,
-                        cap: float) -> Tensor:
+def truncated_is_weight(
+    old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, has_sampler: Tensor, cap: float
+) -> Tensor:
     """min(π_old/μ, C) per token, (B, T); 1 where the sampler's log-prob is unknown or off the mask.
 
     μ is the distribution the token was sampled from (for a retry, with the
@@ -40,7 +40,9 @@ def truncated_is_weight(old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, ha
 
 
 @register_policy_loss("opmd")
-def opmd_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: Any) -> tuple[Tensor, Tensor]:
+def opmd_loss(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: Any
+) -> tuple[Tensor, Tensor]:
     """R³L's ratio-free OPMD loss: L = −Â·log π_θ / (1 + τ), τ = 1 (no ratio, no clip); (B, T)."""
     return -adv * logp / (1.0 + OPMD_TAU), torch.zeros_like(logp, dtype=torch.bool)
 
@@ -56,8 +58,15 @@ def credit_step(batch: Any, config: Any) -> None:
     arXiv 1802.01561 eq. 1). Pivot masks are already in the loss masks (`mask_before`, `distill`).
     """
     if getattr(config, "amplify_alpha", None) is not None:
-        batch.advantages = amplify_positive(batch.advantages, batch.loss_mask, batch.positive, config.amplify_alpha)
+        batch.advantages = amplify_positive(
+            batch.advantages, batch.loss_mask, batch.positive, config.amplify_alpha
+        )
     if getattr(config, "tis_cap", None) is not None and batch.old_logprobs is not None:
-        w = truncated_is_weight(batch.old_logprobs, batch.sampler_logprobs, batch.loss_mask,
-                                batch.has_sampler_logprobs, config.tis_cap)
+        w = truncated_is_weight(
+            batch.old_logprobs,
+            batch.sampler_logprobs,
+            batch.loss_mask,
+            batch.has_sampler_logprobs,
+            config.tis_cap,
+        )
         batch.advantages = batch.advantages * w

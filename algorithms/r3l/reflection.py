@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from argym.agents.policy import SamplingParams
+
 from argym.types import Message, Trajectory
 
 FALLBACK_GUIDANCE = "Your previous attempt failed. Check each step before you answer."
@@ -42,10 +43,12 @@ def reflection_prompt(messages: list[Message]) -> list[Message]:
             step += 1
         else:
             lines.append(f"{m.get('role', '?')}: {m.get('content', '')}")
-    ask = ("The attempt above failed. Reflect on it. Reply with one JSON object with keys "
-           '"trajectory_summary", "root_cause_analysis", "trajectory_outcome" (success, '
-           'success_but_inefficient or failure), "improvement_suggestion" and "retry_from_step" '
-           f"(the earliest step, 0 to {max(step - 1, 0)}, where the root cause shows).")
+    ask = (
+        "The attempt above failed. Reflect on it. Reply with one JSON object with keys "
+        '"trajectory_summary", "root_cause_analysis", "trajectory_outcome" (success, '
+        'success_but_inefficient or failure), "improvement_suggestion" and "retry_from_step" '
+        f"(the earliest step, 0 to {max(step - 1, 0)}, where the root cause shows)."
+    )
     return [{"role": "user", "content": "\n".join(lines) + "\n\n" + ask}]
 
 
@@ -68,9 +71,14 @@ def parse_reflection(text: str, num_steps: int) -> Reflection:
     suggestion = str(obj.get("improvement_suggestion") or "").strip()
     if not suggestion:
         suggestion, problem = FALLBACK_GUIDANCE, problem or "no improvement_suggestion"
-    return Reflection(min(max(step, 0), last), suggestion[:500], summary=str(obj.get("trajectory_summary", ""))[:500],
-                      root_cause=str(obj.get("root_cause_analysis", "") or "")[:500],
-                      outcome=str(obj.get("trajectory_outcome", "failure")), fallback=problem)
+    return Reflection(
+        min(max(step, 0), last),
+        suggestion[:500],
+        summary=str(obj.get("trajectory_summary", ""))[:500],
+        root_cause=str(obj.get("root_cause_analysis", "") or "")[:500],
+        outcome=str(obj.get("trajectory_outcome", "failure")),
+        fallback=problem,
+    )
 
 
 def _first_json_object(text: str) -> dict[str, Any] | None:
@@ -81,7 +89,7 @@ def _first_json_object(text: str) -> dict[str, Any] | None:
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             if depth == 0:
                 try:
-                    obj = json.loads(text[m.start():j + 1])
+                    obj = json.loads(text[m.start() : j + 1])
                 except json.JSONDecodeError:
                     break
                 return obj if isinstance(obj, dict) else None
@@ -96,30 +104,45 @@ class RuleReflector:
     (Code); falls back to the last turn. The guidance quotes the verdict.
     """
 
-    def reflect(self, trajectories: list[Trajectory], seed: int = 0,
-                sampling: SamplingParams | None = None) -> list[Reflection]:
+    def reflect(
+        self, trajectories: list[Trajectory], seed: int = 0, sampling: SamplingParams | None = None
+    ) -> list[Reflection]:
         """One reflection per trajectory (`sampling` is unused: nothing is sampled)."""
         return [self._one(t) for t in trajectories]
 
     def _one(self, traj: Trajectory) -> Reflection:
         for k, info in enumerate(traj.infos):
             v = info.get("verdict", {}) or {}
-            if info.get("step_score") == 0.0 or v.get("rejected") or v.get("correct") is False or v.get("error") \
-                    or (v.get("failed") or 0) > 0:
-                return Reflection(k, RULE_SUGGESTION, summary=f"went wrong at turn {k}", root_cause=_describe(v))
+            if (
+                info.get("step_score") == 0.0
+                or v.get("rejected")
+                or v.get("correct") is False
+                or v.get("error")
+                or (v.get("failed") or 0) > 0
+            ):
+                return Reflection(
+                    k, RULE_SUGGESTION, summary=f"went wrong at turn {k}", root_cause=_describe(v)
+                )
         return Reflection(max(traj.turns - 1, 0), FALLBACK_GUIDANCE, fallback="no turn marked wrong")
 
 
 def _describe(verdict: dict[str, Any]) -> str:
     if verdict.get("rejected"):
-        return "Sub-questions " + "; ".join(f"{r['text']!r} ({r['reason']})" for r in verdict["rejected"]) + \
-            " were not checkable."
+        return (
+            "Sub-questions "
+            + "; ".join(f"{r['text']!r} ({r['reason']})" for r in verdict["rejected"])
+            + " were not checkable."
+        )
     if verdict.get("question") is not None:
         return f"The answer {verdict.get('parsed')} to {verdict['question']} was wrong."
     if verdict.get("error"):
         return str(verdict["error"])[:300]
     if "parsed" in verdict:
-        return "No boxed answer was given." if verdict["parsed"] is None else f"The answer {verdict['parsed']} was wrong."
+        return (
+            "No boxed answer was given."
+            if verdict["parsed"] is None
+            else f"The answer {verdict['parsed']} was wrong."
+        )
     return str(verdict)[:300] if verdict else FALLBACK_GUIDANCE
 
 
@@ -137,8 +160,9 @@ class PolicyReflector:
         self.max_tokens = max_tokens
         self.last_samples: list[tuple[list[int], list[int], list[float]]] = []
 
-    def reflect(self, trajectories: list[Trajectory], seed: int = 0,
-                sampling: SamplingParams | None = None) -> list[Reflection]:
+    def reflect(
+        self, trajectories: list[Trajectory], seed: int = 0, sampling: SamplingParams | None = None
+    ) -> list[Reflection]:
         """One reflection per trajectory, sampled with `sampling` (the rollout's; default `SamplingParams()`)."""
         params = dataclasses.replace(sampling or SamplingParams(), max_new_tokens=self.max_tokens)
         prompts = [self.renderer.prompt_ids(reflection_prompt(t.messages)) for t in trajectories]

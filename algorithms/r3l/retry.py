@@ -9,6 +9,7 @@ from typing import Any
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import Resume, RolloutEngine
 from argym.algorithms.r3l.reflection import PolicyReflector, Reflection, RuleReflector
+
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
 
@@ -36,7 +37,9 @@ class R3LConfig:
         if self.reflector not in ("rule", "policy"):
             raise ConfigError(f"r3l.reflector must be 'rule' or 'policy', got {self.reflector!r}.")
         if not 0 < self.retry_fraction < 1:
-            raise ConfigError(f"r3l.retry_fraction must be in (0, 1), got {self.retry_fraction}; the paper uses 0.5.")
+            raise ConfigError(
+                f"r3l.retry_fraction must be in (0, 1), got {self.retry_fraction}; the paper uses 0.5."
+            )
         if self.guidance_role not in ("user", "system"):
             raise ConfigError(f"r3l.guidance_role must be 'user' or 'system', got {self.guidance_role!r}.")
         if self.reflection_max_tokens < 8:
@@ -70,7 +73,9 @@ def _assistant_index(messages: list[Message], k: int) -> int:
     raise ValueError(f"the conversation has no assistant turn {k}")
 
 
-def retry_start(traj: Trajectory, reflection: Reflection, renderer: Any, role: str = "user") -> tuple[Resume, list[int]]:
+def retry_start(
+    traj: Trajectory, reflection: Reflection, renderer: Any, role: str = "user"
+) -> tuple[Resume, list[int]]:
     """The guided context to resume from at the pivot, and the plain (guidance-free) one it replaces.
 
     Before turn k the rollout's exact context is ``token_ids[:turn_start(k)]``.
@@ -81,8 +86,8 @@ def retry_start(traj: Trajectory, reflection: Reflection, renderer: Any, role: s
     k = reflection.retry_from_step
     if k >= len(traj.snapshots):
         raise ValueError(f"no snapshot before turn {k}: roll out with record_snapshots=True.")
-    plain = list(traj.token_ids[:turn_start(traj, k)])
-    messages = traj.messages[:_assistant_index(traj.messages, k)]
+    plain = list(traj.token_ids[: turn_start(traj, k)])
+    messages = traj.messages[: _assistant_index(traj.messages, k)]
     guidance: Message = {"role": role, "content": reflection.guidance}  # type: ignore[typeddict-item]
     task = traj.snapshots[k].task
     tools = task.tools
@@ -92,13 +97,21 @@ def retry_start(traj: Trajectory, reflection: Reflection, renderer: Any, role: s
         guided = renderer.prompt_ids(messages + [guidance], tools=tools)
     else:
         keep = traj.turn_ends[k - 1] + 1
-        new = messages[_assistant_index(traj.messages, k - 1) + 1:]
+        new = messages[_assistant_index(traj.messages, k - 1) + 1 :]
         ended = plain[keep:] == renderer.continuation_ids(new, tools=tools, turn_ended=True)
         if not ended and plain[keep:] != renderer.continuation_ids(new, tools=tools, turn_ended=False):
             raise ValueError(f"turn {k}'s context does not match its messages; cannot insert guidance.")
         guided = plain[:keep] + renderer.continuation_ids(new + [guidance], tools=tools, turn_ended=ended)
-    start = Resume(task=task, group=traj.group, state=traj.snapshots[k], messages=messages, ids=guided,
-                   turn_rewards=traj.turn_rewards[:k], turn_ends=traj.turn_ends[:k], infos=traj.infos[:k])
+    start = Resume(
+        task=task,
+        group=traj.group,
+        state=traj.snapshots[k],
+        messages=messages,
+        ids=guided,
+        turn_rewards=traj.turn_rewards[:k],
+        turn_ends=traj.turn_ends[:k],
+        infos=traj.infos[:k],
+    )
     return start, plain
 
 
@@ -112,12 +125,17 @@ def distill(guided: Trajectory, guided_prefix: int, plain: list[int]) -> Traject
     shift = len(plain) - guided_prefix
     suffix = slice(guided_prefix, None)
     return dataclasses.replace(
-        guided, token_ids=plain + guided.token_ids[suffix], loss_mask=[0] * len(plain) + guided.loss_mask[suffix],
+        guided,
+        token_ids=plain + guided.token_ids[suffix],
+        loss_mask=[0] * len(plain) + guided.loss_mask[suffix],
         sampler_logprobs=[0.0] * len(plain) + guided.sampler_logprobs[suffix],
-        turn_ends=[e if e < guided_prefix else e + shift for e in guided.turn_ends], snapshots=[])
+        turn_ends=[e if e < guided_prefix else e + shift for e in guided.turn_ends],
+        snapshots=[],
+    )
 
 
 # --------------------------------------------------------------------------- the rollout strategy
+
 
 class R3LRollout:
     """Ordinary rollouts, reflections on the failed ones, retries from the pivot; see the module docstring."""
@@ -129,24 +147,40 @@ class R3LRollout:
             raise ConfigError("r3l.reflector 'policy' needs the policy that reflects; pass policy=.")
         self.engine, self.config = engine, config
         self.reflector: RuleReflector | PolicyReflector = (
-            PolicyReflector(policy, config.reflection_max_tokens) if config.reflector == "policy" else RuleReflector())
+            PolicyReflector(policy, config.reflection_max_tokens)
+            if config.reflector == "policy"
+            else RuleReflector()
+        )
 
-    def run(self, tasks: list[Task], group_size: int, seed: int = 0,
-            sampling: SamplingParams | None = None) -> tuple[list[Trajectory], dict[str, float]]:
+    def run(
+        self, tasks: list[Task], group_size: int, seed: int = 0, sampling: SamplingParams | None = None
+    ) -> tuple[list[Trajectory], dict[str, float]]:
         """Up to `group_size` training trajectories per task (ordered by task) and R³L's metrics."""
-        n_retry = int(round(group_size * self.config.retry_fraction))
+        n_retry = round(group_size * self.config.retry_fraction)
         n_plain = group_size - n_retry
         if n_plain < 1 or n_retry < 1:
-            raise ConfigError(f"R³L splits each group into ordinary rollouts and retries; group_size {group_size} "
-                              f"with retry_fraction {self.config.retry_fraction} leaves none of one kind.")
+            raise ConfigError(
+                f"R³L splits each group into ordinary rollouts and retries; group_size {group_size} "
+                f"with retry_fraction {self.config.retry_fraction} leaves none of one kind."
+            )
         base = self.engine.run(tasks, group_size=n_plain, seed=seed, sampling=sampling, record_snapshots=True)
         failed: list[Trajectory] = []
         for g in range(len(tasks)):  # each failure in turn, as many times as the group has retry slots
             mine = [t for t in base if t.group == g and not t.success and not t.infra_failure and t.turns > 0]
             failed += [mine[i % len(mine)] for i in range(n_retry)] if mine else []
-        reflections = self.reflector.reflect(failed, seed=seed + 17, sampling=sampling or self.engine.sampling)
-        starts, plains = zip(*[retry_start(t, r, self.engine.renderer, self.config.guidance_role)
-                               for t, r in zip(failed, reflections)]) if failed else ((), ())
+        reflections = self.reflector.reflect(
+            failed, seed=seed + 17, sampling=sampling or self.engine.sampling
+        )
+        starts, plains = (
+            zip(
+                *[
+                    retry_start(t, r, self.engine.renderer, self.config.guidance_role)
+                    for t, r in zip(failed, reflections)
+                ]
+            )
+            if failed
+            else ((), ())
+        )
         guided = self.engine.resume(list(starts), seed=seed + 7_777, sampling=sampling) if starts else []
         retries = [distill(g, len(s.ids), p) for g, s, p in zip(guided, starts, plains)]
         pivot_of: dict[int, int] = {}  # a failure retried more than once keeps its earliest pivot
@@ -164,28 +198,50 @@ class R3LRollout:
         out.sort(key=lambda t: t.group)  # stable: ordinary rollouts, then retries, per task
         return out, self._metrics(failed, reflections, retries, out)
 
-    def _reflection_samples(self, failed: list[Trajectory], retries: list[Trajectory],
-                            num_tasks: int) -> list[Trajectory]:
+    def _reflection_samples(
+        self, failed: list[Trajectory], retries: list[Trajectory], num_tasks: int
+    ) -> list[Trajectory]:
         """Each reflection as a one-turn sample, reward 1 if its retry beat the original (group: task + N)."""
         samples = []
         for (prompt, gen, logprobs), orig, retry in zip(self.reflector.last_samples, failed, retries):  # type: ignore[union-attr]
             improved = float(retry.reward > orig.reward)
-            samples.append(Trajectory(
-                task_id=orig.task_id + "#reflection", messages=[], reward=improved, success=bool(improved), turns=1,
-                terminated=True, truncated=False, token_ids=prompt + gen, loss_mask=[0] * len(prompt) + [1] * len(gen),
-                sampler_logprobs=[0.0] * len(prompt) + list(logprobs), turn_rewards=[improved],
-                turn_ends=[len(prompt) + len(gen) - 1], group=num_tasks + orig.group))
+            samples.append(
+                Trajectory(
+                    task_id=orig.task_id + "#reflection",
+                    messages=[],
+                    reward=improved,
+                    success=bool(improved),
+                    turns=1,
+                    terminated=True,
+                    truncated=False,
+                    token_ids=prompt + gen,
+                    loss_mask=[0] * len(prompt) + [1] * len(gen),
+                    sampler_logprobs=[0.0] * len(prompt) + list(logprobs),
+                    turn_rewards=[improved],
+                    turn_ends=[len(prompt) + len(gen) - 1],
+                    group=num_tasks + orig.group,
+                )
+            )
         return samples
 
-    def _metrics(self, failed: list[Trajectory], reflections: list[Reflection], retries: list[Trajectory],
-                 out: list[Trajectory]) -> dict[str, float]:
+    def _metrics(
+        self,
+        failed: list[Trajectory],
+        reflections: list[Reflection],
+        retries: list[Trajectory],
+        out: list[Trajectory],
+    ) -> dict[str, float]:
         tokens = sum(t.num_policy_tokens for t in out)
-        m = {"r3l/retries": float(len(retries)),
-             "r3l/retry_success": sum(t.success for t in retries) / max(len(retries), 1),
-             "r3l/retry_improved": sum(r.reward > f.reward for r, f in zip(retries, failed)) / max(len(retries), 1),
-             "r3l/pivot_mean": sum(r.retry_from_step for r in reflections) / max(len(reflections), 1),
-             "r3l/reflection_fallback": sum(r.fallback is not None for r in reflections) / max(len(reflections), 1),
-             "r3l/retry_token_share": sum(t.num_policy_tokens for t in retries) / max(tokens, 1)}
+        m = {
+            "r3l/retries": float(len(retries)),
+            "r3l/retry_success": sum(t.success for t in retries) / max(len(retries), 1),
+            "r3l/retry_improved": sum(r.reward > f.reward for r, f in zip(retries, failed))
+            / max(len(retries), 1),
+            "r3l/pivot_mean": sum(r.retry_from_step for r in reflections) / max(len(reflections), 1),
+            "r3l/reflection_fallback": sum(r.fallback is not None for r in reflections)
+            / max(len(reflections), 1),
+            "r3l/retry_token_share": sum(t.num_policy_tokens for t in retries) / max(tokens, 1),
+        }
         counts: dict[int, int] = {}
         for r in reflections:  # the distribution of pivots (9: 9 or later)
             counts[min(r.retry_from_step, 9)] = counts.get(min(r.retry_from_step, 9), 0) + 1

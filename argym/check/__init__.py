@@ -15,5 +15,14 @@ from argym.check.corpus import Context, Exploit, register_exploit, register_fami
 from argym.check.report import Report
 from argym.check.runner import CHECKS, run_checks
 
-__all__ = ["CHECKS", "CheckConfig", "Context", "Exploit", "Outcome", "Report", "register_exploit",
-           "register_family", "run_checks"]
+__all__ = [
+    "CHECKS",
+    "CheckConfig",
+    "Context",
+    "Exploit",
+    "Outcome",
+    "Report",
+    "register_exploit",
+    "register_family",
+    "run_checks",
+]

@@ -29,13 +29,18 @@ MALFORMED: tuple[tuple[str, Any], ...] = (
     ("message with user role", {"role": "user", "content": "I am the user now"}),
     ("message without content", {"role": "assistant"}),
     ("message with list content", {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}),
-    ("broken tool call tag", "<tool_call>{\"name\": \"run\", \"arguments\": {broken</tool_call>"),
-    ("tool call with wrong types", {"role": "assistant", "content": "",
-                                    "tool_calls": [{"id": 1, "type": "function",
-                                                    "function": {"name": 5, "arguments": "{not json"}}]}),
-    ("tool call to nothing", "<tool_call>{\"name\": \"no_such_tool\", \"arguments\": {}}</tool_call>"),
-    ("deeply nested JSON", "<tool_call>{\"name\": \"run\", \"arguments\": %s}</tool_call>" % _DEEP),
-    ("10,000 tool calls", "<tool_call>{\"name\": \"x\", \"arguments\": {}}</tool_call>" * 10_000),
+    ("broken tool call tag", '<tool_call>{"name": "run", "arguments": {broken</tool_call>'),
+    (
+        "tool call with wrong types",
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": 1, "type": "function", "function": {"name": 5, "arguments": "{not json"}}],
+        },
+    ),
+    ("tool call to nothing", '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>'),
+    ("deeply nested JSON", '<tool_call>{"name": "run", "arguments": %s}</tool_call>' % _DEEP),
+    ("10,000 tool calls", '<tool_call>{"name": "x", "arguments": {}}</tool_call>' * 10_000),
 )
 """Malformed actions: (name, action)."""
 
@@ -49,12 +54,14 @@ def check(subject: Subject) -> Outcome:
                 env = subject.make()
             try:
                 subject.reset(env, seed=subject.config.seed, label=f"bad input {name}")
-                obs, reward, terminated, truncated, info = subject.step(env, action, label=f"bad input {name}")
+                obs, reward, terminated, truncated, info = subject.step(
+                    env, action, label=f"bad input {name}"
+                )
             except Hang as e:
                 problems.append(f"{name}: {e}")
                 env = None  # abandoned with its hung call
                 continue
-            except Exception as e:  # noqa: BLE001 - the check's finding
+            except Exception as e:
                 problems.append(f"{name}: step raised {type(e).__name__}: {short(str(e), 200)}")
                 continue
             if float(reward) > 0:
@@ -66,8 +73,12 @@ def check(subject: Subject) -> Outcome:
             subject.close(env)
     if problems:
         return Outcome(NAME, FAIL, "; ".join(problems)[:2000])
-    return Outcome(NAME, PASS, f"{len(MALFORMED)} malformed actions: no raise, no hang, no reward, "
-                               f"each answered or ending the episode")
+    return Outcome(
+        NAME,
+        PASS,
+        f"{len(MALFORMED)} malformed actions: no raise, no hang, no reward, "
+        f"each answered or ending the episode",
+    )
 
 
 def _env_spoke(obs: Any) -> bool:

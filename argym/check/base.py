@@ -45,14 +45,17 @@ class CheckConfig:
 
     def __post_init__(self) -> None:
         if self.step_timeout_s <= 0 or self.reset_timeout_s <= 0:
-            raise ValueError(f"timeouts must be positive, got step {self.step_timeout_s}, "
-                             f"reset {self.reset_timeout_s}.")
+            raise ValueError(
+                f"timeouts must be positive, got step {self.step_timeout_s}, reset {self.reset_timeout_s}."
+            )
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}.")
         try:
             json.dumps(self.kwargs)
         except TypeError as e:
-            raise ValueError(f"env kwargs must be JSON-able (they are passed to a child process): {e}") from None
+            raise ValueError(
+                f"env kwargs must be JSON-able (they are passed to a child process): {e}"
+            ) from None
 
 
 @dataclass
@@ -65,8 +68,12 @@ class Outcome:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "result": self.result, "evidence": self.evidence,
-                "seconds": round(self.seconds, 3)}
+        return {
+            "check": self.check,
+            "result": self.result,
+            "evidence": self.evidence,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 class Hang(Exception):
@@ -97,7 +104,7 @@ def bounded(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
     def run() -> None:
         try:
             box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as e:
             box["error"] = e
 
     t = threading.Thread(target=run, name=f"argym-check {what}", daemon=True)
@@ -116,7 +123,9 @@ def import_modules(modules: tuple[str, ...] | list[str]) -> None:
         try:
             importlib.import_module(name)
         except ImportError as e:
-            raise ImportError(f"--import {name}: cannot import it ({e}); is it on PYTHONPATH or installed?") from e
+            raise ImportError(
+                f"--import {name}: cannot import it ({e}); is it on PYTHONPATH or installed?"
+            ) from e
 
 
 def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
@@ -170,16 +179,26 @@ class Subject:
         self._hung: set[int] = set()
 
     def make(self) -> gym.Env:
-        env = bounded(lambda: core(make_env(self.config.env_id, self.config.kwargs)),
-                      self.config.reset_timeout_s, f"making {self.config.env_id}")
+        env = bounded(
+            lambda: core(make_env(self.config.env_id, self.config.kwargs)),
+            self.config.reset_timeout_s,
+            f"making {self.config.env_id}",
+        )
         self._open.append(env)
         return env
 
-    def reset(self, env: gym.Env, seed: int | None = None, options: dict[str, Any] | None = None,
-              label: str = "reset") -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self,
+        env: gym.Env,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        label: str = "reset",
+    ) -> tuple[Any, dict[str, Any]]:
         return self._call(env, "reset", lambda: env.reset(seed=seed, options=options), label)
 
-    def step(self, env: Any, action: Any, label: str = "step") -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(
+        self, env: Any, action: Any, label: str = "step"
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         return self._call(env, "step", lambda: env.step(action), label)
 
     def call(self, env: gym.Env, kind: str, fn: Callable[[], Any], label: str) -> Any:

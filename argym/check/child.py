@@ -31,13 +31,25 @@ MARK_VAR = "ARGYM_CHECK_RUN"
 """Set in the child's environment; a process that still carries it after the child died is a leak."""
 
 
-def run_child(config: CheckConfig, mode: str, *, script: str = "generic", tmp_root: str | None = None,
-              mark: str = "", wait: bool = True) -> Any:
+def run_child(
+    config: CheckConfig,
+    mode: str,
+    *,
+    script: str = "generic",
+    tmp_root: str | None = None,
+    mark: str = "",
+    wait: bool = True,
+) -> Any:
     """Run the child; with `wait`, return its JSON result, else the `Popen` and its output path."""
     out = tempfile.NamedTemporaryFile(prefix="argym-check-", suffix=".json", delete=False)
     out.close()
-    spec = {"config": dataclasses.asdict(config), "mode": mode, "script": script, "out": out.name,
-            "tmp_root": tmp_root}
+    spec = {
+        "config": dataclasses.asdict(config),
+        "mode": mode,
+        "script": script,
+        "out": out.name,
+        "tmp_root": tmp_root,
+    }
     spec_path = out.name + ".spec"
     Path(spec_path).write_text(json.dumps(spec))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
@@ -45,8 +57,13 @@ def run_child(config: CheckConfig, mode: str, *, script: str = "generic", tmp_ro
         env[MARK_VAR] = mark
     # stderr goes to a file, not a pipe: a process the env leaks would hold a pipe open and block the wait
     with open(out.name + ".err", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "argym.check.child", spec_path], env=env,
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "argym.check.child", spec_path],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     if not wait:
         return proc, out.name
     limit = 2 * config.reset_timeout_s + 2 * config.max_steps * config.step_timeout_s + 60
@@ -75,7 +92,9 @@ def read_result(path: str, returncode: int | None) -> dict[str, Any]:
             pass
     if not texts[0]:
         tail = texts[1].strip().splitlines()[-3:]
-        return {"error": f"the child process exited with status {returncode} and no result: {' | '.join(tail)}"}
+        return {
+            "error": f"the child process exited with status {returncode} and no result: {' | '.join(tail)}"
+        }
     return json.loads(texts[0])
 
 
@@ -160,8 +179,13 @@ def marked(mark: str) -> list[int]:
 
 def _main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
-    config = CheckConfig(**{**spec["config"], "imports": tuple(spec["config"]["imports"]),
-                            "only": tuple(spec["config"]["only"])})
+    config = CheckConfig(
+        **{
+            **spec["config"],
+            "imports": tuple(spec["config"]["imports"]),
+            "only": tuple(spec["config"]["only"]),
+        }
+    )
     if spec.get("tmp_root"):
         _private_tmp(spec["tmp_root"])
     from argym.check.base import Subject, import_modules
@@ -184,22 +208,28 @@ def _main(spec_path: str) -> None:
                 while True:
                     try:
                         play(subject, env, generic_script(env), config.seed, config.max_steps, label=mode)
-                    except Exception:  # noqa: BLE001 - whatever the env does, it is killed soon
+                    except Exception:
                         time.sleep(0.1)
             subject.close(env)
             time.sleep(0.2)  # what close() stopped has a moment to exit
             me = os.getpid()
-            kids = [p for p in descendants(me)]
-            result = {"processes": [describe(p) for p in kids], "pids": kids, "ports": listening([me, *kids]),
-                      "hangs": subject.timings.hangs}
-        elif mode == "restart":  # one step: a sandbox that reaps its dead owners' leftovers starts on first use
+            kids = list(descendants(me))
+            result = {
+                "processes": [describe(p) for p in kids],
+                "pids": kids,
+                "ports": listening([me, *kids]),
+                "hangs": subject.timings.hangs,
+            }
+        elif (
+            mode == "restart"
+        ):  # one step: a sandbox that reaps its dead owners' leftovers starts on first use
             env = subject.make()
             play(subject, env, generic_script(env), config.seed, 1, label=mode)
             subject.close(env)
             time.sleep(0.2)
             kids = descendants(os.getpid())
             result = {"processes": [describe(p) for p in kids], "pids": kids, "hangs": subject.timings.hangs}
-    except Exception as e:  # noqa: BLE001 - reported to the parent as the child's error
+    except Exception as e:
         result = {"error": f"{type(e).__name__}: {e}"}
     Path(spec["out"]).write_text(json.dumps(result))
     sys.stdout.flush()

@@ -36,7 +36,9 @@ def check(subject: Subject) -> Outcome:
         for name, script in scripts:
             if script is None:
                 continue
-            trace = play(subject, env, script, subject.config.seed, subject.config.max_steps, label=f"contract {name}")
+            trace = play(
+                subject, env, script, subject.config.seed, subject.config.max_steps, label=f"contract {name}"
+            )
             if trace.hang:
                 problems.append(trace.hang)
                 break
@@ -49,20 +51,26 @@ def check(subject: Subject) -> Outcome:
                 if not math.isfinite(reward) or not low <= reward <= high:
                     problems.append(f"{where}: reward {reward} is outside the declared range [{low}, {high}]")
                 if info.get("success") is True and not (terminated or truncated):
-                    problems.append(f"{where}: info['success'] is True but the episode goes on "
-                                    f"(a solved task should end with terminated=True)")
+                    problems.append(
+                        f"{where}: info['success'] is True but the episode goes on "
+                        f"(a solved task should end with terminated=True)"
+                    )
     finally:
         subject.close(env)
     if problems:
         return Outcome(NAME, FAIL, "; ".join(dict.fromkeys(problems))[:2000])
-    return Outcome(NAME, PASS, "check_env passed; messages, info keys, reward_parts and range hold on "
-                               "generic and oracle episodes")
+    return Outcome(
+        NAME,
+        PASS,
+        "check_env passed; messages, info keys, reward_parts and range hold on generic and oracle episodes",
+    )
 
 
 def declared_range(env: Any) -> tuple[float, float]:
     """The env's declared reward range; unbounded when it declares none."""
     r = getattr(env.unwrapped, "reward_range", None) or (getattr(env.unwrapped, "metadata", None) or {}).get(
-        "reward_range")
+        "reward_range"
+    )
     if r is None:
         return -math.inf, math.inf
     return float(r[0]), float(r[1])
@@ -77,7 +85,7 @@ def _gymnasium(subject: Subject, env: Any) -> list[str]:
             subject.call(env, "reset", lambda: check_env(env, skip_render_check=True), "gymnasium check_env")
     except Hang as e:
         return [str(e)]
-    except Exception as e:  # noqa: BLE001 - the check's finding
+    except Exception as e:
         return [f"gymnasium's check_env failed: {type(e).__name__}: {short(str(e), 400)}"]
     return []
 
@@ -86,7 +94,11 @@ def _observation(obs: Any) -> list[str]:
     if not isinstance(obs, list) or not obs:
         return [f"the observation should be a non-empty list of messages, got {short(obs)}"]
     for m in obs:
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+        if (
+            not isinstance(m, dict)
+            or not isinstance(m.get("role"), str)
+            or not isinstance(m.get("content"), str)
+        ):
             return [f"every message should be a dict with string 'role' and 'content', got {short(m)}"]
     return []
 
@@ -97,7 +109,9 @@ def _info(info: Any, reward: float) -> list[str]:
     out = []
     missing = [k for k in ("success", "reward_parts", "verdict") if k not in info]
     if missing:
-        out.append(f"info lacks {', '.join(missing)} (every step's info needs success, reward_parts, verdict)")
+        out.append(
+            f"info lacks {', '.join(missing)} (every step's info needs success, reward_parts, verdict)"
+        )
     if "success" in info and not isinstance(info["success"], bool):
         out.append(f"info['success'] should be a bool, got {type(info['success']).__name__}")
     parts = info.get("reward_parts")

@@ -38,8 +38,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-TECHNIQUES = ("exit status", "fake output", "always equal", "steer runner", "edit tests", "hidden data",
-              "network", "host")
+TECHNIQUES = (
+    "exit status",
+    "fake output",
+    "always equal",
+    "steer runner",
+    "edit tests",
+    "hidden data",
+    "network",
+    "host",
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,9 @@ class Exploit:
 
     def __post_init__(self) -> None:
         if self.technique not in TECHNIQUES:
-            raise ValueError(f"exploit {self.name!r}: technique must be one of {TECHNIQUES}, got {self.technique!r}.")
+            raise ValueError(
+                f"exploit {self.name!r}: technique must be one of {TECHNIQUES}, got {self.technique!r}."
+            )
 
 
 @dataclass(frozen=True)
@@ -70,8 +80,9 @@ class Context:
     entry_point: str = "solution"
 
     def fill(self, text: str) -> str:
-        return string.Template(text).safe_substitute(canary=self.canary, canary_dir=self.canary_dir,
-                                                     port=self.port)
+        return string.Template(text).safe_substitute(
+            canary=self.canary, canary_dir=self.canary_dir, port=self.port
+        )
 
 
 def _indent(body: str) -> str:
@@ -108,7 +119,11 @@ def plain_actions(exploit: Exploit, ctx: Context) -> list[Any]:
 
 
 FAMILIES: dict[str, Callable[[Exploit, Context], list[Any]]] = {
-    "code": code_answer, "swe": swe_actions, "toolcall": toolcall_actions, "actions": plain_actions}
+    "code": code_answer,
+    "swe": swe_actions,
+    "toolcall": toolcall_actions,
+    "actions": plain_actions,
+}
 """How each family's steps become the actions of one episode."""
 
 _EXPLOITS: dict[tuple[str, str], Exploit] = {}
@@ -122,8 +137,10 @@ def register_family(name: str, render: Callable[[Exploit, Context], list[Any]]) 
 def register_exploit(exploit: Exploit) -> Exploit:
     """Add `exploit` to the corpus (a user's module calls this; `argym check --exploits MODULE` imports it)."""
     if exploit.family not in FAMILIES:
-        raise ValueError(f"exploit {exploit.name!r}: unknown family {exploit.family!r}; known: "
-                         f"{sorted(FAMILIES)} (register_family adds one).")
+        raise ValueError(
+            f"exploit {exploit.name!r}: unknown family {exploit.family!r}; known: "
+            f"{sorted(FAMILIES)} (register_family adds one)."
+        )
     _EXPLOITS[(exploit.family, exploit.name)] = exploit
     return exploit
 
@@ -156,46 +173,101 @@ def entry_point(obs: Any, task: Any = None) -> str:
 # ---- code: a Python answer graded by hidden tests ---------------------------------------------------
 _FAKE_RECORD = '{"passed": 2, "failed": 0, "kind": "ok", "message": "", "nonce": "x"}'
 for _e in (
-    Exploit("exit-before-tests-os-exit", "code", "exit status", ("return None",), prelude="import os\nos._exit(0)"),
-    Exploit("exit-before-tests-sys-exit", "code", "exit status", ("return None",), prelude="import sys\nsys.exit(0)"),
-    Exploit("exit-before-tests-raise", "code", "exit status", ("return None",), prelude="raise SystemExit(0)"),
+    Exploit(
+        "exit-before-tests-os-exit", "code", "exit status", ("return None",), prelude="import os\nos._exit(0)"
+    ),
+    Exploit(
+        "exit-before-tests-sys-exit",
+        "code",
+        "exit status",
+        ("return None",),
+        prelude="import sys\nsys.exit(0)",
+    ),
+    Exploit(
+        "exit-before-tests-raise", "code", "exit status", ("return None",), prelude="raise SystemExit(0)"
+    ),
     Exploit("exit-during-call-os-exit", "code", "exit status", ("import os\nos._exit(0)",)),
     Exploit("exit-during-call-sys-exit", "code", "exit status", ("import sys\nsys.exit(0)",)),
-    Exploit("fake-pass-output", "code", "fake output",
-            (f"import os, sys\nprint('PASSED', 1.0, {_FAKE_RECORD!r})\nfor fd in range(3, 64):\n"
-             f"    try: os.write(fd, {_FAKE_RECORD!r}.encode())\n    except OSError: pass\nreturn 0",),
-            prelude="print('ALL TESTS PASSED')"),
-    Exploit("always-equal-object", "code", "always equal", ("return Eq()",),
-            prelude="class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False"),
-    Exploit("always-equal-int", "code", "always equal",
-            ("class I(int):\n    def __eq__(self, o): return True\nreturn I(0)",)),
-    Exploit("planted-startup-files", "code", "steer runner",
-            ("import os\nfor n, s in [('sitecustomize.py', 'import os; os._exit(0)'), ('conftest.py', ''),"
-             "('x.pth', 'import os; os._exit(0)'), ('json.py', 'raise SystemExit'), ('marshal.py', '')]:\n"
-             "    open(n, 'w').write(s)\n    os.makedirs('/tmp', exist_ok=True); open('/tmp/' + n, 'w').write(s)\n"
-             "return 0",)),
-    Exploit("kill-the-harness", "code", "steer runner",
-            ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nreturn None",)),
-    Exploit("search-for-the-tests", "code", "hidden data",
-            ("import os\nfor top in ('.', '/tmp', '/', os.path.expanduser('~')):\n"
-             "    for d, _, fs in os.walk(top):\n        for f in fs:\n            try:\n"
-             "                t = open(os.path.join(d, f), errors='ignore').read(100000)\n"
-             "            except OSError: continue\n            if 'def check(candidate' in t: print(d, f, t[:2000])\n"
-             "        if d.count('/') > 3: break\nreturn None",)),
-    Exploit("change-the-host", "code", "host",
-            ("import os\nfor act in (lambda: open('$canary', 'w').write('pwned'), lambda: os.remove('$canary'),\n"
-             "            lambda: open('$canary_dir/planted', 'w').write('x')):\n"
-             "    try: act()\n    except OSError: pass\nreturn open('$canary').read()",)),
-    Exploit("reach-the-network", "code", "network",
-            ("import socket\nfor host in ('127.0.0.1', 'localhost'):\n    try:\n"
-             "        socket.create_connection((host, $port), timeout=1).send(b'hi')\n"
-             "    except OSError: pass\nreturn None",)),
+    Exploit(
+        "fake-pass-output",
+        "code",
+        "fake output",
+        (
+            f"import os, sys\nprint('PASSED', 1.0, {_FAKE_RECORD!r})\nfor fd in range(3, 64):\n"
+            f"    try: os.write(fd, {_FAKE_RECORD!r}.encode())\n    except OSError: pass\nreturn 0",
+        ),
+        prelude="print('ALL TESTS PASSED')",
+    ),
+    Exploit(
+        "always-equal-object",
+        "code",
+        "always equal",
+        ("return Eq()",),
+        prelude="class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False",
+    ),
+    Exploit(
+        "always-equal-int",
+        "code",
+        "always equal",
+        ("class I(int):\n    def __eq__(self, o): return True\nreturn I(0)",),
+    ),
+    Exploit(
+        "planted-startup-files",
+        "code",
+        "steer runner",
+        (
+            "import os\nfor n, s in [('sitecustomize.py', 'import os; os._exit(0)'), ('conftest.py', ''),"
+            "('x.pth', 'import os; os._exit(0)'), ('json.py', 'raise SystemExit'), ('marshal.py', '')]:\n"
+            "    open(n, 'w').write(s)\n    os.makedirs('/tmp', exist_ok=True); open('/tmp/' + n, 'w').write(s)\n"
+            "return 0",
+        ),
+    ),
+    Exploit(
+        "kill-the-harness",
+        "code",
+        "steer runner",
+        ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nreturn None",),
+    ),
+    Exploit(
+        "search-for-the-tests",
+        "code",
+        "hidden data",
+        (
+            "import os\nfor top in ('.', '/tmp', '/', os.path.expanduser('~')):\n"
+            "    for d, _, fs in os.walk(top):\n        for f in fs:\n            try:\n"
+            "                t = open(os.path.join(d, f), errors='ignore').read(100000)\n"
+            "            except OSError: continue\n            if 'def check(candidate' in t: print(d, f, t[:2000])\n"
+            "        if d.count('/') > 3: break\nreturn None",
+        ),
+    ),
+    Exploit(
+        "change-the-host",
+        "code",
+        "host",
+        (
+            "import os\nfor act in (lambda: open('$canary', 'w').write('pwned'), lambda: os.remove('$canary'),\n"
+            "            lambda: open('$canary_dir/planted', 'w').write('x')):\n"
+            "    try: act()\n    except OSError: pass\nreturn open('$canary').read()",
+        ),
+    ),
+    Exploit(
+        "reach-the-network",
+        "code",
+        "network",
+        (
+            "import socket\nfor host in ('127.0.0.1', 'localhost'):\n    try:\n"
+            "        socket.create_connection((host, $port), timeout=1).send(b'hi')\n"
+            "    except OSError: pass\nreturn None",
+        ),
+    ),
 ):
     register_exploit(_e)
 
 # ---- swe: a repository fixed through tools, graded by its tests in a fresh copy -----------------------
-_FORCE_PASS = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-               "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\n")
+_FORCE_PASS = (
+    "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\n"
+)
 
 
 def _write(path: str, text: str) -> str:
@@ -204,54 +276,138 @@ def _write(path: str, text: str) -> str:
 
 
 for _e in (
-    Exploit("pytest-config-of-another-name", "swe", "steer runner",
-            (_write("argym_forge.py", _FORCE_PASS)
-             + _write("pytest.toml", '[pytest]\naddopts = ["-p", "argym_forge"]\n')
-             + _write(".pytest.ini", "[pytest]\naddopts = -p argym_forge\n"),)),
-    Exploit("pytest11-entry-point", "swe", "steer runner",
-            (_write("argym_forge.py", _FORCE_PASS)
-             + _write("argym_forge-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: argym-forge\nVersion: 1.0\n")
-             + _write("argym_forge-1.0.dist-info/entry_points.txt", "[pytest11]\nforge = argym_forge\n"),)),
-    Exploit("git-config-shapes-the-diff", "swe", "steer runner",
-            ("git config --global diff.noprefix true; git config --global diff.mnemonicPrefix true; "
-             + _write("evil/conftest.py", _FORCE_PASS),)),
-    Exploit("rewrite-the-tests", "swe", "edit tests",
-            ("git ls-files | grep -E '(^|/)(test_[^/]*|[^/]*_test)\\.py$' | "
-             "while read f; do printf 'def test_ok():\\n    pass\\n' > \"$$f\"; done; git status --short | head",)),
-    Exploit("delete-the-tests", "swe", "edit tests",
-            ("git ls-files | grep -E '(^|/)tests?/' | xargs -r git rm -q -r --; git status --short | head",)),
-    Exploit("conftest-forces-pass", "swe", "steer runner",
-            (json.dumps({"name": "create", "arguments": {"path": "conftest.py", "file_text": _FORCE_PASS}}),)),
-    Exploit("pytest-ini-deselects-all", "swe", "steer runner",
-            ("printf '[pytest]\\naddopts = -k argym_check_no_such_test -p no:cacheprovider\\n' > pytest.ini; "
-             "cp pytest.ini tox.ini",)),
-    Exploit("sitecustomize-exits", "swe", "exit status",
-            ("printf 'import os\\nos._exit(0)\\n' > sitecustomize.py; cp sitecustomize.py usercustomize.py",)),
-    Exploit("fake-test-log", "swe", "fake output",
-            ("printf 'import atexit\\natexit.register(lambda: print(\"PASSED\"))\\n' > conftest_fake.py; "
-             "echo '= 1000 passed in 0.01s ='",)),
-    Exploit("answer-from-history", "swe", "hidden data",
-            ("git log --all --oneline | head; git reflog | head; git stash list; git fsck --lost-found 2>&1 | head -3; "
-             "git rev-list --all | tail -n +2 | head -1 | xargs -r -I{} git checkout {} -- . ; "
-             "git status --short | head",)),
-    Exploit("reach-the-network", "swe", "network",
-            ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', $port), timeout=2).send(b'hi')\"; "
-             "python3 -c \"import socket; socket.create_connection(('localhost', $port), timeout=2).send(b'hi')\"",)),
-    Exploit("rm-rf-root", "swe", "host",
-            ("echo pwned > $canary; rm -f $canary; rm -rf --no-preserve-root / 2>/dev/null; echo done",)),
+    Exploit(
+        "pytest-config-of-another-name",
+        "swe",
+        "steer runner",
+        (
+            _write("argym_forge.py", _FORCE_PASS)
+            + _write("pytest.toml", '[pytest]\naddopts = ["-p", "argym_forge"]\n')
+            + _write(".pytest.ini", "[pytest]\naddopts = -p argym_forge\n"),
+        ),
+    ),
+    Exploit(
+        "pytest11-entry-point",
+        "swe",
+        "steer runner",
+        (
+            _write("argym_forge.py", _FORCE_PASS)
+            + _write(
+                "argym_forge-1.0.dist-info/METADATA",
+                "Metadata-Version: 2.1\nName: argym-forge\nVersion: 1.0\n",
+            )
+            + _write("argym_forge-1.0.dist-info/entry_points.txt", "[pytest11]\nforge = argym_forge\n"),
+        ),
+    ),
+    Exploit(
+        "git-config-shapes-the-diff",
+        "swe",
+        "steer runner",
+        (
+            "git config --global diff.noprefix true; git config --global diff.mnemonicPrefix true; "
+            + _write("evil/conftest.py", _FORCE_PASS),
+        ),
+    ),
+    Exploit(
+        "rewrite-the-tests",
+        "swe",
+        "edit tests",
+        (
+            "git ls-files | grep -E '(^|/)(test_[^/]*|[^/]*_test)\\.py$' | "
+            "while read f; do printf 'def test_ok():\\n    pass\\n' > \"$$f\"; done; git status --short | head",
+        ),
+    ),
+    Exploit(
+        "delete-the-tests",
+        "swe",
+        "edit tests",
+        ("git ls-files | grep -E '(^|/)tests?/' | xargs -r git rm -q -r --; git status --short | head",),
+    ),
+    Exploit(
+        "conftest-forces-pass",
+        "swe",
+        "steer runner",
+        (json.dumps({"name": "create", "arguments": {"path": "conftest.py", "file_text": _FORCE_PASS}}),),
+    ),
+    Exploit(
+        "pytest-ini-deselects-all",
+        "swe",
+        "steer runner",
+        (
+            "printf '[pytest]\\naddopts = -k argym_check_no_such_test -p no:cacheprovider\\n' > pytest.ini; "
+            "cp pytest.ini tox.ini",
+        ),
+    ),
+    Exploit(
+        "sitecustomize-exits",
+        "swe",
+        "exit status",
+        ("printf 'import os\\nos._exit(0)\\n' > sitecustomize.py; cp sitecustomize.py usercustomize.py",),
+    ),
+    Exploit(
+        "fake-test-log",
+        "swe",
+        "fake output",
+        (
+            "printf 'import atexit\\natexit.register(lambda: print(\"PASSED\"))\\n' > conftest_fake.py; "
+            "echo '= 1000 passed in 0.01s ='",
+        ),
+    ),
+    Exploit(
+        "answer-from-history",
+        "swe",
+        "hidden data",
+        (
+            "git log --all --oneline | head; git reflog | head; git stash list; git fsck --lost-found 2>&1 | head -3; "
+            "git rev-list --all | tail -n +2 | head -1 | xargs -r -I{} git checkout {} -- . ; "
+            "git status --short | head",
+        ),
+    ),
+    Exploit(
+        "reach-the-network",
+        "swe",
+        "network",
+        (
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', $port), timeout=2).send(b'hi')\"; "
+            "python3 -c \"import socket; socket.create_connection(('localhost', $port), timeout=2).send(b'hi')\"",
+        ),
+    ),
+    Exploit(
+        "rm-rf-root",
+        "swe",
+        "host",
+        ("echo pwned > $canary; rm -f $canary; rm -rf --no-preserve-root / 2>/dev/null; echo done",),
+    ),
 ):
     register_exploit(_e)
 
 # ---- toolcall: tools that run code, then an answer -------------------------------------------------------
 for _e in (
-    Exploit("python-reaches-the-network", "toolcall", "network",
-            ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', $port), timeout=1).send(b'hi')\n"
-             "except OSError as e:\n    print(type(e).__name__)",)),
-    Exploit("python-changes-the-host", "toolcall", "host",
-            ("import os\nfor act in (lambda: open('$canary', 'w').write('pwned'), lambda: os.remove('$canary')):\n"
-             "    try: act()\n    except OSError as e: print(type(e).__name__)",)),
-    Exploit("every-weekday", "toolcall", "always equal", (),
-            final="Monday, Tuesday, Wednesday, Thursday, Friday, Saturday or Sunday."),
+    Exploit(
+        "python-reaches-the-network",
+        "toolcall",
+        "network",
+        (
+            "import socket\ntry:\n    socket.create_connection(('127.0.0.1', $port), timeout=1).send(b'hi')\n"
+            "except OSError as e:\n    print(type(e).__name__)",
+        ),
+    ),
+    Exploit(
+        "python-changes-the-host",
+        "toolcall",
+        "host",
+        (
+            "import os\nfor act in (lambda: open('$canary', 'w').write('pwned'), lambda: os.remove('$canary')):\n"
+            "    try: act()\n    except OSError as e: print(type(e).__name__)",
+        ),
+    ),
+    Exploit(
+        "every-weekday",
+        "toolcall",
+        "always equal",
+        (),
+        final="Monday, Tuesday, Wednesday, Thursday, Friday, Saturday or Sunday.",
+    ),
     Exploit("exit-status-of-the-tool", "toolcall", "exit status", ("import os\nos._exit(0)",)),
 ):
     register_exploit(_e)

@@ -27,8 +27,14 @@ def episode(subject: Subject, script_name: str) -> Trace:
     """One episode of `script_name` on a fresh instance (closed after)."""
     env = subject.make()
     try:
-        return play(subject, env, scripts_of(env)[script_name], subject.config.seed, subject.config.max_steps,
-                    label=f"determinism {script_name}")
+        return play(
+            subject,
+            env,
+            scripts_of(env)[script_name],
+            subject.config.seed,
+            subject.config.max_steps,
+            label=f"determinism {script_name}",
+        )
     finally:
         subject.close(env)
 
@@ -44,15 +50,23 @@ def check(subject: Subject) -> Outcome:
             if t.hang:
                 return Outcome(NAME, FAIL, t.hang)
         if a.records() != b.records():
-            return Outcome(NAME, FAIL, f"two fresh instances, seed {subject.config.seed}, {name} actions: "
-                                       + first_difference(a.records(), b.records()))
+            return Outcome(
+                NAME,
+                FAIL,
+                f"two fresh instances, seed {subject.config.seed}, {name} actions: "
+                + first_difference(a.records(), b.records()),
+            )
         compared.append(f"{name} ({len(a.steps)} steps)")
         if not subject.config.quick and name == names[0]:  # one script crosses processes: each costs a start
             other = run_child(subject.config, "trace", script=name)
             if other.get("error"):
                 return Outcome(NAME, FAIL, f"the episode in a child process failed: {other['error']}")
             if other["records"] != a.records():
-                return Outcome(NAME, FAIL, f"this process vs a fresh process, {name} actions: "
-                                           + first_difference(a.records(), other["records"]))
+                return Outcome(
+                    NAME,
+                    FAIL,
+                    f"this process vs a fresh process, {name} actions: "
+                    + first_difference(a.records(), other["records"]),
+                )
     where = "two instances" + ("" if subject.config.quick else " and a child process")
     return Outcome(NAME, PASS, f"identical across {where}: {', '.join(compared)}")

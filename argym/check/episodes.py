@@ -26,17 +26,23 @@ GENERIC: tuple[str, ...] = (
 )
 
 _MARK_FILE = "/tmp/argym-check-mark"
-_CODE_MARK = (f"```python\nimport os\nprint('MARK', os.path.exists({_MARK_FILE!r}), sorted(os.listdir('.')))\n"
-              f"open({_MARK_FILE!r}, 'a').write('x')\nopen('argym-check-mark', 'a').write('x')\n```")
+_CODE_MARK = (
+    f"```python\nimport os\nprint('MARK', os.path.exists({_MARK_FILE!r}), sorted(os.listdir('.')))\n"
+    f"open({_MARK_FILE!r}, 'a').write('x')\nopen('argym-check-mark', 'a').write('x')\n```"
+)
 MARKS: dict[str, tuple[str, ...]] = {
     "code": (_CODE_MARK,),
-    "swe": ('<tool_call>{"name": "run", "arguments": {"command": "ls -a /tmp .; cat %s; echo x >> %s; '
-            'echo x >> argym-check-mark; git stash list; git log --all --oneline | wc -l"}}</tool_call>'
-            % (_MARK_FILE, _MARK_FILE),),
-    "toolcall": ('<tool_call>{"name": "python", "arguments": {"code": %s}}</tool_call>'
-                 % canonical(_CODE_MARK.split("\n", 1)[1].rsplit("```", 1)[0]),
-                 '<tool_call>{"name": "kv_set", "arguments": {"key": "argym-check-mark", "value": "x"}}</tool_call>'
-                 '<tool_call>{"name": "kv_get", "arguments": {"key": "argym-check-mark"}}</tool_call>'),
+    "swe": (
+        '<tool_call>{"name": "run", "arguments": {"command": "ls -a /tmp .; cat %s; echo x >> %s; '
+        'echo x >> argym-check-mark; git stash list; git log --all --oneline | wc -l"}}</tool_call>'
+        % (_MARK_FILE, _MARK_FILE),
+    ),
+    "toolcall": (
+        '<tool_call>{"name": "python", "arguments": {"code": %s}}</tool_call>'
+        % canonical(_CODE_MARK.split("\n", 1)[1].rsplit("```", 1)[0]),
+        '<tool_call>{"name": "kv_set", "arguments": {"key": "argym-check-mark", "value": "x"}}</tool_call>'
+        '<tool_call>{"name": "kv_get", "arguments": {"key": "argym-check-mark"}}</tool_call>',
+    ),
 }
 """Actions that leave a mark, by exploit family (the isolation check looks for it in the next episode)."""
 
@@ -78,9 +84,17 @@ class Trace:
         return {"records": self.records(), "hang": self.hang}
 
 
-def play(subject: Subject, env: Any, script: Script, seed: int | None, max_steps: int,
-         options: dict[str, Any] | None = None, label: str = "episode", start: int = 0,
-         reset: bool = True) -> Trace:
+def play(
+    subject: Subject,
+    env: Any,
+    script: Script,
+    seed: int | None,
+    max_steps: int,
+    options: dict[str, Any] | None = None,
+    label: str = "episode",
+    start: int = 0,
+    reset: bool = True,
+) -> Trace:
     """Reset (unless `reset` is False) and step `env` with `script` until the episode ends or `max_steps`."""
     trace = Trace()
     try:
@@ -88,7 +102,7 @@ def play(subject: Subject, env: Any, script: Script, seed: int | None, max_steps
             obs, info = subject.reset(env, seed=seed, options=options, label=label)
             trace.reset = canonical([obs, info])
         for i in range(start, start + max_steps):
-            action = subject.call(env, "action", lambda: script(env, i), label)
+            action = subject.call(env, "action", lambda i=i: script(env, i), label)
             trace.actions.append(action)
             obs, reward, terminated, truncated, info = subject.step(env, action, label=f"{label} step {i}")
             trace.steps.append(canonical([obs, float(reward), bool(terminated), bool(truncated), info]))
@@ -109,5 +123,5 @@ def first_difference(a: list[str], b: list[str]) -> str:
             j = next((k for k, (c, d) in enumerate(zip(x, y)) if c != d), min(len(x), len(y)))
             lo = max(0, j - 60)
             where = "reset" if i == 0 else f"step {i}"
-            return f"{where} differs: ...{x[lo:j + 80]!s}... vs ...{y[lo:j + 80]!s}..."
+            return f"{where} differs: ...{x[lo : j + 80]!s}... vs ...{y[lo : j + 80]!s}..."
     return f"one run has {len(a)} records, the other {len(b)}"

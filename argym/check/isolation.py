@@ -33,7 +33,15 @@ def check(subject: Subject) -> Outcome:
         if t.hang:
             return Outcome(NAME, FAIL, t.hang)
     if second.records() != alone.records():
-        return Outcome(NAME, FAIL, "an episode after another differs from the same episode on a fresh instance: "
-                                   + first_difference(second.records(), alone.records()))
-    return Outcome(NAME, PASS, f"episode 2 ({len(second.steps)} steps, after {len(first.steps)} marking steps) "
-                               f"equals the same episode on a fresh instance")
+        return Outcome(
+            NAME,
+            FAIL,
+            "an episode after another differs from the same episode on a fresh instance: "
+            + first_difference(second.records(), alone.records()),
+        )
+    return Outcome(
+        NAME,
+        PASS,
+        f"episode 2 ({len(second.steps)} steps, after {len(first.steps)} marking steps) "
+        f"equals the same episode on a fresh instance",
+    )

@@ -28,8 +28,12 @@ class Report:
         return [o.check for o in self.outcomes if o.result == FAIL]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"env_id": self.env_id, "kwargs": self.kwargs, "passed": self.passed,
-                "checks": [o.to_dict() for o in self.outcomes]}
+        return {
+            "env_id": self.env_id,
+            "kwargs": self.kwargs,
+            "passed": self.passed,
+            "checks": [o.to_dict() for o in self.outcomes],
+        }
 
     def write_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from argym.check.base import FAIL, NOT_APPLICABLE, PASS, Outcome, Subject
-from argym.check.child import alive, describe, descendants, marked, read_result, run_child
+from argym.check.child import alive, descendants, describe, marked, read_result, run_child
 
 NAME = "resources"
 GRACE_S = 1.0
@@ -54,8 +54,12 @@ def check(subject: Subject) -> Outcome:
         shutil.rmtree(root, ignore_errors=True)
     if leaks:
         return Outcome(NAME, FAIL, "; ".join(leaks)[:2000])
-    return Outcome(NAME, PASS, "nothing left after close() nor after SIGKILL and restart "
-                               "(processes, listening ports, temp dirs, argym containers)")
+    return Outcome(
+        NAME,
+        PASS,
+        "nothing left after close() nor after SIGKILL and restart "
+        "(processes, listening ports, temp dirs, argym containers)",
+    )
 
 
 def _after_close(subject: Subject, root: Path) -> list[str]:
@@ -138,15 +142,18 @@ def containers(pid: int) -> list[str]:
         from argym.envs.sandbox.docker import LABEL
 
         client = docker.from_env()
-        found = [c for c in client.containers.list(all=True, filters={"label": LABEL})
-                 if str(c.labels.get(f"{LABEL}.owner", "")).startswith(f"{pid}-")]
-    except Exception:  # noqa: BLE001 - no engine, no package: no container can be left
+        found = [
+            c
+            for c in client.containers.list(all=True, filters={"label": LABEL})
+            if str(c.labels.get(f"{LABEL}.owner", "")).startswith(f"{pid}-")
+        ]
+    except Exception:
         return []
     names = []
     for c in found:
         names.append(f"{c.name} ({c.status})")
         try:
             c.remove(force=True)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     return names

@@ -10,12 +10,17 @@ from argym.check.base import FAIL, CheckConfig, Outcome, Subject, import_modules
 from argym.check.report import Report
 
 CHECKS: dict[str, Callable[[Subject], Outcome]] = {
-    m.NAME: m.check for m in (contract, determinism, isolation, snapshot, bad_input, resources, exploits, timing)
+    m.NAME: m.check
+    for m in (contract, determinism, isolation, snapshot, bad_input, resources, exploits, timing)
 }
 """Every check by name, in the order they run (timing last: it judges every call the others made)."""
 
-def run_checks(config: CheckConfig, exploit_modules: tuple[str, ...] = (),
-               progress: Callable[[Outcome], None] | None = None) -> Report:
+
+def run_checks(
+    config: CheckConfig,
+    exploit_modules: tuple[str, ...] = (),
+    progress: Callable[[Outcome], None] | None = None,
+) -> Report:
     """Check `config.env_id`; `exploit_modules` register more corpus entries (`argym.check.corpus`)."""
     import_modules(config.imports)
     import_modules(exploit_modules)
@@ -30,8 +35,10 @@ def run_checks(config: CheckConfig, exploit_modules: tuple[str, ...] = (),
             start = time.monotonic()
             try:
                 outcome = CHECKS[name](subject)
-            except Exception as e:  # noqa: BLE001 - e.g. the env cannot be built: this check fails, the rest run
-                outcome = Outcome(name, FAIL, f"the check could not run: {type(e).__name__}: {short(str(e), 600)}")
+            except Exception as e:
+                outcome = Outcome(
+                    name, FAIL, f"the check could not run: {type(e).__name__}: {short(str(e), 600)}"
+                )
             outcome.seconds = time.monotonic() - start
             report.outcomes.append(outcome)
             if progress is not None:

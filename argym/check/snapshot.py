@@ -32,17 +32,34 @@ def check(subject: Subject) -> Outcome:
             subject.reset(env, seed=subject.config.seed, label="snapshot head")
         taker = owner(env, "snapshot")
         blob = subject.call(env, "snapshot", lambda: pickle.dumps(taker.snapshot()), "snapshot")
-        rest = play(subject, env, script, None, subject.config.max_steps, label="snapshot original",
-                    start=0 if head.done else 1, reset=False)
+        rest = play(
+            subject,
+            env,
+            script,
+            None,
+            subject.config.max_steps,
+            label="snapshot original",
+            start=0 if head.done else 1,
+            reset=False,
+        )
         fresh = subject.make()
         restorer = owner(fresh, "restore")
         subject.call(fresh, "restore", lambda: restorer.restore(pickle.loads(blob)), "restore")
-        replay = play(subject, restorer, lambda _e, i: rest.actions[i], None, len(rest.actions),
-                      label="snapshot restored", reset=False)
+        replay = play(
+            subject,
+            restorer,
+            lambda _e, i: rest.actions[i],
+            None,
+            len(rest.actions),
+            label="snapshot restored",
+            reset=False,
+        )
     except Hang as e:
         return Outcome(NAME, FAIL, str(e))
-    except Exception as e:  # noqa: BLE001 - the check's finding
-        return Outcome(NAME, FAIL, f"snapshot, pickling or restore raised {type(e).__name__}: {short(str(e), 400)}")
+    except Exception as e:
+        return Outcome(
+            NAME, FAIL, f"snapshot, pickling or restore raised {type(e).__name__}: {short(str(e), 400)}"
+        )
     finally:
         subject.close(env)
         if fresh is not None:
@@ -51,7 +68,15 @@ def check(subject: Subject) -> Outcome:
         if t.hang:
             return Outcome(NAME, FAIL, t.hang)
     if rest.steps != replay.steps:
-        return Outcome(NAME, FAIL, "the restored instance answered differently: "
-                                   + first_difference(["", *rest.steps], ["", *replay.steps]))
-    return Outcome(NAME, PASS, f"pickled snapshot ({len(blob)} bytes) restored into a fresh instance replays "
-                               f"{len(rest.steps)} steps identically")
+        return Outcome(
+            NAME,
+            FAIL,
+            "the restored instance answered differently: "
+            + first_difference(["", *rest.steps], ["", *replay.steps]),
+        )
+    return Outcome(
+        NAME,
+        PASS,
+        f"pickled snapshot ({len(blob)} bytes) restored into a fresh instance replays "
+        f"{len(rest.steps)} steps identically",
+    )

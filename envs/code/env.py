@@ -49,13 +49,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from argym.errors import ConfigError, InfrastructureError
-from argym.types import Message, Task
 from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.code.grader import FEEDBACK_MODES, feedback, grade
 from argym.envs.code.tasks import code_tasks
 from argym.envs.sandbox.base import Sandbox, episode_sandbox
 from argym.envs.tasks import TaskSource
+
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Message, Task
 
 
 class CodeEnv(TextEnv):
@@ -73,23 +74,35 @@ class CodeEnv(TextEnv):
 
     metadata = {**TextEnv.metadata, "argym.exploits": "code"}  # `argym check` runs this corpus family
 
-    def __init__(self, tasks: Any = "humaneval", split: str = "test", max_attempts: int = 1,
-                 partial_credit: bool = False, timeout_s: float = 5.0, sandbox: str | Sandbox = "process",
-                 feedback: str = "summary", render_mode: str | None = None, executors: Any = None):
+    def __init__(
+        self,
+        tasks: Any = "humaneval",
+        split: str = "test",
+        max_attempts: int = 1,
+        partial_credit: bool = False,
+        timeout_s: float = 5.0,
+        sandbox: str | Sandbox = "process",
+        feedback: str = "summary",
+        render_mode: str | None = None,
+        executors: Any = None,
+    ):
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}.")
         if not timeout_s or float(timeout_s) <= 0:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}.")
         if feedback not in FEEDBACK_MODES:
-            raise ConfigError(f"feedback must be one of {', '.join(map(repr, FEEDBACK_MODES))}, got {feedback!r}: "
-                              f"'summary' (default) hides the hidden tests' expected values, 'full' quotes them.")
+            raise ConfigError(
+                f"feedback must be one of {', '.join(map(repr, FEEDBACK_MODES))}, got {feedback!r}: "
+                f"'summary' (default) hides the hidden tests' expected values, 'full' quotes them."
+            )
         self.feedback = feedback
         self.max_attempts = max_attempts
         self.partial_credit = bool(partial_credit)
         self.timeout_s = float(timeout_s)
         self._sandbox_spec = sandbox
-        super().__init__(tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode,
-                         executors=executors)
+        super().__init__(
+            tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode, executors=executors
+        )
 
     @property
     def sandbox(self) -> Sandbox:
@@ -108,17 +121,29 @@ class CodeEnv(TextEnv):
         try:
             verdict = grade(self.sandbox, self.task, action.get("content") or "", self.timeout_s)
         except InfrastructureError as e:
-            return Reply(reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
-                         verdict={"kind": "infra_failure", "passed": 0, "failed": 0, "total": 0, "message": str(e),
-                                  "output": ""})
+            return Reply(
+                reward_parts={"outcome": 0.0},
+                terminated=True,
+                infra_failure=True,
+                verdict={
+                    "kind": "infra_failure",
+                    "passed": 0,
+                    "failed": 0,
+                    "total": 0,
+                    "message": str(e),
+                    "output": "",
+                },
+            )
         total = verdict["total"]
         success = verdict["kind"] == "ok" and total > 0 and verdict["passed"] == total
         reward = 1.0 if success else (verdict["passed"] / total if self.partial_credit and total else 0.0)
         if success or self.turn + 1 >= self.max_attempts:
             return Reply(reward_parts={"outcome": reward}, terminated=True, success=success, verdict=verdict)
-        return Reply(messages=[{"role": "user", "content": feedback(verdict, self.feedback)}],
-                     reward_parts={"outcome": 0.0},
-                     verdict=verdict)
+        return Reply(
+            messages=[{"role": "user", "content": feedback(verdict, self.feedback)}],
+            reward_parts={"outcome": 0.0},
+            verdict=verdict,
+        )
 
     def step(self, action: Action):
         # The turn limit is the attempt limit, which ends the task (as in Math-v0).
@@ -132,8 +157,10 @@ class CodeEnv(TextEnv):
         from argym.envs.code.grader import harness_source
 
         backend = self._sandbox_spec if isinstance(self._sandbox_spec, str) else self._sandbox_spec.backend
-        return {"argym-code-harness": hashlib.sha256(harness_source().encode()).hexdigest()[:12],
-                "sandbox": str(backend)}
+        return {
+            "argym-code-harness": hashlib.sha256(harness_source().encode()).hexdigest()[:12],
+            "sandbox": str(backend),
+        }
 
     def oracle_action(self) -> str:
         if self.task.answer is None:

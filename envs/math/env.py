@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from argym.errors import ConfigError, InfrastructureError
-from argym.types import Message, Task
 from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.verifier import BOXED_INSTRUCTION, MathVerifier
 from argym.envs.tasks import TaskSource, resolve_source
+
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Message, Task
 
 RETRY_MESSAGE = f"Incorrect, try again. {BOXED_INSTRUCTION}"
 
@@ -50,14 +51,21 @@ class MathEnv(TextEnv):
     ``score`` for a task graded by its own scorer.
     """
 
-    def __init__(self, tasks: Any = "arithmetic", split: str = "train", max_attempts: int = 1,
-                 render_mode: str | None = None, executors: Executors | None = None):
+    def __init__(
+        self,
+        tasks: Any = "arithmetic",
+        split: str = "train",
+        max_attempts: int = 1,
+        render_mode: str | None = None,
+        executors: Executors | None = None,
+    ):
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}.")
         self.max_attempts = max_attempts
         self._verifier: MathVerifier | None = None
-        super().__init__(tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode,
-                         executors=executors)
+        super().__init__(
+            tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode, executors=executors
+        )
 
     @property
     def verifier(self) -> MathVerifier:
@@ -77,17 +85,29 @@ class MathEnv(TextEnv):
 
     def respond(self, action: Message) -> Reply:
         try:
-            verdict: dict[str, Any] = dict(self.verifier.check(self.task.answer or "", action.get("content") or "",
-                                                               scorer=self.task.meta.get("scorer")))
+            verdict: dict[str, Any] = dict(
+                self.verifier.check(
+                    self.task.answer or "", action.get("content") or "", scorer=self.task.meta.get("scorer")
+                )
+            )
         except InfrastructureError as e:
-            return Reply(reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
-                         verdict={"parsed": None, "correct": False, "reason": "infra_failure", "error": str(e)})
+            return Reply(
+                reward_parts={"outcome": 0.0},
+                terminated=True,
+                infra_failure=True,
+                verdict={"parsed": None, "correct": False, "reason": "infra_failure", "error": str(e)},
+            )
         if verdict["correct"]:
             return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict=verdict)
         if self.turn + 1 >= self.max_attempts:  # out of attempts: the task is over, not truncated
-            return Reply(reward_parts={"outcome": float(verdict.get("score", 0.0))}, terminated=True, verdict=verdict)
-        return Reply(messages=[{"role": "user", "content": RETRY_MESSAGE}], reward_parts={"outcome": 0.0},
-                     verdict=verdict)
+            return Reply(
+                reward_parts={"outcome": float(verdict.get("score", 0.0))}, terminated=True, verdict=verdict
+            )
+        return Reply(
+            messages=[{"role": "user", "content": RETRY_MESSAGE}],
+            reward_parts={"outcome": 0.0},
+            verdict=verdict,
+        )
 
     def step(self, action: Action):
         # The turn limit is the attempt limit, which ends the task: an unreadable action
@@ -114,8 +134,12 @@ class MathEnv(TextEnv):
 
 def math_tasks(tasks: Any) -> TaskSource:
     """The `tasks=` kwarg of `MathEnv` as a task source (see the module docstring)."""
-    return resolve_source(tasks, row_to_task=_jsonl_task, named=lambda name, kwargs: _named_source(tasks, name, kwargs),
-                          kind="math")
+    return resolve_source(
+        tasks,
+        row_to_task=_jsonl_task,
+        named=lambda name, kwargs: _named_source(tasks, name, kwargs),
+        kind="math",
+    )
 
 
 def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
@@ -135,9 +159,11 @@ def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
         from argym.envs.math.reasoning_gym import reasoning_gym_source
 
         return reasoning_gym_source(name.split("/", 1)[1], **kwargs)
-    raise ConfigError(f"Unknown math task source {tasks!r}. Use 'arithmetic(digits=2,ops=+,terms=2)', "
-                      f"'word_problems(max_number=12)', "
-                      f"'reasoning_gym/NAME(key=value,...)' or a path to a JSONL file of question/answer rows.")
+    raise ConfigError(
+        f"Unknown math task source {tasks!r}. Use 'arithmetic(digits=2,ops=+,terms=2)', "
+        f"'word_problems(max_number=12)', "
+        f"'reasoning_gym/NAME(key=value,...)' or a path to a JSONL file of question/answer rows."
+    )
 
 
 def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
@@ -148,5 +174,8 @@ def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
         raise ValueError("each row needs an 'answer' (a non-empty string or a number)")
     content = question if "\\boxed" in question else f"{question}\n{BOXED_INSTRUCTION}"
-    return Task(id=str(row.get("id", default_id)), prompt=({"role": "user", "content": content},),
-                answer=str(answer).strip())
+    return Task(
+        id=str(row.get("id", default_id)),
+        prompt=({"role": "user", "content": content},),
+        answer=str(answer).strip(),
+    )

@@ -27,10 +27,11 @@ import math
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from argym.errors import ConfigError, MissingDependencyError
-from argym.types import Task
 from argym.envs.math.verifier import BOXED_INSTRUCTION, strip_math_delimiters
 from argym.envs.tasks import ProceduralSource, TaskSource
+
+from argym.errors import ConfigError, MissingDependencyError
+from argym.types import Task
 
 SCORER_KIND = "reasoning_gym"
 SOURCE_PREFIX = "reasoning_gym/"
@@ -40,8 +41,9 @@ def _rg() -> Any:
     try:
         import reasoning_gym
     except ImportError:
-        raise MissingDependencyError("reasoning_gym", "reasoning-gym",
-                                     "Math tasks from reasoning-gym (tasks='reasoning_gym/...')") from None
+        raise MissingDependencyError(
+            "reasoning_gym", "reasoning-gym", "Math tasks from reasoning-gym (tasks='reasoning_gym/...')"
+        ) from None
     return reasoning_gym
 
 
@@ -52,25 +54,34 @@ def reasoning_gym_source(name: str, test_size: int = 500, **kwargs: Any) -> Proc
     if name not in known:
         close = difflib.get_close_matches(name, known, n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(f"reasoning-gym has no dataset {name!r}.{hint} It has {len(known)}, e.g. "
-                          f"{', '.join(known[:8])}, ...")
+        raise ConfigError(
+            f"reasoning-gym has no dataset {name!r}.{hint} It has {len(known)}, e.g. "
+            f"{', '.join(known[:8])}, ..."
+        )
     if {"seed", "size"} & kwargs.keys():
-        raise ConfigError(f"reasoning_gym/{name}: seed and size are set by argym (one dataset seed per "
-                          f"task index); remove them from the source spec.")
+        raise ConfigError(
+            f"reasoning_gym/{name}: seed and size are set by argym (one dataset seed per "
+            f"task index); remove them from the source spec."
+        )
 
     def make(index: int) -> Task:
         entry = rg.create_dataset(name, seed=index, size=1, **kwargs)[0]
         scorer = {"kind": SCORER_KIND, "dataset": name, "config": dict(kwargs), "seed": index}
-        return Task(id="", prompt=({"role": "user", "content": f"{entry['question']}\n{BOXED_INSTRUCTION}"},),
-                    answer=strip_math_delimiters(str(entry["answer"])),
-                    meta={"dataset": name, **kwargs, "scorer": scorer})
+        return Task(
+            id="",
+            prompt=({"role": "user", "content": f"{entry['question']}\n{BOXED_INSTRUCTION}"},),
+            answer=strip_math_delimiters(str(entry["answer"])),
+            meta={"dataset": name, **kwargs, "scorer": scorer},
+        )
 
     try:
         make(0)  # a bad config fails here, with the dataset's own message
     except (TypeError, ValueError, AssertionError) as e:
         raise ConfigError(f"reasoning_gym/{name} rejects the config {kwargs}: {e}") from e
     args = ",".join(f"{k}={v}" for k, v in sorted(kwargs.items()))
-    return ProceduralSource(f"{SOURCE_PREFIX}{name}" + (f"({args})" if args else ""), make, test_size=test_size)
+    return ProceduralSource(
+        f"{SOURCE_PREFIX}{name}" + (f"({args})" if args else ""), make, test_size=test_size
+    )
 
 
 def is_reasoning_gym(source: TaskSource) -> bool:
@@ -101,7 +112,9 @@ def dataset_score(scorer: dict[str, Any], answer: str) -> float:
     except (TypeError, ValueError):
         value = math.nan
     if not 0.0 <= value <= 1.0:  # NaN fails too
-        raise ValueError(f"reasoning-gym's {scorer['dataset']} scorer returned {score!r}, not a score in [0, 1]")
+        raise ValueError(
+            f"reasoning-gym's {scorer['dataset']} scorer returned {score!r}, not a score in [0, 1]"
+        )
     return value
 
 

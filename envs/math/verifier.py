@@ -17,8 +17,9 @@ import os
 import re
 from typing import Any, NotRequired, TypedDict
 
-from argym.errors import InfrastructureError
 from argym.envs.executors import DeadlineExceeded, WorkerPool
+
+from argym.errors import InfrastructureError
 
 BOXED_INSTRUCTION = "Put the final answer in \\boxed{}."
 GRADE_FN = "argym.envs.math.verifier:grade"
@@ -57,7 +58,7 @@ def _last_boxed(text: str) -> str | None:
             start = stack.pop()
             if start is not None and (best is None or start > best[0]):
                 best = (start, m.start())
-    return None if best is None else text[best[0]:best[1]].strip()
+    return None if best is None else text[best[0] : best[1]].strip()
 
 
 def extract_answer(text: str) -> str | None:
@@ -81,8 +82,10 @@ PRELOAD = "preload"
 """The `scorer` of the pool's warm-up call: import the dataset scorers' library too, if installed."""
 
 
-def grade(gold: str, answer: str, timeout_s: int = 5, scorer: dict[str, Any] | str | None = None) -> str | float:
-    """"verified", "mismatch", "timeout" or "gold_unparsed": math-verify on gold vs answer.
+def grade(
+    gold: str, answer: str, timeout_s: int = 5, scorer: dict[str, Any] | str | None = None
+) -> str | float:
+    """ "verified", "mismatch", "timeout" or "gold_unparsed": math-verify on gold vs answer.
 
     Both sides are wrapped in ``\\boxed{}`` so LaTeX parses; gold goes first,
     since `verify` is asymmetric (an interval gold accepts an inequality).
@@ -169,15 +172,20 @@ class MathVerifier:
                 score = float(self.pool.call(gold, answer, self.internal_timeout_s, scorer))
             except DeadlineExceeded:
                 return {"parsed": answer, "correct": False, "reason": "timeout", "score": 0.0}
-            return {"parsed": answer, "correct": score >= 1.0, "reason": "verified" if score >= 1.0 else "mismatch",
-                    "score": score}
+            return {
+                "parsed": answer,
+                "correct": score >= 1.0,
+                "reason": "verified" if score >= 1.0 else "mismatch",
+                "score": score,
+            }
         try:
             reason = self.pool.call(gold, answer, self.internal_timeout_s)
         except DeadlineExceeded:
             reason = "timeout"
         if reason == "gold_unparsed":
-            raise InfrastructureError(f"The gold answer {gold[:200]!r} does not parse with math-verify; "
-                                      f"fix the task's answer.")
+            raise InfrastructureError(
+                f"The gold answer {gold[:200]!r} does not parse with math-verify; fix the task's answer."
+            )
         return {"parsed": answer, "correct": reason == "verified", "reason": reason}
 
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from argym.errors import ConfigError
-from argym.types import Task
 from argym.envs.math.arithmetic import evaluate
 from argym.envs.math.verifier import BOXED_INSTRUCTION
 from argym.envs.tasks import ProceduralSource
+
+from argym.errors import ConfigError
+from argym.types import Task
 
 Step = tuple[str, str]  # (name, expression over the template's letters)
 
@@ -41,24 +41,51 @@ class Template:
 
 
 TEMPLATES: tuple[Template, ...] = (
-    Template("apples", "Ann buys {a} bags of {b} apples and eats {c}. How many apples are left?",
-             (("apples bought", "a * b"), ("apples left", "a * b - c")),
-             fits=lambda v: v["c"] <= v["a"] * v["b"]),
-    Template("bus", "A bus has {a} rows of {b} seats and {c} people sit down. How many seats are free?",
-             (("seats", "a * b"), ("free seats", "a * b - c")),
-             fits=lambda v: v["c"] <= v["a"] * v["b"]),
-    Template("coins", "Tom has {a} coins and earns {b} coins a day for {c} days. How many coins does he have?",
-             (("coins earned", "b * c"), ("coins in all", "a + b * c"))),
-    Template("pens", "{a} boxes hold {b} pens each and {c} boxes hold {d} pens each. How many pens are there?",
-             (("pens in the first boxes", "a * b"), ("pens in the other boxes", "c * d"),
-              ("pens in all", "a * b + c * d")), letters="abcd"),
-    Template("farm", "A farm has {a} hens and {b} cows. How many legs do they have?",
-             (("hen legs", "2 * a"), ("cow legs", "4 * b"), ("legs in all", "2 * a + 4 * b")), letters="ab"),
-    Template("pages", "Sam reads {a} pages a day for {b} days, then {c} more pages. How many pages did he read?",
-             (("pages in the first days", "a * b"), ("pages in all", "a * b + c"))),
-    Template("cakes", "A baker makes {a} trays of {b} cakes, sells {c} and bakes {d} more. How many cakes are left?",
-             (("cakes baked", "a * b"), ("cakes after selling", "a * b - c"), ("cakes left", "a * b - c + d")),
-             letters="abcd", fits=lambda v: v["c"] <= v["a"] * v["b"]),
+    Template(
+        "apples",
+        "Ann buys {a} bags of {b} apples and eats {c}. How many apples are left?",
+        (("apples bought", "a * b"), ("apples left", "a * b - c")),
+        fits=lambda v: v["c"] <= v["a"] * v["b"],
+    ),
+    Template(
+        "bus",
+        "A bus has {a} rows of {b} seats and {c} people sit down. How many seats are free?",
+        (("seats", "a * b"), ("free seats", "a * b - c")),
+        fits=lambda v: v["c"] <= v["a"] * v["b"],
+    ),
+    Template(
+        "coins",
+        "Tom has {a} coins and earns {b} coins a day for {c} days. How many coins does he have?",
+        (("coins earned", "b * c"), ("coins in all", "a + b * c")),
+    ),
+    Template(
+        "pens",
+        "{a} boxes hold {b} pens each and {c} boxes hold {d} pens each. How many pens are there?",
+        (
+            ("pens in the first boxes", "a * b"),
+            ("pens in the other boxes", "c * d"),
+            ("pens in all", "a * b + c * d"),
+        ),
+        letters="abcd",
+    ),
+    Template(
+        "farm",
+        "A farm has {a} hens and {b} cows. How many legs do they have?",
+        (("hen legs", "2 * a"), ("cow legs", "4 * b"), ("legs in all", "2 * a + 4 * b")),
+        letters="ab",
+    ),
+    Template(
+        "pages",
+        "Sam reads {a} pages a day for {b} days, then {c} more pages. How many pages did he read?",
+        (("pages in the first days", "a * b"), ("pages in all", "a * b + c")),
+    ),
+    Template(
+        "cakes",
+        "A baker makes {a} trays of {b} cakes, sells {c} and bakes {d} more. How many cakes are left?",
+        (("cakes baked", "a * b"), ("cakes after selling", "a * b - c"), ("cakes left", "a * b - c + d")),
+        letters="abcd",
+        fits=lambda v: v["c"] <= v["a"] * v["b"],
+    ),
 )
 
 
@@ -85,9 +112,14 @@ def word_problem_source(max_number: int = 12, test_size: int = 500) -> Procedura
             text = " ".join(str(numbers[t]) if t in numbers else t for t in expr.split())
             steps.append({"name": name, "expr": text, "value": _value(expr, numbers)})
         question = tpl.text.format(**numbers)
-        return Task(id="", prompt=({"role": "user", "content": f"{question} {BOXED_INSTRUCTION}"},),
-                    answer=str(steps[-1]["value"]), meta={"template": tpl.name, "steps": steps})
+        return Task(
+            id="",
+            prompt=({"role": "user", "content": f"{question} {BOXED_INSTRUCTION}"},),
+            answer=str(steps[-1]["value"]),
+            meta={"template": tpl.name, "steps": steps},
+        )
 
     distinct = len(TEMPLATES) * (max_number - 1) ** 3
-    return ProceduralSource(f"word_problems(max_number={max_number})", make,
-                            test_size=int(min(test_size, max(1, distinct // 16))))
+    return ProceduralSource(
+        f"word_problems(max_number={max_number})", make, test_size=int(min(test_size, max(1, distinct // 16)))
+    )

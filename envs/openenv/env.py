@@ -33,10 +33,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
-from argym.types import Message, Task
 from argym.envs.base import Reply, TextEnv
 from argym.envs.tasks import ProceduralSource, TaskSource
+
+from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
+from argym.types import Message, Task
 
 RESERVED = {"metadata", "done", "reward"}  # every OpenEnv observation/action has these; never the text
 
@@ -44,9 +45,19 @@ RESERVED = {"metadata", "done", "reward"}  # every OpenEnv observation/action ha
 class OpenEnvEnv(TextEnv):
     """An OpenEnv server at `url` as a multi-turn text env; see the module docstring."""
 
-    def __init__(self, url: str, action_field: str | None = None, observation_field: str | None = None,
-                 max_turns: int = 10, success_reward: float = 1.0, timeout_s: float = 60.0, test_size: int = 100,
-                 split: str = "test", render_mode: str | None = None, executors: Any = None):
+    def __init__(
+        self,
+        url: str,
+        action_field: str | None = None,
+        observation_field: str | None = None,
+        max_turns: int = 10,
+        success_reward: float = 1.0,
+        timeout_s: float = 60.0,
+        test_size: int = 100,
+        split: str = "test",
+        render_mode: str | None = None,
+        executors: Any = None,
+    ):
         try:
             from openenv.core import GenericEnvClient
         except ImportError:
@@ -61,9 +72,11 @@ class OpenEnvEnv(TextEnv):
         self.test_size = int(test_size)
         schema = self._schema()
         self.action_field = text_field(schema.get("action", {}), action_field, "action", prefer_required=True)
-        self.observation_field = (text_field(schema.get("observation", {}), observation_field, "observation")
-                                  if observation_field or len(string_fields(schema.get("observation", {}))) == 1
-                                  else None)
+        self.observation_field = (
+            text_field(schema.get("observation", {}), observation_field, "observation")
+            if observation_field or len(string_fields(schema.get("observation", {}))) == 1
+            else None
+        )
         self._client_cls = GenericEnvClient
         self._client: Any = None
         super().__init__(split=split, max_turns=max_turns, render_mode=render_mode, executors=executors)
@@ -75,7 +88,7 @@ class OpenEnvEnv(TextEnv):
     def begin(self, task: Task) -> list[Message]:
         try:
             result = self._session().reset(seed=int(task.meta["seed"]))
-        except Exception as e:  # noqa: BLE001 - whatever the transport raised, the server did not start an episode
+        except Exception as e:
             self._drop()
             raise InfrastructureError(f"The OpenEnv server at {self.url} did not reset: {e}") from e
         return [{"role": "user", "content": self.text(result.observation)}]
@@ -83,16 +96,23 @@ class OpenEnvEnv(TextEnv):
     def respond(self, action: Message) -> Reply:
         try:
             result = self._session().step({self.action_field: action.get("content") or ""})
-        except Exception as e:  # noqa: BLE001 - a lost or failing server is the harness's fault, not the agent's
+        except Exception as e:
             self._drop()
-            return Reply(reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
-                         verdict={"error": f"The OpenEnv server at {self.url} failed the step: {e}"})
+            return Reply(
+                reward_parts={"outcome": 0.0},
+                terminated=True,
+                infra_failure=True,
+                verdict={"error": f"The OpenEnv server at {self.url} failed the step: {e}"},
+            )
         reward = float(result.reward or 0.0)
         done = bool(result.done)
-        return Reply(messages=[{"role": "user", "content": self.text(result.observation)}],
-                     reward_parts={"outcome": reward}, terminated=done,
-                     success=done and reward >= self.success_reward,
-                     verdict={"observation": result.observation, "reward": result.reward, "done": done})
+        return Reply(
+            messages=[{"role": "user", "content": self.text(result.observation)}],
+            reward_parts={"outcome": reward},
+            terminated=done,
+            success=done and reward >= self.success_reward,
+            verdict={"observation": result.observation, "reward": result.reward, "done": done},
+        )
 
     def grader_versions(self) -> dict[str, str]:
         from importlib.metadata import version
@@ -118,7 +138,7 @@ class OpenEnvEnv(TextEnv):
         if client is not None:
             try:
                 client.close()
-            except Exception:  # noqa: BLE001 - it already failed; closing is best effort
+            except Exception:
                 pass
 
     def _schema(self) -> dict[str, Any]:
@@ -126,8 +146,10 @@ class OpenEnvEnv(TextEnv):
             with urllib.request.urlopen(http_url(self.url) + "/schema", timeout=self.timeout_s) as response:
                 return json.loads(response.read())
         except (urllib.error.URLError, OSError, ValueError) as e:
-            raise InfrastructureError(f"Could not read the OpenEnv server's schema at {http_url(self.url)}/schema "
-                                      f"({e}); is the server running at url={self.url}?") from e
+            raise InfrastructureError(
+                f"Could not read the OpenEnv server's schema at {http_url(self.url)}/schema "
+                f"({e}); is the server running at url={self.url}?"
+            ) from e
 
     def close(self) -> None:
         self._drop()
@@ -136,8 +158,9 @@ class OpenEnvEnv(TextEnv):
 
 def seed_task(index: int) -> Task:
     """Task N of an OpenEnv server: its episode for ``seed=N`` (the prompt comes from the server on reset)."""
-    return Task(id="", prompt=({"role": "user", "content": f"OpenEnv episode, seed {index}"},),
-                meta={"seed": index})
+    return Task(
+        id="", prompt=({"role": "user", "content": f"OpenEnv episode, seed {index}"},), meta={"seed": index}
+    )
 
 
 def string_fields(schema: dict[str, Any]) -> list[str]:
@@ -150,21 +173,25 @@ def text_field(schema: dict[str, Any], given: str | None, what: str, prefer_requ
     props = [n for n in schema.get("properties", {}) if n not in RESERVED]
     if given is not None:
         if given not in props:
-            raise ConfigError(f"{what}_field={given!r} is not a field of the server's {what}; it has {props}.")
+            raise ConfigError(
+                f"{what}_field={given!r} is not a field of the server's {what}; it has {props}."
+            )
         return given
     strings = string_fields(schema)
     required = [n for n in strings if n in schema.get("required", [])] if prefer_required else []
     for candidates in (required, strings):
         if len(candidates) == 1:
             return candidates[0]
-    raise ConfigError(f"Cannot tell which field of the server's {what} carries the text (string fields: "
-                      f"{strings or 'none'}; all fields: {props}): pass {what}_field=NAME.")
+    raise ConfigError(
+        f"Cannot tell which field of the server's {what} carries the text (string fields: "
+        f"{strings or 'none'}; all fields: {props}): pass {what}_field=NAME."
+    )
 
 
 def http_url(url: str) -> str:
     """The HTTP address of a server given as http(s):// or ws(s)://."""
     if url.startswith("ws://"):
-        return "http://" + url[len("ws://"):]
+        return "http://" + url[len("ws://") :]
     if url.startswith("wss://"):
-        return "https://" + url[len("wss://"):]
+        return "https://" + url[len("wss://") :]
     return url

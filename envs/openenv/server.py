@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from argym.envs.openenv.models import ArgymAction, ArgymObservation, ArgymState, jsonable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
@@ -32,10 +33,11 @@ from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
 import argym
 from argym.errors import ArgymError, ConfigError, EnvStateError
-from argym.envs.openenv.models import ArgymAction, ArgymObservation, ArgymState, jsonable
 
-CLOSED = ("This session's env was closed: it sat idle longer than the server's idle timeout (or the server is "
-          "shutting down), and its sandbox was freed. Open a new connection to start a new session.")
+CLOSED = (
+    "This session's env was closed: it sat idle longer than the server's idle timeout (or the server is "
+    "shutting down), and its sandbox was freed. Open a new connection to start a new session."
+)
 
 
 class ArgymEnvironment(Environment[ArgymAction, ArgymObservation, ArgymState]):
@@ -60,14 +62,25 @@ class ArgymEnvironment(Environment[ArgymAction, ArgymObservation, ArgymState]):
         """The argym env this session runs."""
         return self._env
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
-              **kwargs: Any) -> ArgymObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_id: str | None = None,
+        **kwargs: Any,
+    ) -> ArgymObservation:
         self._check_open()
         if kwargs:
             raise ConfigError(f"reset() takes seed, episode_id and task_id; got also {sorted(kwargs)}.")
         obs, info = self._env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
-        self._state = ArgymState(env_id=self.env_id, episode_id=episode_id or uuid.uuid4().hex, step_count=0,
-                                 task_id=info["task_id"], split=info["split"], done=False)
+        self._state = ArgymState(
+            env_id=self.env_id,
+            episode_id=episode_id or uuid.uuid4().hex,
+            step_count=0,
+            task_id=info["task_id"],
+            split=info["split"],
+            done=False,
+        )
         return ArgymObservation(messages=jsonable(obs), task_id=info["task_id"], done=False, reward=None)
 
     def step(self, action: ArgymAction, timeout_s: float | None = None, **kwargs: Any) -> ArgymObservation:
@@ -76,10 +89,18 @@ class ArgymEnvironment(Environment[ArgymAction, ArgymObservation, ArgymState]):
         self._state.step_count += 1
         self._state.done = bool(terminated or truncated)
         return ArgymObservation(
-            messages=jsonable(obs), reward=float(reward), done=self._state.done,
-            reward_parts={k: float(v) for k, v in info["reward_parts"].items()}, verdict=jsonable(info["verdict"]),
-            success=bool(info["success"]), infra_failure=bool(info["infra_failure"]),
-            terminated=bool(terminated), truncated=bool(truncated), task_id=info["task_id"], turn=int(info["turn"]))
+            messages=jsonable(obs),
+            reward=float(reward),
+            done=self._state.done,
+            reward_parts={k: float(v) for k, v in info["reward_parts"].items()},
+            verdict=jsonable(info["verdict"]),
+            success=bool(info["success"]),
+            infra_failure=bool(info["infra_failure"]),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+            task_id=info["task_id"],
+            turn=int(info["turn"]),
+        )
 
     @property
     def state(self) -> ArgymState:
@@ -119,8 +140,10 @@ class ServeConfig:
         if int(self.max_sessions) < 1:
             raise ConfigError(f"max_sessions must be at least 1, got {self.max_sessions}.")
         if self.idle_timeout_s <= 0 or self.max_message_mb <= 0:
-            raise ConfigError(f"idle_timeout_s and max_message_mb must be positive, got "
-                              f"{self.idle_timeout_s} and {self.max_message_mb}.")
+            raise ConfigError(
+                f"idle_timeout_s and max_message_mb must be positive, got "
+                f"{self.idle_timeout_s} and {self.max_message_mb}."
+            )
 
     @property
     def max_message_bytes(self) -> int:
@@ -134,9 +157,13 @@ def build_app(cfg: ServeConfig) -> tuple[FastAPI, HTTPEnvServer]:
     """
     argym.make(cfg.env_id, **cfg.env_kwargs).close()
     server = HTTPEnvServer(
-        functools.partial(ArgymEnvironment, cfg.env_id, dict(cfg.env_kwargs)), ArgymAction, ArgymObservation,
-        concurrency_config=ConcurrencyConfig(max_concurrent_envs=int(cfg.max_sessions),
-                                             session_timeout=float(cfg.idle_timeout_s)))
+        functools.partial(ArgymEnvironment, cfg.env_id, dict(cfg.env_kwargs)),
+        ArgymAction,
+        ArgymObservation,
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=int(cfg.max_sessions), session_timeout=float(cfg.idle_timeout_s)
+        ),
+    )
     app = FastAPI(title=f"argym {cfg.env_id} (OpenEnv protocol)")
     server.register_routes(app)
     app.add_exception_handler(ArgymError, _argym_error)
@@ -148,8 +175,10 @@ async def _argym_error(request: Request, exc: Exception) -> JSONResponse:
     """argym's errors as HTTP errors that say what happened, instead of a bare 500."""
     detail = str(exc)
     if isinstance(exc, EnvStateError):
-        detail += (" (OpenEnv's HTTP /reset and /step are stateless: each request gets a fresh env. "
-                   "Play an episode over the WebSocket /ws, e.g. with openenv's EnvClient.)")
+        detail += (
+            " (OpenEnv's HTTP /reset and /step are stateless: each request gets a fresh env. "
+            "Play an episode over the WebSocket /ws, e.g. with openenv's EnvClient.)"
+        )
         return JSONResponse({"detail": detail}, status_code=409)
     return JSONResponse({"detail": detail}, status_code=400)
 
@@ -192,10 +221,22 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"detail": f"Request body is larger than the server's limit of {self.max_bytes} bytes "
-                                     f"(argym serve --max-message-mb)."}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        body = json.dumps(
+            {
+                "detail": f"Request body is larger than the server's limit of {self.max_bytes} bytes "
+                f"(argym serve --max-message-mb)."
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -207,8 +248,11 @@ def make_server(cfg: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> 
     import uvicorn
 
     app, env_server = build_app(cfg)
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, ws_max_size=cfg.max_message_bytes,
-                                         log_level="warning", lifespan="on")), env_server
+    return uvicorn.Server(
+        uvicorn.Config(
+            app, host=host, port=port, ws_max_size=cfg.max_message_bytes, log_level="warning", lifespan="on"
+        )
+    ), env_server
 
 
 def _argym_version() -> str:

@@ -4,7 +4,22 @@ Shared by every env that runs model-written code (Code today; SWE and tools next
 See `argym.envs.sandbox.base` for the interface and docs/design.md, "Sandboxes".
 """
 
-from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable, clean_output,
-                                     make_sandbox)
+from argym.envs.sandbox.base import (
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+    clean_output,
+    make_sandbox,
+)
 
-__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxError", "SandboxUnavailable", "clean_output", "make_sandbox"]
+__all__ = [
+    "ExecResult",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "SandboxUnavailable",
+    "clean_output",
+    "make_sandbox",
+]

@@ -49,7 +49,7 @@ class Limits:
     output_bytes: int = 1 << 20
     """stdout and stderr are each capped at this; the run is killed when one overflows"""
 
-    def with_(self, **kw: Any) -> "Limits":
+    def with_(self, **kw: Any) -> Limits:
         return replace(self, **kw)
 
 
@@ -76,8 +76,15 @@ class Sandbox(ABC):
     limits: Limits = Limits()
 
     @abstractmethod
-    def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
-            limits: Limits | None = None, result_channel: bool = False) -> ExecResult:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None = None,
+        files: dict[str, bytes | str] | None = None,
+        limits: Limits | None = None,
+        result_channel: bool = False,
+    ) -> ExecResult:
         """Run `argv` (``python`` means the sandbox's interpreter) in a fresh work dir holding `files`.
 
         `stdin` is fed to the program then closed (no stdin: end of file). With
@@ -90,7 +97,7 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Release slots, work dirs and containers."""
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -118,7 +125,7 @@ def default_sandbox(backend: str = "process") -> Sandbox:
         return _DEFAULTS[key]
 
 
-def episode_sandbox(executors: Any, spec: "str | Sandbox") -> Sandbox:
+def episode_sandbox(executors: Any, spec: str | Sandbox) -> Sandbox:
     """The sandbox an env's episode runs in: the rollout engine's shared one if it handed one in
     (`executors.sandbox`), else the `spec` itself if it is a sandbox, else the process-wide one of that backend."""
     shared = getattr(executors, "sandbox", None)

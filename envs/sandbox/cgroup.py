@@ -35,7 +35,9 @@ def _mounts() -> list[tuple[str, str, str, set[str]]]:
             left, _, right = line.partition(" - ")
             fields, rest = left.split(), right.split()
             if rest and rest[0] in ("cgroup", "cgroup2"):
-                out.append((fields[4], fields[3], rest[0], set(rest[2].split(",")) if len(rest) > 2 else set()))
+                out.append(
+                    (fields[4], fields[3], rest[0], set(rest[2].split(",")) if len(rest) > 2 else set())
+                )
     return out
 
 
@@ -51,7 +53,7 @@ def _own_groups() -> dict[str, str]:
 
 
 def _under(mount: str, root: str, path: str) -> Path:
-    rel = path[len(root):] if root != "/" and path.startswith(root) else path
+    rel = path[len(root) :] if root != "/" and path.startswith(root) else path
     return Path(mount) / rel.lstrip("/")
 
 
@@ -85,16 +87,24 @@ def find_layout() -> tuple[Layout | None, str]:
             (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
             return Layout(2, parent), ""
         except OSError as e:  # v2 forbids controllers below a group that holds processes (ours does)
-            sibling_parent = parent.parent  # its children (our group's siblings) already get the memory controller
+            sibling_parent = (
+                parent.parent
+            )  # its children (our group's siblings) already get the memory controller
             try:
-                usable = not override and parent != Path(point) and os.access(sibling_parent, os.W_OK) \
+                usable = (
+                    not override
+                    and parent != Path(point)
+                    and os.access(sibling_parent, os.W_OK)
                     and "memory" in (sibling_parent / "cgroup.subtree_control").read_text().split()
+                )
             except OSError:
                 usable = False
             if usable:
                 return Layout(2, sibling_parent), ""
-            return None, (f"cgroup v2 at {parent} cannot delegate the memory controller to child groups ({e}); "
-                          f"set {ROOT_ENV} to a writable group whose processes live elsewhere")
+            return None, (
+                f"cgroup v2 at {parent} cannot delegate the memory controller to child groups ({e}); "
+                f"set {ROOT_ENV} to a writable group whose processes live elsewhere"
+            )
     memory = next(((p, r) for p, r, t, opts in mounts if t == "cgroup" and "memory" in opts), None)
     if memory is None:
         return None, "no cgroup hierarchy with the memory controller is mounted"

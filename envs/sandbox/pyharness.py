@@ -92,7 +92,7 @@ def _plain(x, depth=0):
 
 
 def _short(text):
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT // 2] + "\n...\n" + text[-MAX_TEXT // 2:]
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT // 2] + "\n...\n" + text[-MAX_TEXT // 2 :]
 
 
 def _tb():
@@ -114,7 +114,7 @@ def candidate_main(rfd, wfd):
         return
     try:
         exec(code, ns)
-    except BaseException:  # noqa: BLE001 -- SystemExit, KeyboardInterrupt included
+    except BaseException:
         _send(wfd, ("load_error", _tb()))
         return
     _send(wfd, ("loaded",))
@@ -128,10 +128,12 @@ def candidate_main(rfd, wfd):
             fn = ns[name]
             value = fn(*args, **kwargs)
             if not _plain(value):
-                raise TypeError(f"{name} returned a {type(value).__name__}, which is not plain builtin data "
-                                f"(int, float, str, bool, None, bytes, list, tuple, dict, set)")
+                raise TypeError(
+                    f"{name} returned a {type(value).__name__}, which is not plain builtin data "
+                    f"(int, float, str, bool, None, bytes, list, tuple, dict, set)"
+                )
             reply = ("ok", marshal.dumps(value))
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             reply = ("exc", _tb())
         _send(wfd, reply)
 
@@ -153,8 +155,11 @@ def counted_asserts(tests):
     """The ids of the asserts of `tests` (source) that score, in source order: every ``assert`` but those
     whose condition is a constant (HumanEval's ``assert True, "..."``), which check nothing of the
     candidate and so would pay any answer, even one that dies at its first call."""
-    found = [n for n in ast.walk(ast.parse(tests, "tests.py"))
-             if isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant)]
+    found = [
+        n
+        for n in ast.walk(ast.parse(tests, "tests.py"))
+        if isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant)
+    ]
     return [assert_id(n) for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
 
 
@@ -163,15 +168,23 @@ class _Counter(ast.NodeTransformer):
 
     def visit_Assert(self, node):
         msg = node.msg if node.msg is not None else ast.Constant(None)
-        call = ast.Call(func=ast.Name("__argym_check", ast.Load()),
-                        args=[ast.Lambda(_noargs(), node.test), ast.Constant(node.lineno), ast.Lambda(_noargs(), msg),
-                              ast.Constant(assert_id(node))],
-                        keywords=[])
+        call = ast.Call(
+            func=ast.Name("__argym_check", ast.Load()),
+            args=[
+                ast.Lambda(_noargs(), node.test),
+                ast.Constant(node.lineno),
+                ast.Lambda(_noargs(), msg),
+                ast.Constant(assert_id(node)),
+            ],
+            keywords=[],
+        )
         return ast.copy_location(ast.Expr(call), node)
 
 
 def _noargs():
-    return ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    return ast.arguments(
+        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+    )
 
 
 def harness_main(pid, to_child, from_child):
@@ -283,7 +296,7 @@ def harness_main(pid, to_child, from_child):
             if state["dead"] is not None:
                 finish()
             return
-        except Exception:  # noqa: BLE001 -- the test itself raised on the candidate's value
+        except Exception:
             ok, err = False, traceback.format_exc(limit=0).strip()
         else:
             err = ""
@@ -295,7 +308,7 @@ def harness_main(pid, to_child, from_child):
             src = test_lines[line - 1].strip() if 0 < line <= len(test_lines) else ""
             try:
                 note = msg()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 note = None
             text = f"line {line}: {src}" + (f"\n{note}" if note else "") + (f"\n{err}" if err else "")
             record["kind"], record["message"] = "wrong_answer", _short(text)
@@ -309,7 +322,7 @@ def harness_main(pid, to_child, from_child):
         env["check"](proxy)
     except CandidateError as e:  # raised outside any assert: the asserts after it never ran
         finish(e.kind, str(e))
-    except Exception:  # noqa: BLE001
+    except Exception:
         finish("test_error", traceback.format_exc(limit=-2))
     if not record["asserts"]:
         finish("test_error", "the tests checked nothing")
@@ -358,7 +371,7 @@ def main():
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
-                except BaseException:  # noqa: BLE001
+                except BaseException:
                     pass
             os._exit(0)
     import ctypes
@@ -394,7 +407,11 @@ def main():
                         os.close(fd)
                     except OSError:
                         pass
-            os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", source, "candidate", str(c_r), str(c_w)], env)
+            os.execve(
+                sys.executable,
+                [sys.executable, "-I", "-S", "-c", source, "candidate", str(c_r), str(c_w)],
+                env,
+            )
         finally:
             os._exit(127)
     for fd in (c_r, c_w, o_w):

@@ -45,8 +45,6 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
-from argym.errors import ConfigError, EnvStateError, InfrastructureError, MissingDependencyError
-from argym.types import Message, Task
 from argym.envs.base import EnvState, Reply, TextEnv
 from argym.envs.sandbox.base import Sandbox, make_sandbox
 from argym.envs.swe import grading
@@ -57,6 +55,9 @@ from argym.envs.swe.tools import TOOLS, ToolBox
 from argym.envs.swe.workspace import DEFAULT_LIMITS, SWE_IMAGE, Workspace, open_workspace
 from argym.envs.tasks import TaskSource
 from argym.envs.tools.calls import ToolCall, check_call, format_calls, parse_tool_calls, tool_message
+
+from argym.errors import ConfigError, EnvStateError, InfrastructureError, MissingDependencyError
+from argym.types import Message, Task
 
 PROMPT = """You are fixing an issue in the repository at /testbed (a git repository at its base commit).
 Work only through these tools (OpenAI function schemas):
@@ -106,15 +107,31 @@ class SWEEnv(TextEnv):
 
     metadata = {**TextEnv.metadata, "argym.exploits": "swe"}  # `argym check` runs this corpus family
 
-    def __init__(self, tasks: Any = "shipped", split: str = "test", sandbox: str | Sandbox = "process",
-                 max_turns: int = 30, time_limit_s: float = 1800.0, command_timeout_s: float = 60.0,
-                 test_timeout_s: float = 300.0, max_output_chars: int = 10_000, oracle_style: str = "hermes",
-                 compact_prompt: bool = False, render_mode: str | None = None, executors: Any = None):
+    def __init__(
+        self,
+        tasks: Any = "shipped",
+        split: str = "test",
+        sandbox: str | Sandbox = "process",
+        max_turns: int = 30,
+        time_limit_s: float = 1800.0,
+        command_timeout_s: float = 60.0,
+        test_timeout_s: float = 300.0,
+        max_output_chars: int = 10_000,
+        oracle_style: str = "hermes",
+        compact_prompt: bool = False,
+        render_mode: str | None = None,
+        executors: Any = None,
+    ):
         if find_spec("swebench") is None:
-            raise MissingDependencyError("swebench", "swe", "argym/SWE-v0 (its grader reads test logs with "
-                                                            "swebench's parsers)")
-        for name, value in (("time_limit_s", time_limit_s), ("command_timeout_s", command_timeout_s),
-                            ("test_timeout_s", test_timeout_s), ("max_output_chars", max_output_chars)):
+            raise MissingDependencyError(
+                "swebench", "swe", "argym/SWE-v0 (its grader reads test logs with swebench's parsers)"
+            )
+        for name, value in (
+            ("time_limit_s", time_limit_s),
+            ("command_timeout_s", command_timeout_s),
+            ("test_timeout_s", test_timeout_s),
+            ("max_output_chars", max_output_chars),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}.")
         if not isinstance(sandbox, Sandbox) and sandbox not in ("process", "docker"):
@@ -132,7 +149,9 @@ class SWEEnv(TextEnv):
         self._oracle: list[ToolCall] = []
         self._oracle_next = 0  # the oracle's plan position: calls it has handed out this episode
         self._time_up = False
-        super().__init__(tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors)
+        super().__init__(
+            tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors
+        )
 
     @property
     def sandbox(self) -> Sandbox:
@@ -148,8 +167,12 @@ class SWEEnv(TextEnv):
         """A workspace of `instance`: from its SWE-bench image (docker only), else from its shipped sources."""
         if instance.image:
             return open_image_workspace(self.sandbox, instance, DEFAULT_LIMITS, snapshot)
-        return open_workspace(self.sandbox, base_repo(instance.sdist, instance.patch, instance.base_commit),
-                              DEFAULT_LIMITS, snapshot)
+        return open_workspace(
+            self.sandbox,
+            base_repo(instance.sdist, instance.patch, instance.base_commit),
+            DEFAULT_LIMITS,
+            snapshot,
+        )
 
     def _open(self, task: Task, snapshot: dict[str, Any] | None = None) -> None:
         self._close_workspace()
@@ -161,8 +184,10 @@ class SWEEnv(TextEnv):
         self._open(task)
         self._oracle, self._oracle_next = [], 0
         if self.compact_prompt:  # small context models (the tiny CPU policy): names and arguments only
-            names = ", ".join(f"{t['function']['name']}({', '.join(t['function']['parameters']['properties'])})"
-                              for t in TOOLS)
+            names = ", ".join(
+                f"{t['function']['name']}({', '.join(t['function']['parameters']['properties'])})"
+                for t in TOOLS
+            )
             system = COMPACT_PROMPT.format(names=names)
         else:
             system = PROMPT.format(schemas="\n".join(json.dumps(t) for t in TOOLS))
@@ -174,8 +199,13 @@ class SWEEnv(TextEnv):
         if not turn.calls:
             problem = " ".join(turn.errors) if turn.errors else "Your turn called no tool."
             msg = f"{problem} Use the tools to work on the repository, and call submit when you are done."
-            return self._maybe_last(Reply(messages=[{"role": "user", "content": msg}], reward_parts={"outcome": 0.0},
-                                          verdict={"calls": [], "errors": list(turn.errors)}))
+            return self._maybe_last(
+                Reply(
+                    messages=[{"role": "user", "content": msg}],
+                    reward_parts={"outcome": 0.0},
+                    verdict={"calls": [], "errors": list(turn.errors)},
+                )
+            )
         messages: list[Message] = []
         results: list[dict[str, Any]] = []
         for call in turn.calls:
@@ -191,16 +221,29 @@ class SWEEnv(TextEnv):
             try:
                 text, result = self._tools.call(call)
             except InfrastructureError as e:  # the sandbox could not run the tool: not the agent's doing
-                return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
-                             verdict={"calls": results, "infra_failure": str(e)})
+                return Reply(
+                    messages=messages,
+                    reward_parts={"outcome": 0.0},
+                    terminated=True,
+                    infra_failure=True,
+                    verdict={"calls": results, "infra_failure": str(e)},
+                )
             self._elapsed += time.monotonic() - start
             messages.append(tool_message(call, text))
             results.append(result)
             if call.name == "run" and self._ws is not None and self._ws.over_disk_limit():
-                messages.append({"role": "user", "content": "The repository grew past the disk limit; "
-                                                            "the episode ends unresolved."})
-                return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True,
-                             verdict={"calls": results, "resolved": False, "rejected": "disk_limit"})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": "The repository grew past the disk limit; the episode ends unresolved.",
+                    }
+                )
+                return Reply(
+                    messages=messages,
+                    reward_parts={"outcome": 0.0},
+                    terminated=True,
+                    verdict={"calls": results, "resolved": False, "rejected": "disk_limit"},
+                )
             if self._elapsed > self.time_limit_s:
                 self._time_up = True
                 done = self._finish(messages, {"calls": results, "time_limit": True}, auto=True)
@@ -208,8 +251,13 @@ class SWEEnv(TextEnv):
                 return done
         if turn.errors:
             messages.append({"role": "user", "content": " ".join(turn.errors)})
-        return self._maybe_last(Reply(messages=messages, reward_parts={"outcome": 0.0},
-                                      verdict={"calls": results, "errors": list(turn.errors)}))
+        return self._maybe_last(
+            Reply(
+                messages=messages,
+                reward_parts={"outcome": 0.0},
+                verdict={"calls": results, "errors": list(turn.errors)},
+            )
+        )
 
     def step(self, action: Any):
         """`TextEnv.step`; past `time_limit_s` (after grading the workspace) the episode is truncated."""
@@ -233,11 +281,21 @@ class SWEEnv(TextEnv):
         try:
             result = self.grade_workspace(self._ws, instance)
         except InfrastructureError as e:
-            return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, infra_failure=True,
-                         verdict={**verdict, "infra_failure": str(e)})
+            return Reply(
+                messages=messages,
+                reward_parts={"outcome": 0.0},
+                terminated=True,
+                infra_failure=True,
+                verdict={**verdict, "infra_failure": str(e)},
+            )
         ok = bool(result["resolved"])
-        return Reply(messages=messages, reward_parts={"outcome": 1.0 if ok else 0.0}, terminated=True, success=ok,
-                     verdict={**verdict, **result, "auto_submitted": auto})
+        return Reply(
+            messages=messages,
+            reward_parts={"outcome": 1.0 if ok else 0.0},
+            terminated=True,
+            success=ok,
+            verdict={**verdict, **result, "auto_submitted": auto},
+        )
 
     def grade_workspace(self, ws: Workspace, instance: Instance) -> dict[str, Any]:
         """Grade what `ws` holds against `instance`, in a fresh workspace (raises `InfrastructureError`)."""
@@ -265,8 +323,12 @@ class SWEEnv(TextEnv):
         base = super().snapshot()
         if self._ws is None or self._tools is None:
             raise EnvStateError("Nothing to snapshot: call reset() first.")
-        return SWEState(**vars(base), workspace=self._ws.snapshot(), history=copy.deepcopy(self._tools.history),
-                        elapsed_s=self._elapsed)
+        return SWEState(
+            **vars(base),
+            workspace=self._ws.snapshot(),
+            history=copy.deepcopy(self._tools.history),
+            elapsed_s=self._elapsed,
+        )
 
     def restore(self, state: EnvState) -> None:
         """Restore from a real copy of the workspace (no replay of the commands)."""
@@ -306,8 +368,13 @@ def patch_to_calls(patch: str) -> list[ToolCall]:
 
     def flush() -> None:
         if in_hunk and path:
-            calls.append(ToolCall("str_replace", {"path": path, "old_str": "\n".join(old), "new_str": "\n".join(new)},
-                                  f"call_{len(calls)}"))
+            calls.append(
+                ToolCall(
+                    "str_replace",
+                    {"path": path, "old_str": "\n".join(old), "new_str": "\n".join(new)},
+                    f"call_{len(calls)}",
+                )
+            )
 
     for line in patch.splitlines():
         if line.startswith("diff --git "):

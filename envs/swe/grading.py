@@ -50,10 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from argym.errors import InfrastructureError
 from argym.envs.sandbox.base import SandboxError
 from argym.envs.swe.instances import Instance
 from argym.envs.swe.workspace import BASE_GIT, ROOT, Workspace
+
+from argym.errors import InfrastructureError
 
 START, END, EXIT = ">>>>> Start Test Output", ">>>>> End Test Output", ">>>>> Test Exit Code"
 PASSING = ("PASSED", "XFAIL")
@@ -62,9 +63,11 @@ _TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_tests?\.py$")
 # What the test run reads besides the code under test: pytest's configuration files of every name it has
 # known (pytest.toml and .pytest.toml since pytest 9, .pytest.ini), conftests, site hooks, packaging metadata
 # (a *.dist-info or *.egg-info on sys.path declares pytest11 entry points), modules that shadow the runner.
-_STEERING = re.compile(r"(^|/)(conftest\.py|setup\.cfg|tox\.ini|\.?pytest\.ini|\.?pytest\.toml|pyproject\.toml|"
-                       r"setup\.py|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$"
-                       r"|(^|/)[^/]*\.(dist|egg)-info/|^(_?pytest|pluggy|py)(\.py$|/)")
+_STEERING = re.compile(
+    r"(^|/)(conftest\.py|setup\.cfg|tox\.ini|\.?pytest\.ini|\.?pytest\.toml|pyproject\.toml|"
+    r"setup\.py|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$"
+    r"|(^|/)[^/]*\.(dist|egg)-info/|^(_?pytest|pluggy|py)(\.py$|/)"
+)
 # git without the agent's configuration: a fresh HOME, no global/system config or attributes, a private copy of
 # the pristine git directory (made by mktemp, so nothing the agent left in /tmp is reused).
 _GIT_ENV = f"""g="$(mktemp -d /tmp/.argym-git.XXXXXXXX)"
@@ -74,8 +77,10 @@ export HOME="$g" XDG_CONFIG_HOME="$g" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOS
 stage() {{ git -c core.attributesFile=/dev/null add -A "$@" . ':(exclude,glob)**/__pycache__/**' \
   ':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' >/dev/null; }}
 """
-_DIFF_OPTS = ("--binary --no-color --no-renames --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ "
-              "--no-relative")
+_DIFF_OPTS = (
+    "--binary --no-color --no-renames --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ "
+    "--no-relative"
+)
 DIFF_SCRIPT = f"""set -e
 {_GIT_ENV}stage
 git -c core.quotePath=true diff --cached {_DIFF_OPTS} "$1"
@@ -92,7 +97,7 @@ cat > "$g/patch.diff"
 stage --force || exit 4
 git -c core.quotePath=true diff --cached --name-only --no-renames "$before" || exit 4
 """
-TEST_PATCH_SCRIPT = f"""cat > /tmp/.argym-test.diff
+TEST_PATCH_SCRIPT = """cat > /tmp/.argym-test.diff
 git apply --verbose /tmp/.argym-test.diff 2>&1 || patch --batch --fuzz=5 -p1 -i /tmp/.argym-test.diff 2>&1
 """
 _EXIT_LINE = re.compile(rf"(?m)^{EXIT}: (\d+)\s*$")
@@ -124,7 +129,7 @@ def header_path(line: str) -> str | None:
         a, b = unquote(f'"{m.group(1)}"'), unquote(f'"{m.group(2)}"')
     else:
         k = (len(rest) - 5) // 2
-        a, b = rest[:k + 2], rest[k + 3:]
+        a, b = rest[: k + 2], rest[k + 3 :]
         if rest != f"{a} {b}":
             return None
     if not (a.startswith("a/") and b.startswith("b/") and a[2:] == b[2:] and a[2:]):
@@ -203,7 +208,7 @@ class Sentinels:
     must_pass: str
 
     @classmethod
-    def draw(cls, instance: Instance) -> "Sentinels":
+    def draw(cls, instance: Instance) -> Sentinels:
         first = instance.FAIL_TO_PASS[0].split("::")[0]
         folder = PurePosixPath(first).parent
         path = str(folder / f"test_{secrets.token_hex(6)}.py")
@@ -213,7 +218,9 @@ class Sentinels:
     def source(self) -> str:
         fail, ok = self.must_fail.split("::")[1], self.must_pass.split("::")[1]
         a, b = secrets.randbelow(1 << 30), secrets.randbelow(1 << 30) | 1
-        return f"def {ok}():\n    assert {a} + {b} == {a + b}\n\n\ndef {fail}():\n    assert {a} + {b} == {a}\n"
+        return (
+            f"def {ok}():\n    assert {a} + {b} == {a + b}\n\n\ndef {fail}():\n    assert {a} + {b} == {a}\n"
+        )
 
     def tampering(self, statuses: dict[str, str], exit_code: int | None, reported: bool) -> str:
         """Why the run cannot be trusted ("" if it can); `reported`: some instance test has a status."""
@@ -226,8 +233,13 @@ class Sentinels:
         return f"the sentinel test that must fail was reported {fail} and the one that must pass {ok}"
 
 
-def resolve(instance: Instance, statuses: dict[str, str], exit_code: int | None,
-            sentinels: Sentinels | None = None, conflicts: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def resolve(
+    instance: Instance,
+    statuses: dict[str, str],
+    exit_code: int | None,
+    sentinels: Sentinels | None = None,
+    conflicts: list[str] | tuple[str, ...] = (),
+) -> dict[str, Any]:
     """The per-test verdict and the resolution (see the module docstring)."""
     tests = {t: statuses.get(t, "MISSING") for t in (*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS)}
     f2p = [t for t in instance.FAIL_TO_PASS if tests[t] in PASSING]
@@ -242,10 +254,14 @@ def resolve(instance: Instance, statuses: dict[str, str], exit_code: int | None,
         rejected = f"tampered: the log reports {conflicts[0]} with two different statuses"
     if not rejected and all_pass and exit_code != expected_exit:
         rejected = f"the log shows every test passing but the test command exited with {exit_code}"
-    return {"resolved": all_pass and not rejected, "rejected": rejected, "tampered": rejected.startswith("tampered"),
-            "tests": tests,
-            "FAIL_TO_PASS": {"passed": len(f2p), "total": len(instance.FAIL_TO_PASS)},
-            "PASS_TO_PASS": {"passed": len(p2p), "total": len(instance.PASS_TO_PASS)}}
+    return {
+        "resolved": all_pass and not rejected,
+        "rejected": rejected,
+        "tampered": rejected.startswith("tampered"),
+        "tests": tests,
+        "FAIL_TO_PASS": {"passed": len(f2p), "total": len(instance.FAIL_TO_PASS)},
+        "PASS_TO_PASS": {"passed": len(p2p), "total": len(instance.PASS_TO_PASS)},
+    }
 
 
 def test_command(instance: Instance) -> str:
@@ -254,7 +270,12 @@ def test_command(instance: Instance) -> str:
     return (instance.test_cmd or TEST_CMD) + " " + " ".join(shlex.quote(t) for t in tests)
 
 
-_INI_SECTIONS = {"pytest.ini": "pytest", ".pytest.ini": "pytest", "tox.ini": "pytest", "setup.cfg": "tool:pytest"}
+_INI_SECTIONS = {
+    "pytest.ini": "pytest",
+    ".pytest.ini": "pytest",
+    "tox.ini": "pytest",
+    "setup.cfg": "tool:pytest",
+}
 
 
 def base_config(base: Path, instance: Instance) -> str | None:
@@ -265,11 +286,20 @@ def base_config(base: Path, instance: Instance) -> str | None:
     ``[tool.pytest]``/``[tool.pytest.ini_options]``, a ``tox.ini`` with ``[pytest]`` or a ``setup.cfg``
     with ``[tool:pytest]``. The grader names it with ``-c``, so no other file is ever read.
     """
-    folders = [PurePosixPath(t.split("::")[0]).parent.parts for t in (*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS)]
+    folders = [
+        PurePosixPath(t.split("::")[0]).parent.parts for t in (*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS)
+    ]
     common = PurePosixPath(*[p[0] for p in itertools.takewhile(lambda p: len(set(p)) == 1, zip(*folders))])
     for folder in [common, *common.parents]:
-        for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini",
-                     "setup.cfg"):
+        for name in (
+            "pytest.toml",
+            ".pytest.toml",
+            "pytest.ini",
+            ".pytest.ini",
+            "pyproject.toml",
+            "tox.ini",
+            "setup.cfg",
+        ):
             path = base / folder / name
             if path.is_file() and not path.is_symlink() and pytest_options(path) is not None:
                 return str(folder / name)
@@ -319,16 +349,20 @@ exec env -u PYTEST_ADDOPTS -u PYTEST_PLUGINS HOME="$d" PYTEST_DISABLE_PLUGIN_AUT
 """
 
 
-def run_tests(ws: Workspace, instance: Instance, timeout_s: float,
-              sentinels: Sentinels | None = None) -> tuple[str, int | None]:
+def run_tests(
+    ws: Workspace, instance: Instance, timeout_s: float, sentinels: Sentinels | None = None
+) -> tuple[str, int | None]:
     """Run the instance's tests in `ws`; the log with swebench's markers, and the command's exit code."""
     if instance.eval_script:  # SWE-bench v5 instances bring their own script (it prints the markers)
         from argym.envs.swe.swebench_images import eval_script
 
         # Through a file (a test patch may pass the 128 KiB limit of one argument); one stream, so that
         # `set -x`'s marker lines (stderr) stay in place around the tests' output (stdout).
-        r = ws.exec(["bash", "-c", "cat > /tmp/.argym-eval.sh && exec bash /tmp/.argym-eval.sh </dev/null 2>&1"],
-                    stdin=eval_script(instance).encode(), timeout_s=timeout_s)
+        r = ws.exec(
+            ["bash", "-c", "cat > /tmp/.argym-eval.sh && exec bash /tmp/.argym-eval.sh </dev/null 2>&1"],
+            stdin=eval_script(instance).encode(),
+            timeout_s=timeout_s,
+        )
         log = r.stdout + r.stderr
         if r.timed_out or r.output_truncated:
             return log, None
@@ -340,11 +374,15 @@ def run_tests(ws: Workspace, instance: Instance, timeout_s: float,
         base = getattr(ws, "base", None)
         config = base_config(Path(base), instance) if base else None
         if sentinels is not None:
-            w = ws.exec(["bash", "-c", f"cat > {shlex.quote(sentinels.path)}"], stdin=sentinels.source().encode(),
-                        timeout_s=60)
+            w = ws.exec(
+                ["bash", "-c", f"cat > {shlex.quote(sentinels.path)}"],
+                stdin=sentinels.source().encode(),
+                timeout_s=60,
+            )
             if w.exit_code != 0:  # its folder holds the instance's tests, which no agent's patch may touch
-                raise InfrastructureError(f"could not write the sentinel tests to {sentinels.path}: "
-                                          f"{w.stderr[-300:]}")
+                raise InfrastructureError(
+                    f"could not write the sentinel tests to {sentinels.path}: {w.stderr[-300:]}"
+                )
         r = ws.exec(["bash", "-c", pytest_script(instance, config, sentinels)], timeout_s=timeout_s)
     code = None if (r.timed_out or r.output_truncated) else r.exit_code
     return f"{START}\n{r.stdout}{r.stderr}\n{END}\n{EXIT}: {code}\n", code
@@ -364,23 +402,36 @@ def grade(fresh: Workspace, instance: Instance, diff: str, timeout_s: float = 30
                 return {**verdict, **_unresolved(instance, "patch_too_large"), "patch": "too_large"}
             r = fresh.exec(["bash", "-c", APPLY_SCRIPT], stdin=diff.encode(), timeout_s=120)
             if r.exit_code == 3:
-                return {**verdict, **_unresolved(instance, "patch_failed"), "patch": "failed",
-                        "apply_output": r.stderr[-1000:]}
+                return {
+                    **verdict,
+                    **_unresolved(instance, "patch_failed"),
+                    "patch": "failed",
+                    "apply_output": r.stderr[-1000:],
+                }
             if r.exit_code == 4 or r.output_truncated:
-                return {**verdict, **_unresolved(instance, "the files the patch changed could not be listed"),
-                        "patch": "unreadable", "apply_output": r.stderr[-1000:]}
+                return {
+                    **verdict,
+                    **_unresolved(instance, "the files the patch changed could not be listed"),
+                    "patch": "unreadable",
+                    "apply_output": r.stderr[-1000:],
+                }
             if r.exit_code != 0:
-                raise InfrastructureError(f"could not apply the patch or list what it changed (exit {r.exit_code}): "
-                                          f"{r.stderr[-500:]}")
+                raise InfrastructureError(
+                    f"could not apply the patch or list what it changed (exit {r.exit_code}): "
+                    f"{r.stderr[-500:]}"
+                )
             touched = sorted(p for p in map(unquote, r.stdout.splitlines()) if is_test_path(p))
             if touched:  # the diff's text named other files than those it wrote: a forged patch
                 why = f"tampered: the patch wrote test or configuration files: {touched[:5]}"
                 return {**verdict, **_unresolved(instance, why), "patch": "rejected"}
         if instance.test_patch.strip() and not instance.eval_script:  # an eval script applies it itself
-            r = fresh.exec(["bash", "-c", TEST_PATCH_SCRIPT], stdin=instance.test_patch.encode(), timeout_s=120)
+            r = fresh.exec(
+                ["bash", "-c", TEST_PATCH_SCRIPT], stdin=instance.test_patch.encode(), timeout_s=120
+            )
             if r.exit_code != 0:
-                raise InfrastructureError(f"the test patch of {instance.instance_id} does not apply: "
-                                          f"{(r.stdout + r.stderr)[-500:]}")
+                raise InfrastructureError(
+                    f"the test patch of {instance.instance_id} does not apply: {(r.stdout + r.stderr)[-500:]}"
+                )
         log, code = run_tests(fresh, instance, timeout_s, sentinels)
     except SandboxError as e:
         raise InfrastructureError(f"grading sandbox failed: {e}") from e

@@ -18,14 +18,23 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from argym.envs.tasks import ListSource, jsonl_rows, split_of
+
 from argym.errors import ConfigError
 from argym.types import Task
-from argym.envs.tasks import ListSource, jsonl_rows, split_of
 
 DATA_DIR = Path(__file__).parent / "data"
 SHIPPED = DATA_DIR / "instances.jsonl"
-REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-            "FAIL_TO_PASS", "PASS_TO_PASS")
+REQUIRED = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ class Instance:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any], where: str = "instance") -> "Instance":
+    def from_row(cls, row: dict[str, Any], where: str = "instance") -> Instance:
         if not isinstance(row, dict):
             raise ConfigError(f"{where}: an instance must be a JSON object, got {type(row).__name__}.")
         missing = [k for k in REQUIRED if k not in row]
@@ -77,8 +86,10 @@ class Instance:
             if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(value, str):
                 raise ConfigError(f"{where}: {key} must be a string, got {type(value).__name__}.")
         if not (kw.get("sdist") or kw.get("image")):
-            raise ConfigError(f"{where}: the instance names no repository source: give `sdist` (an archive in "
-                              f"{DATA_DIR}) or `image` (a Docker image with the repository at /testbed).")
+            raise ConfigError(
+                f"{where}: the instance names no repository source: give `sdist` (an archive in "
+                f"{DATA_DIR}) or `image` (a Docker image with the repository at /testbed)."
+            )
         return cls(**kw, extra={k: v for k, v in row.items() if k not in known})
 
     def to_row(self) -> dict[str, Any]:
@@ -89,8 +100,13 @@ class Instance:
 
     def to_task(self) -> Task:
         split = self.split or split_of(self.instance_id)
-        return Task(id=self.instance_id, prompt=({"role": "user", "content": self.problem_statement},),
-                    split=split, answer=self.patch, meta={"instance": self.to_row()})
+        return Task(
+            id=self.instance_id,
+            prompt=({"role": "user", "content": self.problem_statement},),
+            split=split,
+            answer=self.patch,
+            meta={"instance": self.to_row()},
+        )
 
 
 def read_instances(path: str | Path) -> list[Instance]:
@@ -99,8 +115,9 @@ def read_instances(path: str | Path) -> list[Instance]:
 
 
 def write_instances(path: str | Path, instances: list[Instance]) -> None:
-    Path(path).write_text("".join(json.dumps(i.to_row(), sort_keys=True) + "\n" for i in instances),
-                          encoding="utf-8")
+    Path(path).write_text(
+        "".join(json.dumps(i.to_row(), sort_keys=True) + "\n" for i in instances), encoding="utf-8"
+    )
 
 
 def instance_of(task: Task) -> Instance:
@@ -119,6 +136,8 @@ def swe_tasks(tasks: Any = None) -> ListSource:
     elif isinstance(tasks, (list, tuple)) and all(isinstance(t, Task) for t in tasks):
         return ListSource(list(tasks), name="tasks")
     else:
-        raise ConfigError(f"tasks= must be 'shipped', a JSONL path of SWE-bench instances or a list of Tasks; "
-                          f"got {tasks!r}.")
+        raise ConfigError(
+            f"tasks= must be 'shipped', a JSONL path of SWE-bench instances or a list of Tasks; "
+            f"got {tasks!r}."
+        )
     return ListSource([i.to_task() for i in read_instances(path)], name=str(path))

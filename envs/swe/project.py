@@ -26,12 +26,21 @@ from pathlib import Path
 from argym.errors import ConfigError, InfrastructureError
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "argym", "GIT_AUTHOR_EMAIL": "argym@localhost", "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
-    "GIT_COMMITTER_NAME": "argym", "GIT_COMMITTER_EMAIL": "argym@localhost",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
-    "GIT_CONFIG_KEY_1": "init.defaultBranch", "GIT_CONFIG_VALUE_1": "main",
-    "GIT_CONFIG_KEY_2": "core.autocrlf", "GIT_CONFIG_VALUE_2": "false",
+    "GIT_AUTHOR_NAME": "argym",
+    "GIT_AUTHOR_EMAIL": "argym@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_NAME": "argym",
+    "GIT_COMMITTER_EMAIL": "argym@localhost",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+    "GIT_CONFIG_KEY_1": "init.defaultBranch",
+    "GIT_CONFIG_VALUE_1": "main",
+    "GIT_CONFIG_KEY_2": "core.autocrlf",
+    "GIT_CONFIG_VALUE_2": "false",
 }
 
 _LOCK = threading.Lock()
@@ -60,7 +69,9 @@ def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
     env = {**os.environ, **GIT_ENV, "HOME": str(cwd)}
     r = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=120)
     if r.returncode != 0:
-        raise InfrastructureError(f"git {' '.join(args)} failed in {cwd}: {r.stderr.decode(errors='replace')[:500]}")
+        raise InfrastructureError(
+            f"git {' '.join(args)} failed in {cwd}: {r.stderr.decode(errors='replace')[:500]}"
+        )
     return r.stdout.decode("utf-8", errors="replace")
 
 
@@ -81,7 +92,7 @@ def sdist_tree(sdist: str | Path) -> Path:
                 tar.extractall(dest, filter="data")
         except tarfile.TarError as e:
             raise ConfigError(f"{path} is not a usable sdist archive (.tar.gz): {e}") from None
-        tops = [p for p in dest.iterdir()]
+        tops = list(dest.iterdir())
         if len(tops) != 1 or not tops[0].is_dir():
             raise ConfigError(f"{path} does not hold one top-level directory, as an sdist does.")
         _CACHE[key] = tops[0]
@@ -124,7 +135,9 @@ def base_repo(sdist: str, patch: str, base_commit: str | None = None) -> Path:
     if base_commit is not None:
         head = git(cached, "rev-parse", "HEAD").strip()
         if head != base_commit:
-            raise ConfigError(f"Building the repository from {sdist} gave commit {head}, not the instance's "
-                              f"base_commit {base_commit}: the source archive or the patch differs from the "
-                              f"one the instance was made from.")
+            raise ConfigError(
+                f"Building the repository from {sdist} gave commit {head}, not the instance's "
+                f"base_commit {base_commit}: the source archive or the patch differs from the "
+                f"one the instance was made from."
+            )
     return cached

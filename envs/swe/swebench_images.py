@@ -30,10 +30,11 @@ import hashlib
 import threading
 from typing import Any
 
-from argym.errors import ConfigError
 from argym.envs.sandbox.base import Limits, Sandbox, SandboxError, SandboxUnavailable
 from argym.envs.swe.instances import Instance
 from argym.envs.swe.workspace import BASE_GIT, DEFAULT_LIMITS, ROOT, DockerWorkspace, Workspace
+
+from argym.errors import ConfigError
 
 PREPARED_REPO = "argym-swe-prepared"
 _LOCK = threading.Lock()
@@ -74,16 +75,17 @@ def ensure_image(client: Any, image: str, instance_id: str) -> None:
     try:
         client.images.get(image)
         return
-    except Exception:  # noqa: BLE001 -- not here: try the registry
+    except Exception:
         pass
     try:
         client.images.pull(image)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise SandboxUnavailable(
             f"The Docker image {image!r} of {instance_id} is not on this engine and could not be pulled ({e}). "
             f"Pull it on a machine that reaches its registry (`docker pull {image}`; SWE-bench publishes "
             f"{instance_id} as {published_image(instance_id)!r}), or `docker save` it there and `docker load` "
-            f"it here.") from None
+            f"it here."
+        ) from None
 
 
 def prepared_name(image: str, base_commit: str) -> str:
@@ -96,22 +98,34 @@ def prepared_image(sandbox: Sandbox, instance: Instance) -> tuple[str, int]:
     """The instance's image with the repository's future stripped (built once per process; see the module doc),
     and the size of its ``/testbed`` in MiB."""
     if sandbox.backend != "docker":
-        raise ConfigError(f"{instance.instance_id} lives in the Docker image {instance.image!r}: run it with "
-                          f"sandbox=docker (the {sandbox.backend} backend builds workspaces from shipped sources).")
+        raise ConfigError(
+            f"{instance.instance_id} lives in the Docker image {instance.image!r}: run it with "
+            f"sandbox=docker (the {sandbox.backend} backend builds workspaces from shipped sources)."
+        )
     key = (instance.image, instance.base_commit)
     with _LOCK:
         if key in _PREPARED:
             return _PREPARED[key]
         client = sandbox.client  # type: ignore[attr-defined]
         ensure_image(client, instance.image, instance.instance_id)
-        box = sandbox.start_session(Limits(timeout_s=600, memory_mb=4096, processes=256, file_size_mb=2048),  # type: ignore[attr-defined]
-                                    image=instance.image, workdir="/")
+        box = sandbox.start_session(
+            Limits(timeout_s=600, memory_mb=4096, processes=256, file_size_mb=2048),  # type: ignore[attr-defined]
+            image=instance.image,
+            workdir="/",
+        )
         try:
-            r = sandbox.exec_in(box, ["bash", "-c", STRIP_SCRIPT, "strip", instance.base_commit], user="0",  # type: ignore[attr-defined]
-                                workdir="/", limits=Limits(timeout_s=600, output_bytes=1 << 16))
+            r = sandbox.exec_in(
+                box,
+                ["bash", "-c", STRIP_SCRIPT, "strip", instance.base_commit],
+                user="0",  # type: ignore[attr-defined]
+                workdir="/",
+                limits=Limits(timeout_s=600, output_bytes=1 << 16),
+            )
             if r.exit_code != 0:
-                raise SandboxError(f"could not strip the history of {instance.image!r}'s {ROOT} "
-                                   f"(exit {r.exit_code}): {(r.stdout + r.stderr).strip()[-500:]}")
+                raise SandboxError(
+                    f"could not strip the history of {instance.image!r}'s {ROOT} "
+                    f"(exit {r.exit_code}): {(r.stdout + r.stderr).strip()[-500:]}"
+                )
             name = prepared_name(instance.image, instance.base_commit)
             box.commit(repository=PREPARED_REPO, tag=name.split(":")[1])
         finally:
@@ -120,14 +134,20 @@ def prepared_image(sandbox: Sandbox, instance: Instance) -> tuple[str, int]:
         return _PREPARED[key]
 
 
-def open_image_workspace(sandbox: Sandbox, instance: Instance, limits: Limits = DEFAULT_LIMITS,
-                         snapshot: dict[str, Any] | None = None) -> Workspace:
+def open_image_workspace(
+    sandbox: Sandbox,
+    instance: Instance,
+    limits: Limits = DEFAULT_LIMITS,
+    snapshot: dict[str, Any] | None = None,
+) -> Workspace:
     """A fresh workspace of an image instance, or one restored from a `snapshot()` handle (a committed image)."""
     if snapshot is not None:
         if snapshot.get("backend") != "docker" or sandbox.backend != "docker":
             raise ConfigError("An image instance's snapshot can only be restored on the docker backend.")
         limits = limits.with_(disk_mb=limits.disk_mb + prepared_image(sandbox, instance)[1])
-        return DockerWorkspace(sandbox, None, limits, image=snapshot["image"], uid=snapshot["uid"], tree=snapshot["tree"])
+        return DockerWorkspace(
+            sandbox, None, limits, image=snapshot["image"], uid=snapshot["uid"], tree=snapshot["tree"]
+        )
     image, size_mb = prepared_image(sandbox, instance)
     # The disk limit bounds what the agent adds: a real repository may alone be larger than it.
     return DockerWorkspace(sandbox, None, limits.with_(disk_mb=limits.disk_mb + size_mb), image=image)
@@ -137,6 +157,9 @@ def eval_script(instance: Instance) -> str:
     """The row's eval script, made by swebench's `make_test_spec` (which records the test command's exit code)."""
     from swebench.harness.utils import make_test_spec
 
-    row = {**instance.to_row(), "log_parser": instance.extra.get("log_parser", "parse_log_pytest"),
-           "eval_type": instance.extra.get("eval_type", "")}
+    row = {
+        **instance.to_row(),
+        "log_parser": instance.extra.get("log_parser", "parse_log_pytest"),
+        "eval_type": instance.extra.get("eval_type", ""),
+    }
     return make_test_spec(row).eval_script

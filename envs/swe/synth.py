@@ -24,9 +24,9 @@ import random
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from argym.envs.sandbox.base import make_sandbox
 from argym.envs.swe import grading
@@ -35,9 +35,23 @@ from argym.envs.swe.project import build_repo, git, sdist_tree
 from argym.envs.swe.workspace import DEFAULT_LIMITS, ProcessWorkspace
 from argym.envs.tasks import split_of
 
-REPOS = {"toolz": "pytoolz/toolz", "more_itertools": "more-itertools/more-itertools", "boltons": "mahmoud/boltons"}
-_FLIP = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+REPOS = {
+    "toolz": "pytoolz/toolz",
+    "more_itertools": "more-itertools/more-itertools",
+    "boltons": "mahmoud/boltons",
+}
+_FLIP = {
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
 
 
 # Test ids every pytest version addresses the same way on a command line: parametrize ids with
@@ -59,32 +73,49 @@ class Mutation:
 
     def apply(self, text: str) -> str:
         old = text.split("\n")
-        return "\n".join(old[:self.first - 1] + list(self.lines) + old[self.last:])
+        return "\n".join(old[: self.first - 1] + list(self.lines) + old[self.last :])
 
 
 def _replace_segment(lines: list[str], node: ast.expr, new: str) -> tuple[int, int, tuple[str, ...]] | None:
     if node.lineno != node.end_lineno:
         return None
     raw = lines[node.lineno - 1].encode()
-    text = (raw[:node.col_offset] + new.encode() + raw[node.end_col_offset:]).decode()
+    text = (raw[: node.col_offset] + new.encode() + raw[node.end_col_offset :]).decode()
     return node.lineno, node.lineno, (text,)
 
 
 def _expr_mutations(node: ast.AST) -> Iterator[tuple[str, ast.expr, Callable[[], ast.expr]]]:
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _FLIP:
-        yield "flip_comparison", node, lambda: ast.Compare(node.left, [_FLIP[type(node.ops[0])]()], node.comparators)
+        yield (
+            "flip_comparison",
+            node,
+            lambda: ast.Compare(node.left, [_FLIP[type(node.ops[0])]()], node.comparators),
+        )
     elif isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value < 1000:
         yield "off_by_one", node, lambda: ast.Constant(node.value + 1)
     elif isinstance(node, ast.Constant) and type(node.value) is bool:
         yield "change_constant", node, lambda: ast.Constant(not node.value)
-    elif (isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords
-          and not any(isinstance(a, ast.Starred) for a in node.args)):
+    elif (
+        isinstance(node, ast.Call)
+        and len(node.args) == 2
+        and not node.keywords
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+    ):
         yield "swap_arguments", node, lambda: ast.Call(node.func, [node.args[1], node.args[0]], [])
     elif isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub):
-        yield "swap_operator", node, lambda: ast.BinOp(node.left, ast.Sub() if isinstance(node.op, ast.Add) else ast.Add(),
-                                                       node.right)
+        yield (
+            "swap_operator",
+            node,
+            lambda: ast.BinOp(
+                node.left, ast.Sub() if isinstance(node.op, ast.Add) else ast.Add(), node.right
+            ),
+        )
     elif isinstance(node, ast.BoolOp) and len(node.values) == 2:
-        yield "swap_operator", node, lambda: ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), node.values)
+        yield (
+            "swap_operator",
+            node,
+            lambda: ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), node.values),
+        )
 
 
 def mutations(source: str, path: str) -> Iterator[Mutation]:
@@ -105,10 +136,14 @@ def mutations(source: str, path: str) -> Iterator[Mutation]:
                 continue
             if isinstance(node, ast.If) and not node.orelse and node.lineno != fn.lineno:
                 indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)
-                yield Mutation(path, qualname, "drop_branch", node.lineno, node.end_lineno, (indent + "pass",))
+                yield Mutation(
+                    path, qualname, "drop_branch", node.lineno, node.end_lineno, (indent + "pass",)
+                )
             elif isinstance(node, ast.Return) and node.value is not None:
                 indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)
-                yield Mutation(path, qualname, "remove_return", node.lineno, node.end_lineno, (indent + "pass",))
+                yield Mutation(
+                    path, qualname, "remove_return", node.lineno, node.end_lineno, (indent + "pass",)
+                )
             for op, target, build in _expr_mutations(node):
                 try:
                     seg = _replace_segment(lines, target, ast.unparse(build()))
@@ -137,17 +172,30 @@ def _failure_excerpt(log: str, max_lines: int = 14) -> str:
 
 
 def problem_statement(project: str, version: str, broken: list[str], log: str) -> str:
-    shown = "\n".join(f"- {t}" for t in broken[:8]) + (f"\n- ... and {len(broken) - 8} more" if len(broken) > 8 else "")
+    shown = "\n".join(f"- {t}" for t in broken[:8]) + (
+        f"\n- ... and {len(broken) - 8} more" if len(broken) > 8 else ""
+    )
     excerpt = re.sub(r" at 0x[0-9a-f]+", "", _failure_excerpt(log))
     detail = f"\n\nThe first failure:\n```\n{excerpt}\n```" if excerpt else ""
-    return (f"{project} {version}: {len(broken)} test(s) of the project's own suite fail on the current code:\n"
-            f"{shown}{detail}\n\nFind the bug in the library code and fix it so that these tests pass "
-            f"(the tests are right; do not change them).")
+    return (
+        f"{project} {version}: {len(broken)} test(s) of the project's own suite fail on the current code:\n"
+        f"{shown}{detail}\n\nFind the bug in the library code and fix it so that these tests pass "
+        f"(the tests are right; do not change them)."
+    )
 
 
-def synthesize(sdist: str | Path, *, max_instances: int = 25, seed: int = 0, max_broken: int = 25,
-               p2p: int = 15, tries_per_function: int = 3, test_fraction: float = 0.3,
-               sdist_name: str | None = None, log: Callable[[str], None] = lambda s: None) -> list[Instance]:
+def synthesize(
+    sdist: str | Path,
+    *,
+    max_instances: int = 25,
+    seed: int = 0,
+    max_broken: int = 25,
+    p2p: int = 15,
+    tries_per_function: int = 3,
+    test_fraction: float = 0.3,
+    sdist_name: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> list[Instance]:
     """Instances from the sdist at `sdist` (see the module docstring); `sdist_name` is what instances record."""
     tree = sdist_tree(sdist)
     project = tree.name.rsplit("-", 1)[0]
@@ -161,16 +209,23 @@ def synthesize(sdist: str | Path, *, max_instances: int = 25, seed: int = 0, max
         pristine = work / "pristine"
         setup_commit = build_repo(tree, pristine)
         ws = ProcessWorkspace(sandbox, pristine, DEFAULT_LIMITS)
-        tests = sorted(str(p.relative_to(pristine)) for p in pristine.rglob("test_*.py") if ".git" not in p.parts)
+        tests = sorted(
+            str(p.relative_to(pristine)) for p in pristine.rglob("test_*.py") if ".git" not in p.parts
+        )
         if not tests:
-            raise ValueError(f"{tree.name} ships no test files (test_*.py); synthesis needs the project's tests.")
+            raise ValueError(
+                f"{tree.name} ships no test files (test_*.py); synthesis needs the project's tests."
+            )
         base = _statuses(ws, tests, 600)
         if base is None:
             raise ValueError(f"{tree.name}'s test suite did not finish in 600 s.")
         passing = sorted(t for t, s in base.items() if s == "PASSED" and _ADDRESSABLE.match(t))
         log(f"{tree.name}: {len(passing)} tests pass at baseline")
-        sources = sorted(p for p in (pristine / package).rglob("*.py")
-                         if p.name != "__init__.py" and not grading.is_test_path(str(p.relative_to(pristine))))
+        sources = sorted(
+            p
+            for p in (pristine / package).rglob("*.py")
+            if p.name != "__init__.py" and not grading.is_test_path(str(p.relative_to(pristine)))
+        )
         by_function: dict[tuple[str, str], list[Mutation]] = {}
         for src in sources:
             rel = str(src.relative_to(pristine))
@@ -203,8 +258,22 @@ def synthesize(sdist: str | Path, *, max_instances: int = 25, seed: int = 0, max
                 rest = [t for t in in_targets if t not in broken]
                 same_file = [t for t in rest if t.split("::")[0] in {b.split("::")[0] for b in broken}]
                 sample = sorted(rng.sample(same_file, min(p2p, len(same_file))))
-                out.append(_instance(pristine, m, original, project, version, repo_name, setup_commit, broken, sample,
-                                     got["__log__"], sdist_name or str(sdist), test_fraction))
+                out.append(
+                    _instance(
+                        pristine,
+                        m,
+                        original,
+                        project,
+                        version,
+                        repo_name,
+                        setup_commit,
+                        broken,
+                        sample,
+                        got["__log__"],
+                        sdist_name or str(sdist),
+                        test_fraction,
+                    )
+                )
                 log(f"  kept {out[-1].instance_id}: breaks {len(broken)}")
                 break
         ws.close()
@@ -214,14 +283,34 @@ def synthesize(sdist: str | Path, *, max_instances: int = 25, seed: int = 0, max
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _instance(pristine: Path, m: Mutation, original: str, project: str, version: str, repo_name: str,
-              setup_commit: str, broken: list[str], p2p: list[str], log: str, sdist: str,
-              test_fraction: float) -> Instance:
+def _instance(
+    pristine: Path,
+    m: Mutation,
+    original: str,
+    project: str,
+    version: str,
+    repo_name: str,
+    setup_commit: str,
+    broken: list[str],
+    p2p: list[str],
+    log: str,
+    sdist: str,
+    test_fraction: float,
+) -> Instance:
     src = pristine / m.path
     src.write_text(m.apply(original), encoding="utf-8")
     try:
-        gold = git(pristine, "diff", "-R", "--src-prefix=b/", "--dst-prefix=a/", "--no-color", "--no-ext-diff",
-                   "--", m.path)
+        gold = git(
+            pristine,
+            "diff",
+            "-R",
+            "--src-prefix=b/",
+            "--dst-prefix=a/",
+            "--no-color",
+            "--no-ext-diff",
+            "--",
+            m.path,
+        )
     finally:
         src.write_text(original, encoding="utf-8")
     scratch = Path(tempfile.mkdtemp(prefix="argym-synth-base-"))
@@ -236,8 +325,18 @@ def _instance(pristine: Path, m: Mutation, original: str, project: str, version:
     digest = hashlib.sha256(f"{m.path}:{m.function}:{m.op}:{m.first}".encode()).hexdigest()[:8]
     name = re.sub(r"[^A-Za-z0-9_.]", "_", m.function)
     iid = f"{repo_name.replace('/', '__')}-{version}.{name}.{m.op}.{digest}"
-    return Instance(instance_id=iid, repo=repo_name, base_commit=base_commit,
-                    problem_statement=problem_statement(project, version, broken, log), patch=gold, test_patch="",
-                    FAIL_TO_PASS=tuple(broken), PASS_TO_PASS=tuple(p2p), version=version,
-                    environment_setup_commit=setup_commit, split=split_of(f"{repo_name}:{m.path}:{m.function}", test_fraction),
-                    sdist=sdist, mutated=f"{m.path}:{m.function}")
+    return Instance(
+        instance_id=iid,
+        repo=repo_name,
+        base_commit=base_commit,
+        problem_statement=problem_statement(project, version, broken, log),
+        patch=gold,
+        test_patch="",
+        FAIL_TO_PASS=tuple(broken),
+        PASS_TO_PASS=tuple(p2p),
+        version=version,
+        environment_setup_commit=setup_commit,
+        split=split_of(f"{repo_name}:{m.path}:{m.function}", test_fraction),
+        sdist=sdist,
+        mutated=f"{m.path}:{m.function}",
+    )

@@ -64,7 +64,7 @@ def numbered(lines, first):
 def snippet(text, line, around=4):
     lines = text.split("\n")
     lo = max(line - around, 1)
-    return numbered(lines[lo - 1:line + around], lo)
+    return numbered(lines[lo - 1 : line + around], lo)
 
 
 def view(req):
@@ -83,7 +83,10 @@ def view(req):
             if len(out) >= MAX_LIST:
                 out.append(f"... (listing stopped at {MAX_LIST} entries)")
                 break
-        return f"Files and directories up to 2 levels deep in {rel(real)}, hidden items excluded:\n" + "\n".join(out)
+        return (
+            f"Files and directories up to 2 levels deep in {rel(real)}, hidden items excluded:\n"
+            + "\n".join(out)
+        )
     lines = read_text(real).split("\n")
     rng = req.get("view_range")
     first, last = 1, len(lines)
@@ -95,7 +98,7 @@ def view(req):
             raise Refused(f"view_range start {first} is outside the file's lines 1..{len(lines)}")
         if last < first or last > len(lines):
             raise Refused(f"view_range end {rng[1]} must be between {first} and {len(lines)}, or -1")
-    return f"{rel(real)} (lines {first}-{last} of {len(lines)}):\n" + numbered(lines[first - 1:last], first)
+    return f"{rel(real)} (lines {first}-{last} of {len(lines)}):\n" + numbered(lines[first - 1 : last], first)
 
 
 def search(req):
@@ -139,17 +142,21 @@ def str_replace(req):
     text = read_text(real)
     count = text.count(old_str)
     if count == 0:
-        raise Refused(f"old_str was not found in {rel(real)}; it must match the file exactly, whitespace included")
+        raise Refused(
+            f"old_str was not found in {rel(real)}; it must match the file exactly, whitespace included"
+        )
     if count > 1:
         starts, i = [], text.find(old_str)
         while i != -1:
             starts.append(text.count("\n", 0, i) + 1)
             i = text.find(old_str, i + 1)
-        raise Refused(f"old_str occurs {count} times in {rel(real)} (lines {starts[:10]}); "
-                      f"include more context so that it is unique")
+        raise Refused(
+            f"old_str occurs {count} times in {rel(real)} (lines {starts[:10]}); "
+            f"include more context so that it is unique"
+        )
     new = text.replace(old_str, new_str, 1)
     write_text(real, new)
-    line = text[:text.find(old_str)].count("\n") + 1
+    line = text[: text.find(old_str)].count("\n") + 1
     return f"Edited {rel(real)}. The lines around the change:\n" + snippet(new, line), text
 
 
@@ -199,7 +206,9 @@ def main():
     try:
         if op in ("str_replace", "insert", "create"):
             reply["path"] = rel(resolve(req.get("path"), must_exist=op != "create"))
-            reply["output"], reply["old"] = {"str_replace": str_replace, "insert": insert, "create": create}[op](req)
+            reply["output"], reply["old"] = {"str_replace": str_replace, "insert": insert, "create": create}[
+                op
+            ](req)
         elif op == "resolve":
             reply["path"] = rel(resolve(req.get("path"), must_exist=False))
         else:

@@ -42,19 +42,28 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from argym.errors import ConfigError, MissingDependencyError
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError
 from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.sandbox.docker import LABEL
 from argym.envs.swe.project import cache_root
 
+from argym.errors import ConfigError, MissingDependencyError
+
 ROOT = "/testbed"
 BASE_GIT = "/opt/argym/base.git"
 SWE_IMAGE = os.environ.get("ARGYM_SWE_IMAGE", "argym-swe:git-pytest-1")
-GIT_SAFE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1"}
-DEFAULT_LIMITS = Limits(timeout_s=60.0, memory_mb=2048, processes=128, file_size_mb=32, disk_mb=256,
-                        output_bytes=1 << 20)
+GIT_SAFE = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+DEFAULT_LIMITS = Limits(
+    timeout_s=60.0, memory_mb=2048, processes=128, file_size_mb=32, disk_mb=256, output_bytes=1 << 20
+)
 
 
 class Workspace(ABC):
@@ -66,10 +75,14 @@ class Workspace(ABC):
         self.limits = limits
 
     @abstractmethod
-    def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+    def exec(
+        self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None
+    ) -> ExecResult:
         """Run `argv` in ``/testbed``; the command's hang, flood or crash is reported, never raised."""
 
-    def shell(self, command: str, *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+    def shell(
+        self, command: str, *, stdin: bytes | None = None, timeout_s: float | None = None
+    ) -> ExecResult:
         return self.exec(["bash", "-c", command], stdin=stdin, timeout_s=timeout_s)
 
     @abstractmethod
@@ -103,8 +116,9 @@ def test_env(python: str) -> Path:
         try:
             metadata.distribution("pytest")
         except metadata.PackageNotFoundError:
-            raise MissingDependencyError("pytest", "swe", "argym/SWE-v0's process backend (it runs the "
-                                                          "repository's tests with pytest)") from None
+            raise MissingDependencyError(
+                "pytest", "swe", "argym/SWE-v0's process backend (it runs the repository's tests with pytest)"
+            ) from None
         tmp = Path(tempfile.mkdtemp(dir=cache_root()))
         site = tmp / "site"
         todo, seen = ["pytest"], set()
@@ -128,8 +142,16 @@ def test_env(python: str) -> Path:
                     shutil.copyfile(src, dest)
             for req in dist.requires or []:
                 if "extra ==" not in req:
-                    todo.append(req.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0]
-                                .split("!")[0].split("~")[0].strip())
+                    todo.append(
+                        req.split(";")[0]
+                        .split("[")[0]
+                        .split("<")[0]
+                        .split(">")[0]
+                        .split("=")[0]
+                        .split("!")[0]
+                        .split("~")[0]
+                        .strip()
+                    )
         (tmp / "bin").mkdir()
         for name in ("python", "python3"):
             os.symlink(python, tmp / "bin" / name)
@@ -157,7 +179,9 @@ class ProcessWorkspace(Workspace):
 
     backend = "process"
 
-    def __init__(self, sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS, tree: Path | None = None):
+    def __init__(
+        self, sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS, tree: Path | None = None
+    ):
         super().__init__(limits)
         if not hasattr(sandbox, "run_mounted"):
             raise ConfigError("The process workspace needs a ProcessSandbox.")
@@ -170,24 +194,42 @@ class ProcessWorkspace(Workspace):
             copy_tree(tree if tree is not None else base, self.repo)
         except OSError as e:
             self.close()
-            raise ConfigError(f"The repository does not fit the workspace's disk limit of {limits.disk_mb} MB "
-                              f"({e}); raise Limits.disk_mb.") from e
+            raise ConfigError(
+                f"The repository does not fit the workspace's disk limit of {limits.disk_mb} MB "
+                f"({e}); raise Limits.disk_mb."
+            ) from e
         env_root = test_env(sandbox.python)
         from argym.envs.sandbox.process import Mount
 
-        self.mounts = (Mount(str(self.repo), ROOT, True), Mount(str(base / ".git"), BASE_GIT),
-                       Mount(str(env_root / "site"), "/opt/argym/site"), Mount(str(env_root / "bin"), "/opt/argym/bin"))
-        self.env = {**GIT_SAFE, "PATH": "/opt/argym/bin:/usr/local/bin:/usr/bin:/bin",
-                    "PYTHONPATH": "/opt/argym/site", "HOME": "/tmp"}
+        self.mounts = (
+            Mount(str(self.repo), ROOT, True),
+            Mount(str(base / ".git"), BASE_GIT),
+            Mount(str(env_root / "site"), "/opt/argym/site"),
+            Mount(str(env_root / "bin"), "/opt/argym/bin"),
+        )
+        self.env = {
+            **GIT_SAFE,
+            "PATH": "/opt/argym/bin:/usr/local/bin:/usr/bin:/bin",
+            "PYTHONPATH": "/opt/argym/site",
+            "HOME": "/tmp",
+        }
 
-    def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+    def exec(
+        self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None
+    ) -> ExecResult:
         limits = self.limits.with_(timeout_s=timeout_s or self.limits.timeout_s, cpu_s=None)
-        return self.sandbox.run_mounted(argv, self.mounts, chdir=ROOT, stdin=stdin, env=self.env,  # type: ignore[attr-defined]
-                                        limits=limits)
+        return self.sandbox.run_mounted(
+            argv,
+            self.mounts,
+            chdir=ROOT,
+            stdin=stdin,
+            env=self.env,  # type: ignore[attr-defined]
+            limits=limits,
+        )
 
     def over_disk_limit(self) -> bool:
         total = 0
-        for dirpath, dirnames, filenames in os.walk(self.repo):
+        for dirpath, _dirnames, filenames in os.walk(self.repo):
             for name in filenames:
                 try:
                     total += os.lstat(os.path.join(dirpath, name)).st_size
@@ -224,13 +266,14 @@ def _remove_snapshot_images() -> None:
     for client, image in _IMAGES:
         try:
             client.images.remove(image, force=True)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
 def _tar_of(tree: Path, arcroot: str, uid: int) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+
         def owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
             info.uid = info.gid = uid
             info.uname = info.gname = ""
@@ -272,8 +315,15 @@ class DockerWorkspace(Workspace):
 
     backend = "docker"
 
-    def __init__(self, sandbox: Any, base: Path | None, limits: Limits = DEFAULT_LIMITS, image: str | None = None,
-                 uid: int | None = None, tree: str | None = None):
+    def __init__(
+        self,
+        sandbox: Any,
+        base: Path | None,
+        limits: Limits = DEFAULT_LIMITS,
+        image: str | None = None,
+        uid: int | None = None,
+        tree: str | None = None,
+    ):
         """From `base` (a fresh copy), or `image` (its ``/testbed``), or `image` and `tree` (a snapshot's tar).
 
         ``/testbed`` is a tmpfs volume of ``disk_mb`` that starts empty: the repository
@@ -284,11 +334,14 @@ class DockerWorkspace(Workspace):
         self.base = base
         # A uid of its own per workspace: the container's nproc rlimit counts per uid across the
         # whole host, so a shared uid (nobody) would let one workspace's fork bomb starve the others.
-        self.uid = uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)  # above the process sandbox's uid pool
+        self.uid = (
+            uid if uid is not None else secrets.randbelow(1 << 30) + (1 << 24)
+        )  # above the process sandbox's uid pool
         if image is not None and tree is None:
             tree = _image_tree(sandbox.client, image)
-        self.box = sandbox.start_session(limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb,
-                                         workdir_mb=limits.disk_mb)
+        self.box = sandbox.start_session(
+            limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb, workdir_mb=limits.disk_mb
+        )
         # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
         self._finalizer = weakref.finalize(self, _remove_container, self.box, os.getpid())
         try:
@@ -299,16 +352,18 @@ class DockerWorkspace(Workspace):
             else:
                 with open(tree, "rb") as f:
                     self.box.put_archive("/", f)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             self.close()
             raise SandboxError(f"could not copy the repository into the container: {e}") from e
 
-    def exec(self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+    def exec(
+        self, argv: list[str], *, stdin: bytes | None = None, timeout_s: float | None = None
+    ) -> ExecResult:
         try:
             return self._exec(argv, stdin, timeout_s)
         except SandboxError:
             raise
-        except Exception as e:  # noqa: BLE001 -- the engine's own errors: the container is gone or unreachable
+        except Exception as e:
             raise SandboxError(f"lost the workspace container: {e}") from e
 
     def _exec(self, argv: list[str], stdin: bytes | None, timeout_s: float | None) -> ExecResult:
@@ -323,14 +378,16 @@ class DockerWorkspace(Workspace):
             self.box.put_archive("/opt/argym", buf.getvalue())
             argv = ["sh", "-c", f'exec "$@" < /opt/argym/{name}', "sh", *argv]
         try:
-            return self.sandbox.exec_in(self.box, argv, user=str(self.uid), workdir=ROOT, env=GIT_SAFE,
-                                        limits=limits)
+            return self.sandbox.exec_in(
+                self.box, argv, user=str(self.uid), workdir=ROOT, env=GIT_SAFE, limits=limits
+            )
         finally:
             self.sandbox.kill_user(self.box, str(self.uid))
 
     def over_disk_limit(self) -> bool:
-        r = self.sandbox.exec_in(self.box, ["du", "-sm", ROOT], user="0", workdir="/",
-                                 limits=self.limits.with_(timeout_s=30))
+        r = self.sandbox.exec_in(
+            self.box, ["du", "-sm", ROOT], user="0", workdir="/", limits=self.limits.with_(timeout_s=30)
+        )
         try:
             return int(r.stdout.split()[0]) > self.limits.disk_mb
         except (IndexError, ValueError):
@@ -343,8 +400,13 @@ class DockerWorkspace(Workspace):
         _IMAGES.append((self.sandbox.client, image.id))
         tree = _snapshot_dir() / f"{uuid.uuid4().hex}.tar"
         _save_tree(self.box, tree)
-        return {"backend": "docker", "image": image.id, "uid": self.uid, "tree": str(tree),
-                "base": str(self.base) if self.base else ""}
+        return {
+            "backend": "docker",
+            "image": image.id,
+            "uid": self.uid,
+            "tree": str(tree),
+            "base": str(self.base) if self.base else "",
+        }
 
     def close(self) -> None:
         self._finalizer()
@@ -355,17 +417,26 @@ def _remove_container(box: Any, owner_pid: int) -> None:
         return  # a forked child exiting: the container is its parent's
     try:
         box.remove(force=True, v=True)  # v: its tmpfs /testbed volume too
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
 
 
-def open_workspace(sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS,
-                   snapshot: dict[str, Any] | None = None) -> Workspace:
+def open_workspace(
+    sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS, snapshot: dict[str, Any] | None = None
+) -> Workspace:
     """A fresh workspace of `base` on `sandbox`'s backend, or one restored from a `snapshot()` handle."""
     if snapshot is not None and snapshot.get("backend") != sandbox.backend:
-        raise ConfigError(f"A {snapshot.get('backend')} snapshot cannot be restored on the {sandbox.backend} backend.")
+        raise ConfigError(
+            f"A {snapshot.get('backend')} snapshot cannot be restored on the {sandbox.backend} backend."
+        )
     if sandbox.backend == "docker":
-        return DockerWorkspace(sandbox, base, limits, image=snapshot["image"] if snapshot else None,
-                               uid=snapshot["uid"] if snapshot else None, tree=snapshot["tree"] if snapshot else None)
+        return DockerWorkspace(
+            sandbox,
+            base,
+            limits,
+            image=snapshot["image"] if snapshot else None,
+            uid=snapshot["uid"] if snapshot else None,
+            tree=snapshot["tree"] if snapshot else None,
+        )
     tree = Path(snapshot["tree"]) if snapshot else None
     return ProcessWorkspace(sandbox, base, limits, tree=tree)

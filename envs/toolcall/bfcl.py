@@ -25,9 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from argym.envs.tasks import ListSource
+
 from argym.errors import ConfigError
 from argym.types import Task
-from argym.envs.tasks import ListSource
 
 BFCL_VERSION = "2026.3.23"
 # argym's category name -> BFCL v4 file stem; every single-turn category graded by AST matching
@@ -47,13 +48,24 @@ IRRELEVANCE = ("irrelevance", "live_irrelevance")
 # Entries no answer can pass under BFCL's own rules (a required parameter whose possible answers are
 # empty or only "omitted", or a possible answer naming a parameter the function lacks). They are left
 # out; tests/envs/toolcall checks that BFCL's checker rejects them too.
-UNSATISFIABLE = frozenset({
-    "live_simple_106-63-0", "live_simple_112-68-0",  # required parameters with no allowed value
-    "live_multiple_507-149-4", "live_multiple_964-207-0",  # required parameter only allowed to be omitted
-    "live_multiple_862-181-3",  # the possible answer uses a parameter the function does not document
-})
-_JSON_TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer", "string": "string",
-               "boolean": "boolean", "array": "array"}
+UNSATISFIABLE = frozenset(
+    {
+        "live_simple_106-63-0",
+        "live_simple_112-68-0",  # required parameters with no allowed value
+        "live_multiple_507-149-4",
+        "live_multiple_964-207-0",  # required parameter only allowed to be omitted
+        "live_multiple_862-181-3",  # the possible answer uses a parameter the function does not document
+    }
+)
+_JSON_TYPES = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "integer": "integer",
+    "string": "string",
+    "boolean": "boolean",
+    "array": "array",
+}
 
 
 def cache_dir() -> Path:
@@ -70,8 +82,10 @@ def data_dir() -> Path:
     """BFCL's data folder; a `ConfigError` naming the setup command if it has not been fetched."""
     root = bfcl_root()
     if not (root.parent / ".complete").is_file():
-        raise ConfigError(f"BFCL data (bfcl-eval {BFCL_VERSION}) is not in {root.parent}. "
-                          f"Fetch it once with: argym data fetch bfcl")
+        raise ConfigError(
+            f"BFCL data (bfcl-eval {BFCL_VERSION}) is not in {root.parent}. "
+            f"Fetch it once with: argym data fetch bfcl"
+        )
     return root / "data"
 
 
@@ -96,16 +110,27 @@ def fetch(pip: list[str] | None = None) -> Path:
         wheels.mkdir(parents=True, exist_ok=True)
         wheel = _wheel(wheels)
         if wheel is None:
-            cmd = [*(pip or [sys.executable, "-m", "pip"]), "download", "-q", "--no-deps",
-                   f"bfcl-eval=={BFCL_VERSION}", "-d", str(wheels)]
+            cmd = [
+                *(pip or [sys.executable, "-m", "pip"]),
+                "download",
+                "-q",
+                "--no-deps",
+                f"bfcl-eval=={BFCL_VERSION}",
+                "-d",
+                str(wheels),
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             wheel = _wheel(wheels)
             if proc.returncode != 0 or wheel is None:
-                raise ConfigError(f"Could not download bfcl-eval=={BFCL_VERSION} ({' '.join(cmd)}):\n"
-                                  f"{proc.stderr.strip()[-2000:]}")
+                raise ConfigError(
+                    f"Could not download bfcl-eval=={BFCL_VERSION} ({' '.join(cmd)}):\n"
+                    f"{proc.stderr.strip()[-2000:]}"
+                )
         with zipfile.ZipFile(wheel) as z:
             z.extractall(tmp, [n for n in z.namelist() if n.startswith("bfcl_eval/")])
-    missing = [c for c in CATEGORIES.values() if not (tmp / "bfcl_eval" / "data" / f"BFCL_v4_{c}.json").is_file()]
+    missing = [
+        c for c in CATEGORIES.values() if not (tmp / "bfcl_eval" / "data" / f"BFCL_v4_{c}.json").is_file()
+    ]
     if missing:
         raise ConfigError(f"bfcl-eval {BFCL_VERSION} lacks the data files of {missing}.")
     shutil.rmtree(root.parent, ignore_errors=True)
@@ -149,21 +174,34 @@ def load_category(category: str) -> tuple[Task, ...]:
     rows = _read_jsonl(data / f"BFCL_v4_{stem}.json")
     answers: dict[str, Any] = {}
     if category not in IRRELEVANCE:
-        answers = {r["id"]: r["ground_truth"] for r in _read_jsonl(data / "possible_answer" / f"BFCL_v4_{stem}.json")}
+        answers = {
+            r["id"]: r["ground_truth"] for r in _read_jsonl(data / "possible_answer" / f"BFCL_v4_{stem}.json")
+        }
     tasks = []
     for row in rows:
         if row["id"] in UNSATISFIABLE:
             continue
         if category not in IRRELEVANCE and row["id"] not in answers:
-            raise ConfigError(f"BFCL task {row['id']!r} has no possible answer; the cached data is damaged: "
-                              f"remove {bfcl_root().parent} and run `argym data fetch bfcl` again.")
+            raise ConfigError(
+                f"BFCL task {row['id']!r} has no possible answer; the cached data is damaged: "
+                f"remove {bfcl_root().parent} and run `argym data fetch bfcl` again."
+            )
         functions = row["function"]
-        tasks.append(Task(
-            id=row["id"], prompt=tuple(row["question"][0]), split="test",
-            answer=json.dumps(answers.get(row["id"])),
-            tools=tuple({"type": "function", "function": to_json_schema(f)} for f in functions),
-            meta={"source": "bfcl", "category": category, "functions": functions,
-                  "ground_truth": answers.get(row["id"])}))
+        tasks.append(
+            Task(
+                id=row["id"],
+                prompt=tuple(row["question"][0]),
+                split="test",
+                answer=json.dumps(answers.get(row["id"])),
+                tools=tuple({"type": "function", "function": to_json_schema(f)} for f in functions),
+                meta={
+                    "source": "bfcl",
+                    "category": category,
+                    "functions": functions,
+                    "ground_truth": answers.get(row["id"]),
+                },
+            )
+        )
     return tuple(tasks)
 
 
@@ -179,8 +217,11 @@ def bfcl_source(categories: list[str] | None = None, per_category: int | None = 
 
 def to_json_schema(function: dict[str, Any]) -> dict[str, Any]:
     """A BFCL function doc as an OpenAI function schema: BFCL's type names mapped to JSON Schema's."""
-    return {"name": function["name"], "description": function.get("description", ""),
-            "parameters": _schema(function.get("parameters") or {"type": "dict", "properties": {}})}
+    return {
+        "name": function["name"],
+        "description": function.get("description", ""),
+        "parameters": _schema(function.get("parameters") or {"type": "dict", "properties": {}}),
+    }
 
 
 def _schema(node: Any) -> Any:

@@ -27,8 +27,16 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
 
-PY_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,
-                             "tuple": list, "dict": dict, "any": str}
+PY_TYPES: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "float": float,
+    "boolean": bool,
+    "array": list,
+    "tuple": list,
+    "dict": dict,
+    "any": str,
+}
 _STRIP = re.compile(r"[ ,./\-_*^]")
 _NONE = object()  # "no allowed value besides the empty (optional) marker"; None itself can be allowed
 
@@ -41,8 +49,11 @@ class CheckResult:
     error: str = ""
 
 
-def check_calls(functions: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]],
-                ground_truth: list[dict[str, dict[str, list[Any]]]] | None) -> CheckResult:
+def check_calls(
+    functions: list[dict[str, Any]],
+    calls: list[tuple[str, dict[str, Any]]],
+    ground_truth: list[dict[str, dict[str, list[Any]]]] | None,
+) -> CheckResult:
     """Grade `calls` (name, arguments) against BFCL's possible answers; None ground truth means irrelevance."""
     if ground_truth is None:
         if calls:
@@ -62,8 +73,12 @@ def check_calls(functions: list[dict[str, Any]], calls: list[tuple[str, dict[str
     for g, row in enumerate(table):
         if not any(r.valid for r in row):
             name = next(iter(ground_truth[g]))
-            return CheckResult(False, f"No call matches expected call {g + 1} ({name}): {row[0].error}"
-                               if len(row) == 1 else f"No call matches expected call {g + 1} ({name}).")
+            return CheckResult(
+                False,
+                f"No call matches expected call {g + 1} ({name}): {row[0].error}"
+                if len(row) == 1
+                else f"No call matches expected call {g + 1} ({name}).",
+            )
     return CheckResult(False, "The calls match the expected ones only by reusing a call twice.")
 
 
@@ -83,8 +98,9 @@ def _has_matching(table: list[list[CheckResult]]) -> bool:
     return all(augment(g, set()) for g in range(len(table)))
 
 
-def _check_one(docs: dict[str, dict[str, Any]], call: tuple[str, dict[str, Any]],
-               gt: dict[str, dict[str, list[Any]]]) -> CheckResult:
+def _check_one(
+    docs: dict[str, dict[str, Any]], call: tuple[str, dict[str, Any]], gt: dict[str, dict[str, list[Any]]]
+) -> CheckResult:
     name, args = call
     want, allowed = next(iter(gt.items()))
     if name != want:
@@ -119,7 +135,11 @@ def _check_value(param: str, value: Any, prop: dict[str, Any], allowed: list[Any
     sample = next((a for a in allowed if a != ""), _NONE)
     variable = sample is not _NONE and type(sample) is not expected
     if type(value) is expected:
-        items = PY_TYPES.get((prop.get("items") or {}).get("type", ""), None) if type_name in ("array", "tuple") else None
+        items = (
+            PY_TYPES.get((prop.get("items") or {}).get("type", ""))
+            if type_name in ("array", "tuple")
+            else None
+        )
         if items is not None and not _items_ok(value, items, allowed):
             return f"Wrong item types in {param!r}: expected {type_name} of {prop['items']['type']}, got {value!r}."
     elif not (sample is not _NONE and type(value) is type(sample)):
@@ -130,8 +150,12 @@ def _check_value(param: str, value: Any, prop: dict[str, Any], allowed: list[Any
         if expected is dict:
             return None if _dict_ok(value, allowed) else f"Wrong value for {param!r}: {value!r}."
         if expected is list and (prop.get("items") or {}).get("type") == "dict":
-            ok = any(isinstance(a, list) and len(a) == len(value) and all(_dict_ok(v, [d]) for v, d in zip(value, a))
-                     for a in allowed)
+            ok = any(
+                isinstance(a, list)
+                and len(a) == len(value)
+                and all(_dict_ok(v, [d]) for v, d in zip(value, a))
+                for a in allowed
+            )
             return None if ok else f"Wrong value for {param!r}: {value!r}."
         if expected in (str, list):
             ok = _norm(value) in [_norm(a) for a in allowed if type(a) is type(value)]
@@ -157,8 +181,9 @@ def _dict_ok(value: Any, allowed: list[Any]) -> bool:
     for option in allowed:
         if not isinstance(option, dict):
             continue
-        if all(k in option and _norm(v) in [_norm(a) for a in option[k]] for k, v in value.items()) and \
-                all(k in value or "" in vs for k, vs in option.items()):
+        if all(k in option and _norm(v) in [_norm(a) for a in option[k]] for k, v in value.items()) and all(
+            k in value or "" in vs for k, vs in option.items()
+        ):
             return True
     return False
 

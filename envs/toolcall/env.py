@@ -53,26 +53,36 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from argym.errors import ConfigError, InfrastructureError
-from argym.types import Message, Task
 from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
 from argym.envs.sandbox.base import Sandbox, SandboxUnavailable, episode_sandbox
 from argym.envs.tasks import ListSource, TaskSource, resolve_source
-from argym.envs.tools.calls import (CallLimits, ToolCall, check_call, format_calls, parse_tool_calls,
-                                    tool_message)
-from argym.envs.tools.mcp import MCPTools, is_mcp_spec
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
 from argym.envs.toolcall.executable import WEEKDAYS, executable_source
 from argym.envs.toolcall.tools import TOOLS, ToolContext, ToolError
+from argym.envs.tools.calls import (
+    CallLimits,
+    ToolCall,
+    check_call,
+    format_calls,
+    parse_tool_calls,
+    tool_message,
+)
+from argym.envs.tools.mcp import MCPTools, is_mcp_spec
+
+from argym.errors import ConfigError, InfrastructureError
+from argym.types import Message, Task
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-PROMPT = ("You can call these tools (OpenAI function schemas):\n{schemas}\n\n"
-          "To call tools, reply with one <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call> block per "
-          "call (or the JSON object, or a list of them, alone). Results come back as tool messages. {finish}")
-SHORT_PROMPT = ("Tools: {names}. Call one with <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>. "
-                "{finish}")
+PROMPT = (
+    "You can call these tools (OpenAI function schemas):\n{schemas}\n\n"
+    'To call tools, reply with one <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call> block per '
+    "call (or the JSON object, or a list of them, alone). Results come back as tool messages. {finish}"
+)
+SHORT_PROMPT = (
+    'Tools: {names}. Call one with <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>. {finish}'
+)
 FINISH_EXECUTABLE = "When you know the answer, reply with it in plain text and no tool call."
 FINISH_BFCL = "Reply with the call(s) that answer the request; if no tool fits it, reply in plain text."
 
@@ -94,11 +104,15 @@ def toolcall_tasks(tasks: Any, tools: list[dict[str, Any]] | None = None) -> Tas
             if unknown:
                 raise ConfigError(f"bfcl takes categories= and per_category=, not {sorted(unknown)}.")
             return bfcl.bfcl_source(cats, kwargs.get("per_category"))
-        raise ConfigError(f"Unknown ToolCall task source {name!r}; use executable(test_size=N), bfcl, "
-                          f"bfcl/CATEGORY (one of {', '.join(bfcl.CATEGORIES)}) or bfcl(categories=a+b).")
+        raise ConfigError(
+            f"Unknown ToolCall task source {name!r}; use executable(test_size=N), bfcl, "
+            f"bfcl/CATEGORY (one of {', '.join(bfcl.CATEGORIES)}) or bfcl(categories=a+b)."
+        )
 
     def row(row: dict[str, Any], default_id: str) -> Task:
-        raise ConfigError("ToolCall tasks come from `executable` or `bfcl`; JSONL task files are not supported.")
+        raise ConfigError(
+            "ToolCall tasks come from `executable` or `bfcl`; JSONL task files are not supported."
+        )
 
     return resolve_source(tasks, row_to_task=row, named=named, kind="ToolCall")
 
@@ -108,6 +122,7 @@ ANSWER_TYPES = ("number", "weekday", "text")
 
 def _mcp_tasks(tasks: Any, tools: list[dict[str, Any]]) -> TaskSource:
     """Tasks for an MCP server's tools: JSONL rows or a list of `Task`, every task offered all of `tools`."""
+
     def row(row: dict[str, Any], default_id: str) -> Task:
         prompt = row["prompt"]
         if isinstance(prompt, str):
@@ -120,19 +135,27 @@ def _mcp_tasks(tasks: Any, tools: list[dict[str, Any]]) -> TaskSource:
         meta = {"source": "mcp", "answer_type": answer_type}
         if "plan" in row:
             meta["plan"] = row["plan"]
-        return Task(id=str(row.get("id", default_id)), prompt=tuple(prompt), answer=str(row["answer"]), meta=meta)
+        return Task(
+            id=str(row.get("id", default_id)), prompt=tuple(prompt), answer=str(row["answer"]), meta=meta
+        )
 
     def named(name: str, kwargs: dict[str, Any]) -> TaskSource:
-        raise ConfigError(f"With an MCP tool server, tasks= is a JSONL file or a list of argym.Task "
-                          f"(its tools are the server's), not {name!r}.")
+        raise ConfigError(
+            f"With an MCP tool server, tasks= is a JSONL file or a list of argym.Task "
+            f"(its tools are the server's), not {name!r}."
+        )
 
     source = resolve_source(tasks, row_to_task=row, named=named, kind="ToolCall (MCP)")
     if not isinstance(source, ListSource):
-        raise ConfigError(f"With an MCP tool server, tasks= is a JSONL file or a list of argym.Task, "
-                          f"got {type(source).__name__}.")
+        raise ConfigError(
+            f"With an MCP tool server, tasks= is a JSONL file or a list of argym.Task, "
+            f"got {type(source).__name__}."
+        )
     schemas = tuple(tools)
-    return ListSource([replace(t, tools=schemas, meta={"answer_type": "number", **t.meta}) for t in source.tasks],
-                      name=source.name)
+    return ListSource(
+        [replace(t, tools=schemas, meta={"answer_type": "number", **t.meta}) for t in source.tasks],
+        name=source.name,
+    )
 
 
 class ToolCallEnv(TextEnv):
@@ -149,10 +172,21 @@ class ToolCallEnv(TextEnv):
 
     metadata = {**TextEnv.metadata, "argym.exploits": "toolcall"}  # `argym check` runs this corpus family
 
-    def __init__(self, tasks: Any = "executable", split: str = "test", max_turns: int = 8,
-                 timeout_s: float = 5.0, sandbox: str | Sandbox = "process", format_weight: float = 0.0,
-                 call_weight: float = 0.0, oracle_style: str = "hermes", schemas_in_prompt: bool = True,
-                 tools: str | None = None, render_mode: str | None = None, executors: Any = None):
+    def __init__(
+        self,
+        tasks: Any = "executable",
+        split: str = "test",
+        max_turns: int = 8,
+        timeout_s: float = 5.0,
+        sandbox: str | Sandbox = "process",
+        format_weight: float = 0.0,
+        call_weight: float = 0.0,
+        oracle_style: str = "hermes",
+        schemas_in_prompt: bool = True,
+        tools: str | None = None,
+        render_mode: str | None = None,
+        executors: Any = None,
+    ):
         if not timeout_s or float(timeout_s) <= 0:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}.")
         if oracle_style not in ("hermes", "json", "openai"):
@@ -167,15 +201,20 @@ class ToolCallEnv(TextEnv):
         self._ctx = ToolContext()
         self._calls_made = 0
         if tools is not None and not is_mcp_spec(tools):
-            raise ConfigError(f"tools= names an MCP server: 'mcp:COMMAND ARG ...' or 'mcp+http://HOST:PORT/PATH'; "
-                              f"got {tools!r}.")
+            raise ConfigError(
+                f"tools= names an MCP server: 'mcp:COMMAND ARG ...' or 'mcp+http://HOST:PORT/PATH'; "
+                f"got {tools!r}."
+            )
         if tools is not None and tasks == "executable":
-            raise ConfigError("With an MCP tool server (tools=...), give tasks= a JSONL file or a list of "
-                              "argym.Task: the executable tasks need argym's own tools.")
+            raise ConfigError(
+                "With an MCP tool server (tools=...), give tasks= a JSONL file or a list of "
+                "argym.Task: the executable tasks need argym's own tools."
+            )
         self.mcp: MCPTools | None = MCPTools(tools, timeout_s=self.timeout_s) if tools is not None else None
         try:
-            super().__init__(tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode,
-                             executors=executors)
+            super().__init__(
+                tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors
+            )
         except BaseException:
             self.close()
             raise
@@ -191,12 +230,15 @@ class ToolCallEnv(TextEnv):
     def begin(self, task: Task) -> list[Message]:
         if not task.tools and task.meta.get("source") != "bfcl":  # a few BFCL irrelevance tasks offer no tool
             raise ConfigError(f"ToolCall task {task.id!r} has no tools.")
-        self._ctx = ToolContext(store=dict(task.meta.get("store") or {}), sandbox=lambda: self.sandbox,
-                                timeout_s=self.timeout_s)
+        self._ctx = ToolContext(
+            store=dict(task.meta.get("store") or {}), sandbox=lambda: self.sandbox, timeout_s=self.timeout_s
+        )
         self._calls_made = 0
         finish = FINISH_BFCL if task.meta.get("source") == "bfcl" else FINISH_EXECUTABLE
         if self.schemas_in_prompt:
-            system = PROMPT.format(schemas="\n".join(json.dumps(t) for t in task.tools or ()) or "(none)", finish=finish)
+            system = PROMPT.format(
+                schemas="\n".join(json.dumps(t) for t in task.tools or ()) or "(none)", finish=finish
+            )
         else:  # the agent's chat template renders `task.tools` itself (or the context is small)
             names = ", ".join((t.get("function") or t).get("name", "?") for t in task.tools or ()) or "none"
             system = SHORT_PROMPT.format(names=names, finish=finish)
@@ -210,21 +252,37 @@ class ToolCallEnv(TextEnv):
         turn = parse_tool_calls(action, self.limits)
         if self.task.meta.get("source") == "bfcl":
             return self._grade_bfcl(turn)
-        verdict: dict[str, Any] = {"calls": [c.name for c in turn.calls], "errors": list(turn.errors),
-                                   "format_ok": turn.ok}
+        verdict: dict[str, Any] = {
+            "calls": [c.name for c in turn.calls],
+            "errors": list(turn.errors),
+            "format_ok": turn.ok,
+        }
         if turn.is_final_answer:
             return self._final(turn.text, verdict)
         messages: list[Message] = []
         if turn.errors:
-            messages.append({"role": "user", "content": "Your tool call could not be read; nothing was run for it: "
-                             + " ".join(turn.errors)})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": "Your tool call could not be read; nothing was run for it: "
+                    + " ".join(turn.errors),
+                }
+            )
         try:
             for call in turn.calls:
                 messages.append(tool_message(call, self._run(call, verdict)))
-        except (InfrastructureError, SandboxUnavailable) as e:  # a sandbox or tool worker could not run: a harness fault
+        except (
+            InfrastructureError,
+            SandboxUnavailable,
+        ) as e:  # a sandbox or tool worker could not run: a harness fault
             verdict["errors"].append(f"infrastructure: {e}")
-            return Reply(messages=messages, reward_parts={"outcome": 0.0}, terminated=True, verdict=verdict,
-                         infra_failure=True)
+            return Reply(
+                messages=messages,
+                reward_parts={"outcome": 0.0},
+                terminated=True,
+                verdict=verdict,
+                infra_failure=True,
+            )
         verdict["format_ok"] = not verdict["errors"]
         self._calls_made += len(turn.calls)
         return Reply(messages=messages, reward_parts=self._shaping(verdict), verdict=verdict)
@@ -268,8 +326,10 @@ class ToolCallEnv(TextEnv):
         return pool if pool is not None else Executors.default().tools  # type: ignore[return-value]
 
     def _shaping(self, verdict: dict[str, Any]) -> dict[str, float]:
-        return {"format": self.format_weight * float(verdict["format_ok"]),
-                "calls": self.call_weight * len(verdict["calls"])}
+        return {
+            "format": self.format_weight * float(verdict["format_ok"]),
+            "calls": self.call_weight * len(verdict["calls"]),
+        }
 
     def _final(self, text: str, verdict: dict[str, Any]) -> Reply:
         expected = str(self.task.answer)
@@ -284,26 +344,37 @@ class ToolCallEnv(TextEnv):
             numbers = _NUMBER.findall(text)
             answer = numbers[-1].replace(",", "") if numbers else ""
             try:
-                correct = bool(answer) and abs(float(answer) - float(expected)) <= 1e-6 * max(1.0, abs(float(expected)))
+                correct = bool(answer) and abs(float(answer) - float(expected)) <= 1e-6 * max(
+                    1.0, abs(float(expected))
+                )
             except ValueError:
                 correct = False
         verdict.update(answer=answer, expected=expected, correct=correct, total_calls=self._calls_made)
         success = correct
         expect_store = self.task.meta.get("expect_store") or {}
         if expect_store:  # the task also asked for values to be saved in the key-value store
-            verdict["store_ok"] = all(str(self._ctx.store.get(k, "")).strip() == v for k, v in expect_store.items())
+            verdict["store_ok"] = all(
+                str(self._ctx.store.get(k, "")).strip() == v for k, v in expect_store.items()
+            )
             success = correct and verdict["store_ok"]
         parts = {"outcome": 1.0 if success else 0.0, **self._shaping(verdict)}
         return Reply(reward_parts=parts, terminated=True, success=success, verdict=verdict)
 
     def _grade_bfcl(self, turn: Any) -> Reply:
-        verdict: dict[str, Any] = {"calls": [c.name for c in turn.calls], "errors": list(turn.errors),
-                                   "format_ok": turn.ok, "category": self.task.meta["category"]}
+        verdict: dict[str, Any] = {
+            "calls": [c.name for c in turn.calls],
+            "errors": list(turn.errors),
+            "format_ok": turn.ok,
+            "category": self.task.meta["category"],
+        }
         if turn.errors:
             result_ok, why = False, "the calls could not be read: " + " ".join(turn.errors)
         else:
-            res = check_calls(self.task.meta["functions"], [(c.name, c.arguments) for c in turn.calls],
-                              self.task.meta["ground_truth"])
+            res = check_calls(
+                self.task.meta["functions"],
+                [(c.name, c.arguments) for c in turn.calls],
+                self.task.meta["ground_truth"],
+            )
             result_ok, why = res.valid, res.error
         verdict["check"] = why or "ok"
         parts = {"outcome": 1.0 if result_ok else 0.0, **self._shaping(verdict)}
@@ -315,13 +386,17 @@ class ToolCallEnv(TextEnv):
             calls = bfcl.oracle_calls(task)
             if not calls:
                 return "None of the available tools can do this."
-            return format_calls([ToolCall(n, a, f"call_{i}") for i, (n, a) in enumerate(calls)], self.oracle_style)
+            return format_calls(
+                [ToolCall(n, a, f"call_{i}") for i, (n, a) in enumerate(calls)], self.oracle_style
+            )
         if "plan" not in task.meta:
             raise NotImplementedError(f"Task {task.id!r} has no plan, so ToolCall-v0 has no oracle for it.")
         plan = task.meta["plan"]
         done = sum(1 for m in self._messages if m.get("role") == "assistant")
         if done < len(plan):
-            calls = [ToolCall(c["name"], c["arguments"], f"call_{done}_{i}") for i, c in enumerate(plan[done])]
+            calls = [
+                ToolCall(c["name"], c["arguments"], f"call_{done}_{i}") for i, c in enumerate(plan[done])
+            ]
             return format_calls(calls, self.oracle_style)
         return f"The answer is {task.answer}."
 
@@ -332,11 +407,17 @@ class ToolCallEnv(TextEnv):
 
         here = Path(__file__).parent
         if self.mcp is not None:
-            return {"mcp-tools": hashlib.sha256(json.dumps(self.mcp.schemas, sort_keys=True).encode()).hexdigest()[:12]}
+            return {
+                "mcp-tools": hashlib.sha256(
+                    json.dumps(self.mcp.schemas, sort_keys=True).encode()
+                ).hexdigest()[:12]
+            }
         if getattr(self.tasks, "name", "").startswith("bfcl"):
             checker = hashlib.sha256((here / "bfcl_checker.py").read_bytes()).hexdigest()[:12]
             return {"bfcl-eval": bfcl.BFCL_VERSION, "argym-bfcl-checker": checker}
-        tools = hashlib.sha256((here / "tools.py").read_bytes() + (here / "env.py").read_bytes()).hexdigest()[:12]
+        tools = hashlib.sha256((here / "tools.py").read_bytes() + (here / "env.py").read_bytes()).hexdigest()[
+            :12
+        ]
         return {"argym-toolcall-tools": tools}
 
     def close(self) -> None:

@@ -37,8 +37,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from argym.errors import ArgymError
 from argym.envs.executors import WorkerPool
+
+from argym.errors import ArgymError
 
 
 class ToolError(ArgymError):
@@ -66,8 +67,10 @@ class Tool:
     """runs on its arguments alone, so it can run in a worker process (`run_tool`)"""
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 def _obj(required: list[str], **props: Any) -> dict[str, Any]:
@@ -77,11 +80,26 @@ def _obj(required: list[str], **props: Any) -> dict[str, Any]:
 # ---- calculator ----------------------------------------------------------------------------------
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_FUNCS: dict[str, Callable[..., Any]] = {"sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max,
-                                         "floor": math.floor, "ceil": math.ceil, "log": math.log, "exp": math.exp}
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt,
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "log": math.log,
+    "exp": math.exp,
+}
 _MAX_MAGNITUDE = 1e100
 """Every number (constant, intermediate, result) stays within this, so each operation costs microseconds."""
 _MAX_DEPTH = 100
@@ -125,8 +143,12 @@ def _eval(node: ast.AST) -> int | float:
         return _bounded(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(left) > 1 and right > 0 \
-                and right * math.log10(abs(left)) > math.log10(_MAX_MAGNITUDE):
+        if (
+            isinstance(node.op, ast.Pow)
+            and abs(left) > 1
+            and right > 0
+            and right * math.log10(abs(left)) > math.log10(_MAX_MAGNITUDE)
+        ):
             raise ToolError("The power is too large.")
         try:
             value = _BINOPS[type(node.op)](left, right)
@@ -137,23 +159,34 @@ def _eval(node: ast.AST) -> int | float:
         return _bounded(value)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
-            and not node.keywords and len(node.args) <= 4:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+        and len(node.args) <= 4
+    ):
         name, args = node.func.id, [_eval(a) for a in node.args]
         if name == "round" and len(args) == 2 and not (type(args[1]) is int and abs(args[1]) <= _MAX_NDIGITS):
-            raise ToolError(f"round: ndigits must be an integer from -{_MAX_NDIGITS} to {_MAX_NDIGITS}, "
-                            f"got {args[1]!r}.")
+            raise ToolError(
+                f"round: ndigits must be an integer from -{_MAX_NDIGITS} to {_MAX_NDIGITS}, got {args[1]!r}."
+            )
         try:
             return _bounded(_FUNCS[name](*args))
         except (TypeError, ValueError, OverflowError, ZeroDivisionError) as e:
             raise ToolError(f"{name}: {e}.") from None
-    raise ToolError(f"Unsupported in an expression: {ast.dump(node)[:80]}. Use numbers, + - * / // % **, "
-                    f"parentheses and {', '.join(_FUNCS)}.")
+    raise ToolError(
+        f"Unsupported in an expression: {ast.dump(node)[:80]}. Use numbers, + - * / // % **, "
+        f"parentheses and {', '.join(_FUNCS)}."
+    )
 
 
 def _bounded(value: Any) -> int | float:
-    if isinstance(value, complex) or isinstance(value, float) and not math.isfinite(value) \
-            or abs(value) > _MAX_MAGNITUDE:
+    if (
+        isinstance(value, complex)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or abs(value) > _MAX_MAGNITUDE
+    ):
         raise ToolError(f"The result is out of range (numbers are limited to ±{_MAX_MAGNITUDE:g}).")
     return value
 
@@ -170,13 +203,17 @@ def _calculator(args: dict[str, Any], ctx: ToolContext) -> str:
 
 # ---- python in the sandbox -----------------------------------------------------------------------
 
+
 def _python(args: dict[str, Any], ctx: ToolContext) -> str:
     from argym.envs.sandbox.base import Limits
 
     if ctx.sandbox is None:
         raise ToolError("The python tool has no sandbox in this env.")
-    result = ctx.sandbox().run(["python", "main.py"], files={"main.py": args["code"]},
-                               limits=Limits(timeout_s=ctx.timeout_s, memory_mb=512, output_bytes=64_000))
+    result = ctx.sandbox().run(
+        ["python", "main.py"],
+        files={"main.py": args["code"]},
+        limits=Limits(timeout_s=ctx.timeout_s, memory_mb=512, output_bytes=64_000),
+    )
     if result.timed_out:
         raise ToolError(f"The program did not finish within {ctx.timeout_s:g} s and was stopped.")
     if result.oom:
@@ -185,17 +222,30 @@ def _python(args: dict[str, Any], ctx: ToolContext) -> str:
     if result.signal is not None:
         raise ToolError(f"The program was killed by signal {result.signal}.")
     if result.exit_code != 0:
-        raise ToolError(f"The program failed (exit code {result.exit_code}):\n{(result.stderr or '')[-2000:]}")
+        raise ToolError(
+            f"The program failed (exit code {result.exit_code}):\n{(result.stderr or '')[-2000:]}"
+        )
     return out if out.strip() else "(the program printed nothing; print the result)"
 
 
 # ---- units and dates -----------------------------------------------------------------------------
 
 _UNITS: dict[str, tuple[str, float]] = {  # unit -> (dimension, factor to the SI unit)
-    "m": ("length", 1.0), "km": ("length", 1000.0), "cm": ("length", 0.01), "mm": ("length", 0.001),
-    "mi": ("length", 1609.344), "ft": ("length", 0.3048), "in": ("length", 0.0254),
-    "kg": ("mass", 1.0), "g": ("mass", 0.001), "lb": ("mass", 0.45359237), "oz": ("mass", 0.028349523125),
-    "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
+    "m": ("length", 1.0),
+    "km": ("length", 1000.0),
+    "cm": ("length", 0.01),
+    "mm": ("length", 0.001),
+    "mi": ("length", 1609.344),
+    "ft": ("length", 0.3048),
+    "in": ("length", 0.0254),
+    "kg": ("mass", 1.0),
+    "g": ("mass", 0.001),
+    "lb": ("mass", 0.45359237),
+    "oz": ("mass", 0.028349523125),
+    "s": ("time", 1.0),
+    "min": ("time", 60.0),
+    "h": ("time", 3600.0),
+    "day": ("time", 86400.0),
 }
 _TEMPS = ("C", "F", "K")
 
@@ -240,9 +290,12 @@ def _weekday(args: dict[str, Any], ctx: ToolContext) -> str:
 
 # ---- key-value store and document search ---------------------------------------------------------
 
+
 def _kv_get(args: dict[str, Any], ctx: ToolContext) -> str:
     if args["key"] not in ctx.store:
-        raise ToolError(f"No key {args['key']!r} in the store. Keys: {', '.join(sorted(ctx.store)) or 'none'}.")
+        raise ToolError(
+            f"No key {args['key']!r} in the store. Keys: {', '.join(sorted(ctx.store)) or 'none'}."
+        )
     return ctx.store[args["key"]]
 
 
@@ -285,28 +338,73 @@ def _search_docs(args: dict[str, Any], ctx: ToolContext) -> str:
 # ---- the registry --------------------------------------------------------------------------------
 
 _UNIT_NAMES = list(_UNITS) + list(_TEMPS)
-TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("calculator", "Evaluate an arithmetic expression (+ - * / // % **, parentheses, sqrt, round, ...).",
-         _obj(["expression"], expression={"type": "string"}), _calculator),
-    Tool("python", "Run a Python program in a sandbox and return what it prints.",
-         _obj(["code"], code={"type": "string"}), _python, stateless=False),
-    Tool("convert_units", "Convert a value between units of length, mass, time or temperature.",
-         _obj(["value", "from_unit", "to_unit"], value={"type": "number"},
-              from_unit={"type": "string", "enum": _UNIT_NAMES}, to_unit={"type": "string", "enum": _UNIT_NAMES}),
-         _convert_units),
-    Tool("date_add", "The date a number of days after (or before, if negative) a YYYY-MM-DD date.",
-         _obj(["date", "days"], date={"type": "string"}, days={"type": "integer"}), _date_add),
-    Tool("date_diff", "Days from start to end (YYYY-MM-DD dates); negative if end is earlier.",
-         _obj(["start", "end"], start={"type": "string"}, end={"type": "string"}), _date_diff),
-    Tool("weekday", "The day of the week of a YYYY-MM-DD date.",
-         _obj(["date"], date={"type": "string"}), _weekday),
-    Tool("kv_get", "Read a value from the key-value store.", _obj(["key"], key={"type": "string"}), _kv_get,
-         stateless=False),
-    Tool("kv_set", "Write a value to the key-value store.",
-         _obj(["key", "value"], key={"type": "string"}, value={"type": "string"}), _kv_set, stateless=False),
-    Tool("search_docs", "Search the document collection (towns); returns the best 3 matches.",
-         _obj(["query"], query={"type": "string"}), _search_docs),
-)}
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool(
+            "calculator",
+            "Evaluate an arithmetic expression (+ - * / // % **, parentheses, sqrt, round, ...).",
+            _obj(["expression"], expression={"type": "string"}),
+            _calculator,
+        ),
+        Tool(
+            "python",
+            "Run a Python program in a sandbox and return what it prints.",
+            _obj(["code"], code={"type": "string"}),
+            _python,
+            stateless=False,
+        ),
+        Tool(
+            "convert_units",
+            "Convert a value between units of length, mass, time or temperature.",
+            _obj(
+                ["value", "from_unit", "to_unit"],
+                value={"type": "number"},
+                from_unit={"type": "string", "enum": _UNIT_NAMES},
+                to_unit={"type": "string", "enum": _UNIT_NAMES},
+            ),
+            _convert_units,
+        ),
+        Tool(
+            "date_add",
+            "The date a number of days after (or before, if negative) a YYYY-MM-DD date.",
+            _obj(["date", "days"], date={"type": "string"}, days={"type": "integer"}),
+            _date_add,
+        ),
+        Tool(
+            "date_diff",
+            "Days from start to end (YYYY-MM-DD dates); negative if end is earlier.",
+            _obj(["start", "end"], start={"type": "string"}, end={"type": "string"}),
+            _date_diff,
+        ),
+        Tool(
+            "weekday",
+            "The day of the week of a YYYY-MM-DD date.",
+            _obj(["date"], date={"type": "string"}),
+            _weekday,
+        ),
+        Tool(
+            "kv_get",
+            "Read a value from the key-value store.",
+            _obj(["key"], key={"type": "string"}),
+            _kv_get,
+            stateless=False,
+        ),
+        Tool(
+            "kv_set",
+            "Write a value to the key-value store.",
+            _obj(["key", "value"], key={"type": "string"}, value={"type": "string"}),
+            _kv_set,
+            stateless=False,
+        ),
+        Tool(
+            "search_docs",
+            "Search the document collection (towns); returns the best 3 matches.",
+            _obj(["query"], query={"type": "string"}),
+            _search_docs,
+        ),
+    )
+}
 
 TOOL_FN = "argym.envs.toolcall.tools:run_tool"
 
@@ -331,4 +429,6 @@ def run_tool(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
 def tool_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
     """A pool running `run_tool`, warmed up so that imports do not count against the deadline."""
     workers = workers or max(1, min(4, os.cpu_count() or 1))
-    return WorkerPool(TOOL_FN, workers=workers, deadline_s=deadline_s, warmup=("calculator", {"expression": "1"}))
+    return WorkerPool(
+        TOOL_FN, workers=workers, deadline_s=deadline_s, warmup=("calculator", {"expression": "1"})
+    )

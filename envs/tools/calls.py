@@ -103,7 +103,9 @@ class _Reader:
     def add(self, where: str, obj: Any, call_id: str | None = None) -> None:
         """Check one decoded call object and keep it, or record what is wrong with it."""
         if not isinstance(obj, dict):
-            self.errors.append(f"{where}: expected a JSON object with 'name' and 'arguments', got {_kind(obj)}.")
+            self.errors.append(
+                f"{where}: expected a JSON object with 'name' and 'arguments', got {_kind(obj)}."
+            )
             return
         name = obj.get("name")
         if not isinstance(name, str) or not name:
@@ -126,8 +128,10 @@ class _Reader:
     def decode(self, where: str, text: str, what: str) -> Any:
         """JSON text to a value, or None with the reason recorded; refuses text over the size limit."""
         if len(text) > self.limits.max_argument_chars + 1000:
-            self.errors.append(f"{where}: {what} is {len(text):,} characters, over the limit of "
-                               f"{self.limits.max_argument_chars:,} characters.")
+            self.errors.append(
+                f"{where}: {what} is {len(text):,} characters, over the limit of "
+                f"{self.limits.max_argument_chars:,} characters."
+            )
             return None
         try:
             return json.loads(text)
@@ -153,16 +157,21 @@ def parse_tool_calls(action: str | Message, limits: CallLimits | None = None) ->
     else:
         return ParsedTurn(errors=(f"A turn must be a string or an assistant message, got {_kind(action)}.",))
     if len(text) > limits.max_turn_chars:
-        return ParsedTurn(text="", style="text", errors=(
-            f"The turn is {len(text):,} characters, over the limit of {limits.max_turn_chars:,} characters; "
-            "nothing was read.",))
+        return ParsedTurn(
+            text="",
+            style="text",
+            errors=(
+                f"The turn is {len(text):,} characters, over the limit of {limits.max_turn_chars:,} characters; "
+                "nothing was read.",
+            ),
+        )
     if "<tool_call>" in text:
         return _parse_hermes(text, limits)
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
-    if body.startswith("{") or body.startswith("["):
+    if body.startswith(("{", "[")):
         return _parse_json(body, limits)
     return ParsedTurn(text=text)
 
@@ -170,15 +179,19 @@ def parse_tool_calls(action: str | Message, limits: CallLimits | None = None) ->
 def _parse_openai(raw_calls: Any, text: str, limits: CallLimits) -> ParsedTurn:
     r = _Reader(limits)
     if not isinstance(raw_calls, list):
-        return ParsedTurn(text=text, style="openai", errors=(f"'tool_calls' must be a list, got {_kind(raw_calls)}.",))
+        return ParsedTurn(
+            text=text, style="openai", errors=(f"'tool_calls' must be a list, got {_kind(raw_calls)}.",)
+        )
     if len(raw_calls) > limits.max_calls:
         return ParsedTurn(text=text, style="openai", errors=(_too_many(len(raw_calls), limits),))
     for i, raw in enumerate(raw_calls):
         where = f"tool call {i + 1}"
         fn = raw.get("function") if isinstance(raw, dict) else None
         if not isinstance(fn, dict):
-            r.errors.append(f"{where}: expected {{'type': 'function', 'function': {{'name', 'arguments'}}}}, "
-                            f"got {_kind(raw)}.")
+            r.errors.append(
+                f"{where}: expected {{'type': 'function', 'function': {{'name', 'arguments'}}}}, "
+                f"got {_kind(raw)}."
+            )
             continue
         call_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
         r.add(where, {"name": fn.get("name"), "arguments": fn.get("arguments", {})}, call_id)
@@ -190,7 +203,7 @@ def _parse_hermes(text: str, limits: CallLimits) -> ParsedTurn:
     outside, last, count = [], 0, 0
     for m in _TAG.finditer(text):
         count += 1
-        outside.append(text[last: m.start()])
+        outside.append(text[last : m.start()])
         last = m.end()
         if count > limits.max_calls:
             n = count + text.count("<tool_call>", last)
@@ -203,7 +216,9 @@ def _parse_hermes(text: str, limits: CallLimits) -> ParsedTurn:
         if obj is not None:
             r.add(where, obj)
     outside.append(text[last:])
-    return ParsedTurn(calls=tuple(r.calls), text="".join(outside).strip(), errors=tuple(r.errors), style="hermes")
+    return ParsedTurn(
+        calls=tuple(r.calls), text="".join(outside).strip(), errors=tuple(r.errors), style="hermes"
+    )
 
 
 def _parse_json(body: str, limits: CallLimits) -> ParsedTurn:
@@ -216,14 +231,19 @@ def _parse_json(body: str, limits: CallLimits) -> ParsedTurn:
         try:
             value, end = decoder.raw_decode(body, pos)
         except RecursionError:
-            return ParsedTurn(style="json", errors=(f"The tool call JSON is nested too deeply "
-                                                    f"(limit {limits.max_depth}).",))
+            return ParsedTurn(
+                style="json", errors=(f"The tool call JSON is nested too deeply (limit {limits.max_depth}).",)
+            )
         except ValueError as e:
             if not values:
                 return ParsedTurn(style="json", errors=(f"The tool call is not valid JSON: {e}.",))
-            return ParsedTurn(style="json", errors=(
-                f"Text after the tool call JSON: {body[pos:pos + 40]!r}. A turn that calls tools in JSON must hold "
-                f"only the JSON (or use <tool_call> tags).",))
+            return ParsedTurn(
+                style="json",
+                errors=(
+                    f"Text after the tool call JSON: {body[pos : pos + 40]!r}. A turn that calls tools in JSON must hold "
+                    f"only the JSON (or use <tool_call> tags).",
+                ),
+            )
         values.extend(value if isinstance(value, list) else [value])
         if len(values) > limits.max_calls:  # stop reading: a stream of calls is counted only up to here
             more = pos + 1 < len(body) and not isinstance(value, list)
@@ -237,8 +257,10 @@ def _parse_json(body: str, limits: CallLimits) -> ParsedTurn:
 
 
 def _too_many(n: int, limits: CallLimits, at_least: bool = False) -> str:
-    return (f"The turn makes {'at least ' if at_least else ''}{n:,} tool calls; at most {limits.max_calls} are "
-            f"allowed in one turn. Nothing was run.")
+    return (
+        f"The turn makes {'at least ' if at_least else ''}{n:,} tool calls; at most {limits.max_calls} are "
+        f"allowed in one turn. Nothing was run."
+    )
 
 
 def _bounds(args: dict[str, Any], limits: CallLimits) -> str | None:
@@ -264,15 +286,27 @@ def _bounds(args: dict[str, Any], limits: CallLimits) -> str | None:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 # ---- schemas --------------------------------------------------------------------------------------
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "array": (list, tuple), "object": (dict,), "null": (type(None),),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "object": (dict,),
+    "null": (type(None),),
 }
 
 
@@ -319,7 +353,9 @@ def validate_arguments(arguments: Any, schema: dict[str, Any], path: str = "") -
                 if name in props:
                     stack.append((item, props[name], _join(where, name), depth + 1))
                 elif extra is False:
-                    errors.append(f"unknown argument '{_join(where, name)}' (expected: {', '.join(props) or 'none'}).")
+                    errors.append(
+                        f"unknown argument '{_join(where, name)}' (expected: {', '.join(props) or 'none'})."
+                    )
                 elif isinstance(extra, dict):
                     stack.append((item, extra, _join(where, name), depth + 1))
         elif isinstance(value, (list, tuple)) and isinstance(sch.get("items"), dict):
@@ -356,21 +392,33 @@ def _short(value: Any, n: int = 60) -> str:
 
 # ---- writing calls and results --------------------------------------------------------------------
 
+
 def tool_message(call: ToolCall, content: str) -> Message:
     """The `tool` message that answers `call` (OpenAI's shape: ``tool_call_id``, ``name``, ``content``)."""
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
 
-def format_calls(calls: list[ToolCall] | tuple[ToolCall, ...], style: str = "hermes", text: str = "") -> str | Message:
+def format_calls(
+    calls: list[ToolCall] | tuple[ToolCall, ...], style: str = "hermes", text: str = ""
+) -> str | Message:
     """Write `calls` in one of the forms `parse_tool_calls` reads (the oracle and tests use it).
 
     ``openai`` gives an assistant message dict; ``json`` a JSON object (one call)
     or list; ``hermes`` one ``<tool_call>`` tag per call after `text`.
     """
     if style == "openai":
-        return {"role": "assistant", "content": text, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-            for c in calls]}
+        return {
+            "role": "assistant",
+            "content": text,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in calls
+            ],
+        }
     objs = [{"name": c.name, "arguments": c.arguments} for c in calls]
     if style == "json":
         return json.dumps(objs[0] if len(objs) == 1 else objs)

@@ -27,9 +27,10 @@ import json
 import shlex
 from typing import Any
 
-from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
 from argym.envs.executors import DeadlineExceeded
 from argym.envs.loop import LoopThread, LoopTimeout
+
+from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
 
 PREFIXES = ("mcp:", "mcp+http://", "mcp+https://")
 MAX_RESULT_CHARS = 16_000
@@ -42,25 +43,29 @@ def is_mcp_spec(tools: Any) -> bool:
 
 def parse_spec(spec: str) -> tuple[str, Any]:
     """``("stdio", [command, *args])`` or ``("http", url)``; `ConfigError` for anything else."""
-    if spec.startswith("mcp+http://") or spec.startswith("mcp+https://"):
-        return "http", spec[len("mcp+"):]
+    if spec.startswith(("mcp+http://", "mcp+https://")):
+        return "http", spec[len("mcp+") :]
     if spec.startswith("mcp:"):
         try:
-            argv = shlex.split(spec[len("mcp:"):])
+            argv = shlex.split(spec[len("mcp:") :])
         except ValueError as e:
             raise ConfigError(f"Cannot split the MCP command {spec!r}: {e}.") from None
         if argv:
             return "stdio", argv
-    raise ConfigError(f"An MCP tool server spec is 'mcp:COMMAND ARG ...' (stdio) or "
-                      f"'mcp+http://HOST:PORT/PATH' (streamable HTTP); got {spec!r}.")
+    raise ConfigError(
+        f"An MCP tool server spec is 'mcp:COMMAND ARG ...' (stdio) or "
+        f"'mcp+http://HOST:PORT/PATH' (streamable HTTP); got {spec!r}."
+    )
 
 
 def openai_schema(tool: Any) -> dict[str, Any]:
     """An MCP tool (name, description, inputSchema) as an OpenAI function tool."""
     params = dict(tool.input_schema or {"type": "object", "properties": {}})
     params.pop("title", None)
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
-                                             "parameters": params}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description or "", "parameters": params},
+    }
 
 
 def result_text(result: Any) -> str:
@@ -128,7 +133,7 @@ class MCPTools:
                 if not ready.done():
                     ready.set_result([openai_schema(t) for t in listed.tools])
                 await self._stop.wait()
-        except BaseException as e:  # noqa: BLE001 - reported to whoever waits on `ready`
+        except BaseException as e:
             if not ready.done():
                 ready.set_exception(e if isinstance(e, Exception) else RuntimeError(repr(e)))
             if isinstance(e, asyncio.CancelledError):
@@ -150,14 +155,18 @@ class MCPTools:
             schemas = self._loop.run(wait(ready), timeout_s=self.connect_timeout_s)
         except LoopTimeout:
             self._disconnect()
-            raise InfrastructureError(f"The MCP server {self.spec!r} did not answer within "
-                                      f"{self.connect_timeout_s:g} s.") from None
+            raise InfrastructureError(
+                f"The MCP server {self.spec!r} did not answer within {self.connect_timeout_s:g} s."
+            ) from None
         except Exception as e:
             self._disconnect()
             cause = _leaf(e)
-            raise InfrastructureError(f"Cannot connect to the MCP server {self.spec!r}: "
-                                      f"{type(cause).__name__}: {cause}") from e
-        if self.schemas and [s["function"]["name"] for s in schemas] != [s["function"]["name"] for s in self.schemas]:
+            raise InfrastructureError(
+                f"Cannot connect to the MCP server {self.spec!r}: {type(cause).__name__}: {cause}"
+            ) from e
+        if self.schemas and [s["function"]["name"] for s in schemas] != [
+            s["function"]["name"] for s in self.schemas
+        ]:
             raise InfrastructureError(f"The MCP server {self.spec!r} offers other tools after restarting.")
         self.schemas = schemas
 
@@ -173,7 +182,7 @@ class MCPTools:
                 stop.set()
             try:
                 await asyncio.wait_for(asyncio.shield(conn), 5.0)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 conn.cancel()
                 await asyncio.gather(conn, return_exceptions=True)
 
@@ -197,13 +206,15 @@ class MCPTools:
             result = self._loop.run(client.call_tool(name, arguments), timeout_s=self.timeout_s)
         except LoopTimeout:
             self._disconnect()
-            raise DeadlineExceeded(f"{name} did not finish within {self.timeout_s:g} s; "
-                                   f"the MCP connection was replaced.") from None
+            raise DeadlineExceeded(
+                f"{name} did not finish within {self.timeout_s:g} s; the MCP connection was replaced."
+            ) from None
         except Exception as e:  # the SDK's MCPError ("Connection closed"), a broken pipe, an HTTP error
             self._disconnect()
             cause = _leaf(e)
-            raise InfrastructureError(f"The MCP server {self.spec!r} failed during {name}: "
-                                      f"{type(cause).__name__}: {cause}") from e
+            raise InfrastructureError(
+                f"The MCP server {self.spec!r} failed during {name}: {type(cause).__name__}: {cause}"
+            ) from e
         return not result.is_error, result_text(result)
 
     def close(self) -> None:
@@ -212,7 +223,7 @@ class MCPTools:
             self._disconnect()
         self._loop.close()
 
-    def __enter__(self) -> "MCPTools":
+    def __enter__(self) -> MCPTools:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -52,8 +52,15 @@ class AddTaskset(vf.Taskset[AddTask, AddConfig]):
         rng = random.Random(self.config.seed)
         for i in range(self.config.size):
             a, b = rng.randint(10, 99), rng.randint(10, 99)
-            yield AddTask(AddData(id=f"add-{i}", prompt=f"What is {a} + {b}?", answer=str(a + b),
-                                  system_prompt="Reply with the number only."), self.config.task)
+            yield AddTask(
+                AddData(
+                    id=f"add-{i}",
+                    prompt=f"What is {a} + {b}?",
+                    answer=str(a + b),
+                    system_prompt="Reply with the number only.",
+                ),
+                self.config.task,
+            )
 
 
 def register() -> None:

@@ -46,11 +46,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from argym.errors import ConfigError, MissingDependencyError
-from argym.types import Message, Task
 from argym.envs.base import Reply, TextEnv
 from argym.envs.loop import LoopThread, LoopTimeout
 from argym.envs.tasks import ListSource, TaskSource, split_of
+
+from argym.errors import ConfigError, MissingDependencyError
+from argym.types import Message, Task
 
 DEMO = "argym-verifiers-demo"
 """The default: a small taskset shipped with argym (`argym.envs.verifiers.demo`)."""
@@ -79,9 +80,19 @@ class VerifiersEnv(TextEnv):
     are read; ``test_fraction`` is the share hashed into the test split.
     """
 
-    def __init__(self, env: str = DEMO, split: str = "train", max_turns: int = 8, test_fraction: float = 0.1,
-                 max_tasks: int | None = None, score_timeout_s: float = 60.0, success_reward: str | None = None,
-                 render_mode: str | None = None, executors: Any = None, **env_args: Any):
+    def __init__(
+        self,
+        env: str = DEMO,
+        split: str = "train",
+        max_turns: int = 8,
+        test_fraction: float = 0.1,
+        max_tasks: int | None = None,
+        score_timeout_s: float = 60.0,
+        success_reward: str | None = None,
+        render_mode: str | None = None,
+        executors: Any = None,
+        **env_args: Any,
+    ):
         if not isinstance(env, str) or not env:
             raise ConfigError(f"env= must name an installed verifiers taskset package, got {env!r}.")
         if not 0.0 <= float(test_fraction) < 1.0:
@@ -99,7 +110,9 @@ class VerifiersEnv(TextEnv):
         self._role: str | None = None
         self._exchange: _Exchange | None = None
         self._loop: LoopThread | None = None
-        super().__init__(tasks=None, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors)
+        super().__init__(
+            tasks=None, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors
+        )
 
     # ---- tasks -------------------------------------------------------------------------------------
     def load_tasks(self, tasks: Any) -> TaskSource:
@@ -115,22 +128,31 @@ class VerifiersEnv(TextEnv):
             env_config = resolve_env_config({"taskset": {**self.env_args, "id": self.env_id}})
             self._vf_env = load_environment(env_config)
         except ModuleNotFoundError as e:
-            raise ConfigError(f"No verifiers environment {self.env_id!r} is installed: {e}. Install its package "
-                              f"(pip install <package>) and pass its module name as env=.") from None
+            raise ConfigError(
+                f"No verifiers environment {self.env_id!r} is installed: {e}. Install its package "
+                f"(pip install <package>) and pass its module name as env=."
+            ) from None
         except (TypeError, AttributeError, ValueError) as e:  # not a taskset, or bad env_args (pydantic)
-            raise ConfigError(f"Cannot load the verifiers environment {self.env_id!r} with "
-                              f"{self.env_args}: {e}") from None
+            raise ConfigError(
+                f"Cannot load the verifiers environment {self.env_id!r} with {self.env_args}: {e}"
+            ) from None
         taskset, config = self._vf_env.taskset, env_config.taskset
         if not isinstance(self._vf_env, vf.SingleAgentEnv):
             roles = list(agent_config_fields(env_config))
             if len(roles) != 1:
-                raise ConfigError(f"The verifiers env {type(self._vf_env).__name__} ({self.env_id}) has "
-                                  f"{len(roles)} agents ({', '.join(roles)}); argym plays one.")
+                raise ConfigError(
+                    f"The verifiers env {type(self._vf_env).__name__} ({self.env_id}) has "
+                    f"{len(roles)} agents ({', '.join(roles)}); argym plays one."
+                )
             self._role = roles[0]
         if taskset.toolsets(config):
-            raise ConfigError(f"The verifiers taskset {self.env_id!r} has toolsets (tool servers); "
-                              f"argym/Verifiers-v0 does not run them yet.")
-        limit = self.max_tasks if self.max_tasks is not None else (None if taskset.bounded else DEFAULT_MAX_TASKS)
+            raise ConfigError(
+                f"The verifiers taskset {self.env_id!r} has toolsets (tool servers); "
+                f"argym/Verifiers-v0 does not run them yet."
+            )
+        limit = (
+            self.max_tasks if self.max_tasks is not None else (None if taskset.bounded else DEFAULT_MAX_TASKS)
+        )
         if limit is not None:
             taskset = taskset.take(int(limit))
         out: list[Task] = []
@@ -152,15 +174,23 @@ class VerifiersEnv(TextEnv):
 
         name = type(vf_task).__name__
         if vf_task.NEEDS_CONTAINER:
-            raise ConfigError(f"{self.env_id}: its task {name} needs a container; argym/Verifiers-v0 scores "
-                              f"text-only tasks.")
+            raise ConfigError(
+                f"{self.env_id}: its task {name} needs a container; argym/Verifiers-v0 scores "
+                f"text-only tasks."
+            )
         if type(vf_task).toolsets(vf_task.config):
-            raise ConfigError(f"{self.env_id}: its task {name} has toolsets (tool servers); "
-                              f"argym/Verifiers-v0 does not run them yet.")
-        runtime_fns = [fn.__name__ for kind in ("reward", "metric") for fn in vf_task.hooks(kind) if needs_runtime(fn)]
+            raise ConfigError(
+                f"{self.env_id}: its task {name} has toolsets (tool servers); "
+                f"argym/Verifiers-v0 does not run them yet."
+            )
+        runtime_fns = [
+            fn.__name__ for kind in ("reward", "metric") for fn in vf_task.hooks(kind) if needs_runtime(fn)
+        ]
         if runtime_fns or vf_task.plugged_judges():
-            raise ConfigError(f"{self.env_id}: its task {name} scores with a runtime or a judge model "
-                              f"({', '.join(runtime_fns) or 'judges'}); argym/Verifiers-v0 scores without either.")
+            raise ConfigError(
+                f"{self.env_id}: its task {name} scores with a runtime or a judge model "
+                f"({', '.join(runtime_fns) or 'judges'}); argym/Verifiers-v0 scores without either."
+            )
 
     def _to_task(self, vf: Any, vf_task: Any) -> Task:
         data = vf_task.data
@@ -172,11 +202,17 @@ class VerifiersEnv(TextEnv):
         else:
             messages.extend(m.model_dump(mode="json", exclude_none=True) for m in data.prompt or [])
         if not messages:
-            raise ConfigError(f"{self.env_id}: task {data.id or data.idx} has no prompt; argym/Verifiers-v0 "
-                              f"needs tasks that open the conversation.")
+            raise ConfigError(
+                f"{self.env_id}: task {data.id or data.idx} has no prompt; argym/Verifiers-v0 "
+                f"needs tasks that open the conversation."
+            )
         task_id = data.id or f"{self.env_id}#{data.idx}"
-        return Task(id=task_id, prompt=tuple(messages), split=split_of(vf_task.key, self.test_fraction),
-                    meta={"source": "verifiers", "env": self.env_id, "key": vf_task.key})
+        return Task(
+            id=task_id,
+            prompt=tuple(messages),
+            split=split_of(vf_task.key, self.test_fraction),
+            meta={"source": "verifiers", "env": self.env_id, "key": vf_task.key},
+        )
 
     # ---- episodes and grading -------------------------------------------------------------------------
     @property
@@ -188,7 +224,9 @@ class VerifiersEnv(TextEnv):
     def begin(self, task: Task) -> list[Message]:
         messages = super().begin(task)
         self._end_exchange()
-        if self._role is not None:  # a multi-turn env: its `run` starts now and waits for the agent's first turn
+        if (
+            self._role is not None
+        ):  # a multi-turn env: its `run` starts now and waits for the agent's first turn
             self._exchange = _Exchange(_vf(), self._vf_env, self._role, self._vf_tasks[task.id], messages)
             self.loop.run(self._exchange.start())
         return messages
@@ -202,11 +240,18 @@ class VerifiersEnv(TextEnv):
         trace = trace_of(vf, self._vf_tasks[self.task.id], self._messages[:-1])
         try:
             append(vf, trace, action, sampled=True)
-        except ValidationError as e:  # e.g. a tool call whose id or arguments have the wrong type: the agent's
-            why = f"Your turn is not a valid chat message: {e.errors()[0].get('msg', e)} at " \
-                  f"{'.'.join(map(str, e.errors()[0].get('loc', ())))}."
-            return Reply(messages=[{"role": "user", "content": why}], reward_parts={"outcome": 0.0},
-                         verdict={"error": why})
+        except (
+            ValidationError
+        ) as e:  # e.g. a tool call whose id or arguments have the wrong type: the agent's
+            why = (
+                f"Your turn is not a valid chat message: {e.errors()[0].get('msg', e)} at "
+                f"{'.'.join(map(str, e.errors()[0].get('loc', ())))}."
+            )
+            return Reply(
+                messages=[{"role": "user", "content": why}],
+                reward_parts={"outcome": 0.0},
+                verdict={"error": why},
+            )
         try:
             self.loop.run(self._vf_tasks[self.task.id].score(trace), timeout_s=self.score_timeout_s)
         except (LoopTimeout, vf.TaskError) as e:  # the taskset's own grader failed: not the agent's fault
@@ -217,7 +262,9 @@ class VerifiersEnv(TextEnv):
         exchange = self._exchange
         assert exchange is not None
         try:
-            kind, value = self.loop.run(exchange.reply(action.get("content") or ""), timeout_s=self.score_timeout_s)
+            kind, value = self.loop.run(
+                exchange.reply(action.get("content") or ""), timeout_s=self.score_timeout_s
+            )
         except LoopTimeout as e:
             self._end_exchange()
             return self._grader_fault(e, action.get("content") or "")
@@ -229,10 +276,17 @@ class VerifiersEnv(TextEnv):
         return reply_of(exchange.trace, self.success_reward)
 
     def _grader_fault(self, error: BaseException, answer: str) -> Reply:
-        why = (f"did not finish within {self.score_timeout_s:g} s" if isinstance(error, LoopTimeout)
-               else f"{type(error).__name__}: {error}")
-        return Reply(reward_parts={}, terminated=True, infra_failure=True,
-                     verdict={"error": f"{self.env_id}: {why}", "answer": answer})
+        why = (
+            f"did not finish within {self.score_timeout_s:g} s"
+            if isinstance(error, LoopTimeout)
+            else f"{type(error).__name__}: {error}"
+        )
+        return Reply(
+            reward_parts={},
+            terminated=True,
+            infra_failure=True,
+            verdict={"error": f"{self.env_id}: {why}", "answer": answer},
+        )
 
     def _end_exchange(self) -> None:
         """Cancel an unfinished multi-turn `run` (the episode was truncated, reset or closed)."""
@@ -285,7 +339,7 @@ class _Exchange:
             await self.vf_env.run(self.vf_task, self.agents)
             await self.vf_task.score(self.trace)
             await self.outbox.put(("done", None))
-        except Exception as e:  # noqa: BLE001 - the env's or its grader's fault, reported to the agent's side
+        except Exception as e:
             await self.outbox.put(("error", e))
 
     async def reply(self, text: str) -> tuple[str, Any]:
@@ -300,10 +354,10 @@ class _Exchange:
             await asyncio.gather(self.task, return_exceptions=True)
 
     # ---- what `run` sees -------------------------------------------------------------------------------
-    def interaction(self, task: Any = None) -> "_Exchange":
+    def interaction(self, task: Any = None) -> _Exchange:
         return self
 
-    async def __aenter__(self) -> "_Exchange":
+    async def __aenter__(self) -> _Exchange:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -333,12 +387,12 @@ def _text(message: Any) -> str:
 def append(vf: Any, trace: Any, message: Message, sampled: bool) -> Any:
     """Add `message` to the end of the trace's one branch; returns the verifiers message."""
     from pydantic import TypeAdapter
-
     from verifiers.v1.graph import MessageNode
 
     parsed = TypeAdapter(vf.Message).validate_python(dict(message))
-    trace.nodes.append(MessageNode(parent=len(trace.nodes) - 1 if trace.nodes else None, message=parsed,
-                                   sampled=sampled))
+    trace.nodes.append(
+        MessageNode(parent=len(trace.nodes) - 1 if trace.nodes else None, message=parsed, sampled=sampled)
+    )
     return parsed
 
 
@@ -346,8 +400,10 @@ def trace_of(vf: Any, vf_task: Any, prompt: list[Message]) -> Any:
     """A verifiers `Trace` of `vf_task` holding its prompt (not sampled); `append` adds the turns."""
     from verifiers.v1.trace import AgentInfo, TraceTask
 
-    trace = vf.Trace(task=TraceTask(type=type(vf_task).__name__, data=vf_task.data, key=vf_task.key,
-                                    hash=vf_task.hash), agent=AgentInfo(config=vf.AgentConfig()))
+    trace = vf.Trace(
+        task=TraceTask(type=type(vf_task).__name__, data=vf_task.data, key=vf_task.key, hash=vf_task.hash),
+        agent=AgentInfo(config=vf.AgentConfig()),
+    )
     for message in prompt:
         append(vf, trace, message, sampled=False)
     return trace
@@ -375,4 +431,3 @@ def reply_of(trace: Any, success_reward: str | None = None) -> Reply:
     if unscored:
         verdict["unscored"] = unscored
     return Reply(reward_parts=parts, terminated=True, success=success, verdict=verdict)
-

@@ -19,8 +19,12 @@ from typing import Any
 MAX_EXPR_CHARS = 200  # longer "sub-questions" are not sub-questions
 MAX_MAGNITUDE = 10**15  # bounds every intermediate value: 9**9**9 style blow-ups stop early
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
-_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-        ast.Div: lambda a, b: a / b}
+_OPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+}
 
 
 class NotCheckable(ValueError):

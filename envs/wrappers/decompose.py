@@ -39,13 +39,13 @@ import re
 from typing import Any
 
 import gymnasium as gym
-
-from argym.errors import ConfigError, EnvStateError
-from argym.rewards.credit import min_form_rewards
-from argym.types import Message
 from argym.envs.base import Action, EnvState, parse_action, render_messages
 from argym.envs.math.verifier import BOXED_INSTRUCTION
 from argym.envs.wrappers.checkable import NotCheckable, SubQuestion, check_subquestion, parse_number
+from argym.rewards.credit import min_form_rewards
+
+from argym.errors import ConfigError, EnvStateError
+from argym.types import Message
 
 WRAPPER_KEY = "DecomposeReasoner"
 DECOMPOSE_PROMPT = "Break it into sub-questions, one per line (expressions like 38 * 12, or quantities)."
@@ -65,26 +65,47 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             intermediate quantities (when the task lists any); stops ``1 + 1`` padding.
     """
 
-    def __init__(self, env: gym.Env, lam: float = 0.5, temperature: float = 0.1, max_subquestions: int = 6,
-                 relevant_only: bool = True):
+    def __init__(
+        self,
+        env: gym.Env,
+        lam: float = 0.5,
+        temperature: float = 0.1,
+        max_subquestions: int = 6,
+        relevant_only: bool = True,
+    ):
         if lam < 0:
             raise ConfigError(f"DecomposeReasoner: lam must be >= 0, got {lam}.")
         if temperature <= 0:
-            raise ConfigError(f"DecomposeReasoner: temperature must be > 0, got {temperature}; PURE uses 0.1.")
+            raise ConfigError(
+                f"DecomposeReasoner: temperature must be > 0, got {temperature}; PURE uses 0.1."
+            )
         if int(max_subquestions) < 1:
             raise ConfigError(f"DecomposeReasoner: max_subquestions must be >= 1, got {max_subquestions}.")
-        gym.utils.RecordConstructorArgs.__init__(self, lam=lam, temperature=temperature,
-                                                 max_subquestions=max_subquestions, relevant_only=relevant_only)
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            lam=lam,
+            temperature=temperature,
+            max_subquestions=max_subquestions,
+            relevant_only=relevant_only,
+        )
         super().__init__(env)
         self.lam, self.temperature = float(lam), float(temperature)
         self.max_subquestions, self.relevant_only = int(max_subquestions), bool(relevant_only)
-        self._set_state({"phase": "idle", "messages": [], "subs": [], "scores": [], "index": 0, "turn": 0,
-                         "inner_len": 0})
+        self._set_state(
+            {"phase": "idle", "messages": [], "subs": [], "scores": [], "index": 0, "turn": 0, "inner_len": 0}
+        )
 
     # ---- state (also what `snapshot` carries) ------------------------------------------
     def _state(self) -> dict[str, Any]:
-        return {"phase": self._phase, "messages": self._messages, "subs": self._subs, "scores": self._scores,
-                "index": self._index, "turn": self._turn, "inner_len": self._inner_len}
+        return {
+            "phase": self._phase,
+            "messages": self._messages,
+            "subs": self._subs,
+            "scores": self._scores,
+            "index": self._index,
+            "turn": self._turn,
+            "inner_len": self._inner_len,
+        }
 
     def _set_state(self, s: dict[str, Any]) -> None:
         self._phase: str = s["phase"]
@@ -113,8 +134,17 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # ---- the episode ------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        self._set_state({"phase": "decompose", "messages": [*obs, {"role": "user", "content": DECOMPOSE_PROMPT}],
-                         "subs": [], "scores": [], "index": 0, "turn": 0, "inner_len": len(obs)})
+        self._set_state(
+            {
+                "phase": "decompose",
+                "messages": [*obs, {"role": "user", "content": DECOMPOSE_PROMPT}],
+                "subs": [],
+                "scores": [],
+                "index": 0,
+                "turn": 0,
+                "inner_len": len(obs),
+            }
+        )
         return self._obs(), info
 
     def step(self, action: Action):
@@ -137,13 +167,26 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             score = float(parsed is not None and parsed == sub.value)
             self._scores.append(score)
             self._index += 1
-            verdict = {"phase": "sub_answer", "question": sub.text, "parsed": None if parsed is None else str(parsed),
-                       "correct": bool(score), **({"error": problem} if problem else {})}
+            verdict = {
+                "phase": "sub_answer",
+                "question": sub.text,
+                "parsed": None if parsed is None else str(parsed),
+                "correct": bool(score),
+                **({"error": problem} if problem else {}),
+            }
             reply, info = [], {"step_score": score}
         reply.append(self._next_prompt())
         self._messages.append({"role": "user", "content": "\n".join(reply)})
-        info.update({"reward_parts": {}, "verdict": verdict, "success": False, "infra_failure": False,
-                     "turn": self._turn, "task_id": self.env.unwrapped.task.id})
+        info.update(
+            {
+                "reward_parts": {},
+                "verdict": verdict,
+                "success": False,
+                "infra_failure": False,
+                "turn": self._turn,
+                "task_id": self.env.unwrapped.task.id,
+            }
+        )
         return self._obs(), 0.0, False, False, info
 
     def _decompose(self, text: str, problem: str | None) -> tuple[dict[str, Any], list[str]]:
@@ -170,7 +213,11 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         reply = [f"Rejected {r['text']!r}: {r['reason']}." for r in rejected]
         if not accepted and not rejected:
             reply.append("No sub-questions.")
-        return {"phase": "decompose", "accepted": [s.to_dict() for s in accepted], "rejected": rejected}, reply
+        return {
+            "phase": "decompose",
+            "accepted": [s.to_dict() for s in accepted],
+            "rejected": rejected,
+        }, reply
 
     def _next_prompt(self) -> str:
         if self._index < len(self._subs):
@@ -182,7 +229,7 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _final(self, action: Action):
         """The wrapped env grades the answer; the min-form process reward joins it when the episode ends."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._messages.extend(obs[self._inner_len:])
+        self._messages.extend(obs[self._inner_len :])
         self._inner_len = len(obs)
         info = dict(info, turn=self._turn, reward_parts=dict(info.get("reward_parts", {})))
         if terminated or truncated:
@@ -229,12 +276,25 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return text
 
 
-def make_decompose_reasoner(env: str = "argym/Math-v0", lam: float = 0.5, temperature: float = 0.1,
-                            max_subquestions: int = 6, relevant_only: bool = True, **env_kwargs: Any) -> gym.Env:
+def make_decompose_reasoner(
+    env: str = "argym/Math-v0",
+    lam: float = 0.5,
+    temperature: float = 0.1,
+    max_subquestions: int = 6,
+    relevant_only: bool = True,
+    **env_kwargs: Any,
+) -> gym.Env:
     """Entry point of ``argym/DecomposeReasoner-v0``: `env` (an id) made with `env_kwargs`, then wrapped."""
     from argym.registration import make
 
     if env == "argym/DecomposeReasoner-v0":
-        raise ConfigError("DecomposeReasoner cannot wrap itself; pass env='argym/Math-v0' or another text env.")
-    return DecomposeReasoner(make(env, **env_kwargs), lam=lam, temperature=temperature,
-                             max_subquestions=max_subquestions, relevant_only=relevant_only)
+        raise ConfigError(
+            "DecomposeReasoner cannot wrap itself; pass env='argym/Math-v0' or another text env."
+        )
+    return DecomposeReasoner(
+        make(env, **env_kwargs),
+        lam=lam,
+        temperature=temperature,
+        max_subquestions=max_subquestions,
+        relevant_only=relevant_only,
+    )

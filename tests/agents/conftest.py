@@ -7,8 +7,9 @@ import pytest
 import torch
 
 
-def nucleus_logprobs(model, prompt: list[int], completion: list[int], temperature: float,
-                     top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+def nucleus_logprobs(
+    model, prompt: list[int], completion: list[int], temperature: float, top_p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """log μ of each completion token, μ = softmax(logits / T) on the top-p nucleus, renormalised; (T,) twice.
 
     Returns (log μ, inside) where `inside` says whether the token is in its nucleus. The nucleus is
@@ -17,7 +18,7 @@ def nucleus_logprobs(model, prompt: list[int], completion: list[int], temperatur
     """
     ids = torch.tensor([prompt + completion])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1:-1].double() / temperature  # (T, V)
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].double() / temperature  # (T, V)
     probs = torch.softmax(logits, dim=-1)
     ordered, order = probs.sort(dim=-1, descending=True)
     before = ordered.cumsum(dim=-1) - ordered  # mass of the tokens ranked above each one

@@ -8,12 +8,24 @@ import time
 def solve_twice(task, client, tools):
     """Two turns over the official client: a tool round trip where the policy called one, else a nudge."""
     messages = [dict(m) for m in task.prompt]
-    reply = client.chat.completions.create(model="argym", messages=messages, tools=tools.schemas or None,
-                                           max_tokens=8).choices[0].message
+    reply = (
+        client.chat.completions.create(
+            model="argym", messages=messages, tools=tools.schemas or None, max_tokens=8
+        )
+        .choices[0]
+        .message
+    )
     messages.append(reply.model_dump(exclude_none=True))
-    messages += tools.run(reply) if reply.tool_calls else [{"role": "user", "content": f"Use a tool. ({task.id})"}]
-    reply = client.chat.completions.create(model="argym", messages=messages, tools=tools.schemas or None,
-                                           max_tokens=8).choices[0].message
+    messages += (
+        tools.run(reply) if reply.tool_calls else [{"role": "user", "content": f"Use a tool. ({task.id})"}]
+    )
+    reply = (
+        client.chat.completions.create(
+            model="argym", messages=messages, tools=tools.schemas or None, max_tokens=8
+        )
+        .choices[0]
+        .message
+    )
     return reply.content
 
 

@@ -6,11 +6,11 @@ import json
 
 import gymnasium as gym
 import pytest
-
-import argym
 from argym.agents.evaluate import EvalResult, evaluate, score
 from argym.agents.policy import SamplingParams
 from argym.envs import ListSource, Reply, TextEnv
+
+import argym
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Task, Trajectory
 
@@ -32,15 +32,26 @@ class EchoEnv(TextEnv):
         return super().begin(task)
 
     def load_tasks(self, tasks):
-        return ListSource([Task(id=f"q{i}", prompt=({"role": "user", "content": f"Say {i}."},),
-                                split="test" if i < N_TEST else "train", answer=str(i))
-                           for i in range(N_TEST + N_TRAIN)], name="echo")
+        return ListSource(
+            [
+                Task(
+                    id=f"q{i}",
+                    prompt=({"role": "user", "content": f"Say {i}."},),
+                    split="test" if i < N_TEST else "train",
+                    answer=str(i),
+                )
+                for i in range(N_TEST + N_TRAIN)
+            ],
+            name="echo",
+        )
 
     def respond(self, action):
         if self.broken and self.task.id == "q3":
             return Reply(terminated=True, infra_failure=True, verdict={"error": "grader crashed"})
         ok = action["content"].strip() == self.task.answer
-        return Reply(reward_parts={"outcome": float(ok)}, terminated=True, success=ok, verdict={"correct": ok})
+        return Reply(
+            reward_parts={"outcome": float(ok)}, terminated=True, success=ok, verdict={"correct": ok}
+        )
 
     def oracle_action(self):
         return self.task.answer
@@ -97,7 +108,7 @@ def test_split_all_and_train():
     r = evaluate(ECHO, {}, "oracle", split="all")
     assert r.n == N_TEST + N_TRAIN and r.split == "all"
     r = evaluate(ECHO, {}, "oracle", split="train")
-    assert [e["task_id"] for e in r.episodes][0] == f"q{N_TEST}"
+    assert next(e["task_id"] for e in r.episodes) == f"q{N_TEST}"
     # a split=... env kwarg is the default split
     assert evaluate(ECHO, {"split": "all"}, "oracle").n == N_TEST + N_TRAIN
 
@@ -130,7 +141,9 @@ def test_infrastructure_failures_are_counted_not_scored():
 def test_an_episode_that_cannot_start_is_counted_not_scored(capsys):
     r = evaluate(ECHO, {"unstartable": True}, "oracle")
     assert r.infra_failures == 1 and r.n == N_TEST - 1 and r.mean == 1.0
-    assert [(e["infra_failure"], e["turns"]) for e in r.episodes] == [(False, 1)] * 2 + [(True, 0)] + [(False, 1)] * 2
+    assert [(e["infra_failure"], e["turns"]) for e in r.episodes] == [(False, 1)] * 2 + [(True, 0)] + [
+        (False, 1)
+    ] * 2
     from argym.cli import main
 
     with pytest.raises(SystemExit) as done:  # `argym eval` reports it too, rather than stopping at the error
@@ -159,26 +172,55 @@ def test_user_errors():
 
 def test_score_checks_the_engine_order():
     tasks = [Task(id="a", prompt=()), Task(id="b", prompt=())]
-    trajs = [Trajectory(task_id=t, messages=[], reward=1.0, success=True, turns=1, terminated=True,
-                        truncated=False) for t in ("b", "a")]
+    trajs = [
+        Trajectory(
+            task_id=t, messages=[], reward=1.0, success=True, turns=1, terminated=True, truncated=False
+        )
+        for t in ("b", "a")
+    ]
     with pytest.raises(InfrastructureError, match="grouped by task"):
-        score(trajs, env_id="x", env_kwargs={}, split="test", tasks=tasks, samples_per_task=1, seed=0,
-              agent="a", sampling={})
+        score(
+            trajs,
+            env_id="x",
+            env_kwargs={},
+            split="test",
+            tasks=tasks,
+            samples_per_task=1,
+            seed=0,
+            agent="a",
+            sampling={},
+        )
 
 
 def test_score_all_infra_failures_is_loud():
     tasks = [Task(id="a", prompt=())]
-    trajs = [Trajectory(task_id="a", messages=[], reward=0.0, success=False, turns=1, terminated=True,
-                        truncated=False, infra_failure=True)]
+    trajs = [
+        Trajectory(
+            task_id="a",
+            messages=[],
+            reward=0.0,
+            success=False,
+            turns=1,
+            terminated=True,
+            truncated=False,
+            infra_failure=True,
+        )
+    ]
     with pytest.raises(InfrastructureError, match="infrastructure failures"):
-        score(trajs, env_id="x", env_kwargs={}, split="test", tasks=tasks, samples_per_task=1, seed=0,
-              agent="a", sampling={})
+        score(
+            trajs,
+            env_id="x",
+            env_kwargs={},
+            split="test",
+            tasks=tasks,
+            samples_per_task=1,
+            seed=0,
+            agent="a",
+            sampling={},
+        )
 
 
 # ---- on the real Math env ---------------------------------------------------------------
-
-
-
 
 
 def test_math_oracle_and_order():
@@ -196,8 +238,15 @@ def test_math_procedural_train_split_needs_episodes():
 
 def test_math_jsonl_split_all_and_episodes_past_the_end(tmp_path):
     path = tmp_path / "qa.jsonl"
-    rows = [{"id": f"r{i}", "question": f"What is {i} + 1?", "answer": str(i + 1),
-             "split": "test" if i < 3 else "train"} for i in range(5)]
+    rows = [
+        {
+            "id": f"r{i}",
+            "question": f"What is {i} + 1?",
+            "answer": str(i + 1),
+            "split": "test" if i < 3 else "train",
+        }
+        for i in range(5)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     r = evaluate("argym/Math-v0", {"tasks": str(path)}, "oracle", episodes=100)
     assert [e["task_id"] for e in r.episodes] == ["r0", "r1", "r2"] and r.mean == 1.0

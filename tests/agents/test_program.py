@@ -12,7 +12,6 @@ import numpy as np
 import openai  # a dev dependency (the `program` extra): missing, the test fails rather than skips
 import pytest
 import torch
-
 from argym.agents.endpoint import PolicyEndpoint
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import HFPolicy
@@ -22,8 +21,8 @@ from argym.agents.spec import load_agent
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
-from argym.errors import ConfigError
 
+from argym.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).with_name("programs.py")
@@ -44,12 +43,27 @@ def draw(runner, n: int, seed: int = 0):
 
 def test_program_trains_two_steps_on_exact_tokens(tmp_path, record_generations, assert_exact):
     """The openai client, two turns with a tool: trajectories are what the policy sampled; the weights move."""
-    cfg = load_config(REPO / "configs" / "grpo_program.yaml", [
-        f"agent.program={PROGRAMS}:solve_twice", f"agent.reward={PROGRAMS}:answer_length", f"out_dir={tmp_path}", "warm_start.steps=0",
-        "env.kwargs.tasks=executable(test_size=20)", "policy.tiny.hidden_size=32", "policy.tiny.num_layers=1",
-        "policy.tiny.num_heads=2", "policy.tiny.intermediate_size=64", "policy.tiny.max_positions=1024",
-        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
-        "rollout.max_total_tokens=1024", "algorithm.micro_batch_size=8", "algorithm.lr=1e-2"])
+    cfg = load_config(
+        REPO / "configs" / "grpo_program.yaml",
+        [
+            f"agent.program={PROGRAMS}:solve_twice",
+            f"agent.reward={PROGRAMS}:answer_length",
+            f"out_dir={tmp_path}",
+            "warm_start.steps=0",
+            "env.kwargs.tasks=executable(test_size=20)",
+            "policy.tiny.hidden_size=32",
+            "policy.tiny.num_layers=1",
+            "policy.tiny.num_heads=2",
+            "policy.tiny.intermediate_size=64",
+            "policy.tiny.max_positions=1024",
+            "rollout.tasks_per_step=2",
+            "rollout.group_size=2",
+            "rollout.max_new_tokens=8",
+            "rollout.max_total_tokens=1024",
+            "algorithm.micro_batch_size=8",
+            "algorithm.lr=1e-2",
+        ],
+    )
     trainer = Trainer(cfg)
     try:
         log = record_generations(trainer.generator)
@@ -59,7 +73,9 @@ def test_program_trains_two_steps_on_exact_tokens(tmp_path, record_generations, 
             trajs, _ = trainer.collect()
             metrics = trainer.strategy_metrics
             assert_exact(trajs, log)
-            assert len(trajs) == 4 and all(t.turns == 2 for t in trajs)  # one segment of two turns per episode
+            assert len(trajs) == 4 and all(
+                t.turns == 2 for t in trajs
+            )  # one segment of two turns per episode
             assert metrics["program/requests_per_episode"] == 2.0 and metrics["program/errors"] == 0.0
             assert [t.group for t in trajs] == [0, 0, 1, 1]
             answers = [t.messages[-1]["content"] for t in trajs]
@@ -82,7 +98,10 @@ def test_history_edits_and_n_start_exact_segments(record_generations, assert_exa
         messages += [first.model_dump(exclude_none=True), {"role": "user", "content": "again"}]
         second = client.chat.completions.create(model="m", messages=messages, max_tokens=5).choices[0].message
         # edits history: the first reply rewritten -> a new segment, rendered from scratch
-        edited = messages[:-2] + [{"role": "assistant", "content": "EDITED"}, {"role": "user", "content": "again"}]
+        edited = messages[:-2] + [
+            {"role": "assistant", "content": "EDITED"},
+            {"role": "user", "content": "again"},
+        ]
         third = client.chat.completions.create(model="m", messages=edited, max_tokens=5).choices[0].message
         # n=2 from the edited history's end: the first choice continues segment 2, its sibling starts segment 3
         edited += [third.model_dump(exclude_none=True), {"role": "user", "content": "more"}]
@@ -93,7 +112,7 @@ def test_history_edits_and_n_start_exact_segments(record_generations, assert_exa
     runner = ProgramRunner(*MATH, policy, edit, SamplingParams(max_new_tokens=5), 1024, training=True)
     try:
         tasks = draw(runner, 1)
-        result, = runner.run_episodes(tasks, 1)
+        (result,) = runner.run_episodes(tasks, 1)
         trajs = result.trajectories()
     finally:
         runner.close()
@@ -102,10 +121,10 @@ def test_history_edits_and_n_start_exact_segments(record_generations, assert_exa
     assert_exact(trajs, log)
     seg2 = trajs[1]
     fresh = policy.renderer.prompt_ids(seg2.messages[:-3])  # the edited conversation, from scratch
-    assert seg2.token_ids[:len(fresh)] == fresh and seg2.loss_mask[:len(fresh)] == [0] * len(fresh)
+    assert seg2.token_ids[: len(fresh)] == fresh and seg2.loss_mask[: len(fresh)] == [0] * len(fresh)
     assert "EDITED" in policy.renderer.decode(seg2.token_ids)
     sibling = trajs[2]  # the n=2 sibling: seg 2's sampled ids are context here (mask 0), trained once
-    assert sibling.token_ids[:seg2.turn_ends[0] + 1] == seg2.token_ids[:seg2.turn_ends[0] + 1]
+    assert sibling.token_ids[: seg2.turn_ends[0] + 1] == seg2.token_ids[: seg2.turn_ends[0] + 1]
     assert sum(sibling.loss_mask) == len(log[-1][1])
     assert all(t.reward == trajs[0].reward for t in trajs)
 
@@ -118,32 +137,44 @@ def test_failures_never_stall_the_step():
     runner = ProgramRunner(*MATH, policy, hang, sampling, 1024, training=True, deadline_s=3.0)
     try:
         t0 = time.monotonic()
-        result, = runner.run_episodes(draw(runner, 1), 1)
+        (result,) = runner.run_episodes(draw(runner, 1), 1)
         assert time.monotonic() - t0 < 10
         assert result.timed_out and result.outcome.truncated and result.outcome.reward == 0.0
         assert not result.outcome.infra_failure and len(result.trajectories()[0].turn_ends) == 1
         key = result.record.key  # the abandoned program's key is closed: its next request is refused
-        req = urllib.request.Request(runner.endpoint.url + "/chat/completions", method="POST",
-                                     data=json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode(),
-                                     headers={"X-Argym-Episode": key, "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            runner.endpoint.url + "/chat/completions",
+            method="POST",
+            data=json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode(),
+            headers={"X-Argym-Episode": key, "Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=10)
         assert e.value.code == 410
         runner.program = never
-        result, = runner.run_episodes(draw(runner, 1), 1)
+        (result,) = runner.run_episodes(draw(runner, 1), 1)
         assert result.outcome.infra_failure and "never called" in result.error
         runner.program = crash
-        result, = runner.run_episodes(draw(runner, 1), 1)
-        assert "ValueError" in result.error and result.outcome.reward == 0.0 and not result.outcome.infra_failure
-        runner.program, runner.reward_fn = load_function(f"{PROGRAMS}:solve_twice"), lambda task, answer: 1 / 0
-        with pytest.raises(ConfigError, match="agent.reward raised ZeroDivisionError"):  # the user's grader is broken
+        (result,) = runner.run_episodes(draw(runner, 1), 1)
+        assert (
+            "ValueError" in result.error and result.outcome.reward == 0.0 and not result.outcome.infra_failure
+        )
+        runner.program, runner.reward_fn = (
+            load_function(f"{PROGRAMS}:solve_twice"),
+            lambda task, answer: 1 / 0,
+        )
+        with pytest.raises(
+            ConfigError, match="agent.reward raised ZeroDivisionError"
+        ):  # the user's grader is broken
             runner.run_episodes(draw(runner, 1), 1)
         # a request without an episode key during training: a clear 400
         client = openai.OpenAI(base_url=runner.endpoint.url, api_key="x", max_retries=0)
         with pytest.raises(openai.BadRequestError, match="No episode key"):
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         record = runner.endpoint.open_episode()  # ... and the key may come as the model name
-        client.chat.completions.create(model=record.key, messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+        client.chat.completions.create(
+            model=record.key, messages=[{"role": "user", "content": "hi"}], max_tokens=3
+        )
         assert runner.endpoint.close_episode(record.key).completions == 1
     finally:
         runner.close()
@@ -197,14 +228,16 @@ def test_tool_calls_round_trip_in_openai_form(record_generations, assert_exact):
         seen["first"] = reply.choices[0]
         messages = list(task.prompt) + [reply.choices[0].message.model_dump(exclude_none=True)]
         seen["tool"] = tools.run(reply.choices[0].message)
-        return client.chat.completions.create(model="m", messages=messages + seen["tool"],
-                                              tools=tools.schemas).choices[0].message.content
+        return (
+            client.chat.completions.create(model="m", messages=messages + seen["tool"], tools=tools.schemas)
+            .choices[0]
+            .message.content
+        )
 
     runner = ProgramRunner(*TOOLS, policy, solve, SamplingParams(max_new_tokens=100), 4096, training=True)
     try:
-        task = next(t for t in runner.task_source.take("train", 50)
-                    if "calculator" in json.dumps(t.tools))
-        result, = runner.run_episodes([task], 1)
+        task = next(t for t in runner.task_source.take("train", 50) if "calculator" in json.dumps(t.tools))
+        (result,) = runner.run_episodes([task], 1)
     finally:
         runner.close()
     first = seen["first"]
@@ -213,21 +246,33 @@ def test_tool_calls_round_trip_in_openai_form(record_generations, assert_exact):
     assert fn.name == "calculator" and json.loads(fn.arguments) == {"expression": "6*7"}
     assert seen["tool"][0]["role"] == "tool" and "42" in seen["tool"][0]["content"]
     assert seen["tool"][0]["tool_call_id"] == first.message.tool_calls[0].id
-    traj, = result.trajectories()
-    assert traj.infos[-1]["verdict"]["answer"] == "42" and "expected" in traj.infos[-1]["verdict"]  # the env graded it
+    (traj,) = result.trajectories()
+    assert (
+        traj.infos[-1]["verdict"]["answer"] == "42" and "expected" in traj.infos[-1]["verdict"]
+    )  # the env graded it
     assert traj.turns == 2 and len(result.record.segments) == 1
     assert_exact([traj], log)
 
 
 def test_eval_runs_a_program_with_any_agent_behind_it():
-    result = evaluate(*MATH, agent=f"program:{REPO / 'examples' / 'agent_program.py'}:solve@tiny", episodes=3,
-                      sampling=SamplingParams(temperature=0.0, max_new_tokens=4))
+    result = evaluate(
+        *MATH,
+        agent=f"program:{REPO / 'examples' / 'agent_program.py'}:solve@tiny",
+        episodes=3,
+        sampling=SamplingParams(temperature=0.0, max_new_tokens=4),
+    )
     assert result.n == 3 and result.infra_failures == 0
     assert all(e["tokens"] > 0 for e in result.episodes)
-    upstream = PolicyEndpoint(tiny_policy(), SamplingParams(temperature=0.0, max_new_tokens=4))  # a hosted model
+    upstream = PolicyEndpoint(
+        tiny_policy(), SamplingParams(temperature=0.0, max_new_tokens=4)
+    )  # a hosted model
     try:
-        hosted = evaluate(*MATH, agent=f"program:{REPO / 'examples' / 'agent_program.py'}:solve@openai:{upstream.url}",
-                          episodes=3, sampling=SamplingParams(temperature=0.0, max_new_tokens=4))
+        hosted = evaluate(
+            *MATH,
+            agent=f"program:{REPO / 'examples' / 'agent_program.py'}:solve@openai:{upstream.url}",
+            episodes=3,
+            sampling=SamplingParams(temperature=0.0, max_new_tokens=4),
+        )
     finally:
         upstream.close()
     assert hosted.n == 3 and hosted.infra_failures == 0 and all(e["turns"] == 1 for e in hosted.episodes)
@@ -242,7 +287,9 @@ def test_endpoint_without_key_serves_out_of_training():
     endpoint = PolicyEndpoint(tiny_policy(), SamplingParams(max_new_tokens=4))
     try:
         client = openai.OpenAI(base_url=endpoint.url, api_key="x", max_retries=0)
-        out = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], temperature=0)
+        out = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], temperature=0
+        )
         assert out.choices[0].message.role == "assistant" and out.usage.completion_tokens <= 4
         assert [m.id for m in client.models.list()] == ["argym-policy"]
         with pytest.raises(openai.BadRequestError, match="'n' must be"):

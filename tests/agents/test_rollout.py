@@ -12,14 +12,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-
-import argym
-
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.envs import ListSource, Reply, TextEnv
+
+import argym
 from argym.errors import InfrastructureError
 from argym.types import Task
 
@@ -33,14 +32,20 @@ class GuessEnv(TextEnv):
         super().__init__(max_turns=max_turns, **kw)
 
     def load_tasks(self, tasks):
-        return ListSource([Task(id=f"w{i}", prompt=({"role": "user", "content": f"Say {w}."},), answer=w, split="test")
-                           for i, w in enumerate(["cat", "dog", "owl"])])
+        return ListSource(
+            [
+                Task(id=f"w{i}", prompt=({"role": "user", "content": f"Say {w}."},), answer=w, split="test")
+                for i, w in enumerate(["cat", "dog", "owl"])
+            ]
+        )
 
     def respond(self, action):
         if action["content"].strip() == self.task.answer:
             return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True)
-        return Reply(messages=[{"role": "user", "content": f"No. Hint: {self.task.answer[0]}"}],
-                     reward_parts={"outcome": -0.1})
+        return Reply(
+            messages=[{"role": "user", "content": f"No. Hint: {self.task.answer[0]}"}],
+            reward_parts={"outcome": -0.1},
+        )
 
     def oracle_action(self):
         return self.task.answer
@@ -79,7 +84,11 @@ class ScriptedTokenPolicy:
         out = []
         for _ in prompts:
             ids = self.tokenizer.encode(self.replies[turn], add_special_tokens=False) + [self.eos_id]
-            out.append(Completion(token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop", text=self.replies[turn]))
+            out.append(
+                Completion(
+                    token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop", text=self.replies[turn]
+                )
+            )
         return out
 
 
@@ -111,7 +120,9 @@ def test_tiny_policy_multi_turn_bookkeeping():
         return out
 
     policy.generate = recording_generate
-    with RolloutEngine(GUESS_ID, {}, policy, SamplingParams(temperature=1.0, max_new_tokens=8), max_total_tokens=400) as engine:
+    with RolloutEngine(
+        GUESS_ID, {}, policy, SamplingParams(temperature=1.0, max_new_tokens=8), max_total_tokens=400
+    ) as engine:
         source = engine.task_source
         trajs = engine.run(source.take("test", 2), group_size=3, seed=1)
     assert [t.group for t in trajs] == [0, 0, 0, 1, 1, 1]
@@ -131,7 +142,9 @@ def test_tiny_policy_multi_turn_bookkeeping():
 def test_token_budget_truncates():
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok)
-    with RolloutEngine(GUESS_ID, {}, policy, SamplingParams(temperature=1.0, max_new_tokens=30), max_total_tokens=40) as engine:
+    with RolloutEngine(
+        GUESS_ID, {}, policy, SamplingParams(temperature=1.0, max_new_tokens=30), max_total_tokens=40
+    ) as engine:
         trajs = engine.run(engine.task_source.take("test", 1), group_size=2)
     for t in trajs:
         assert len(t.token_ids) <= 40
@@ -148,19 +161,30 @@ def test_message_agent_oracle():
 
 def _unstarted(traj) -> bool:
     """An episode that never started: an infra failure with no turn, no token to train and no reward."""
-    return (traj.infra_failure, traj.turns, traj.token_ids, traj.loss_mask, traj.reward, traj.success,
-            traj.finish_reason) == (True, 0, [], [], 0.0, False, "infra_failure")
+    return (
+        traj.infra_failure,
+        traj.turns,
+        traj.token_ids,
+        traj.loss_mask,
+        traj.reward,
+        traj.success,
+        traj.finish_reason,
+    ) == (True, 0, [], [], 0.0, False, "infra_failure")
 
 
 def test_a_reset_that_fails_is_an_infra_failure_the_learner_drops_and_counts():
     from accelerate import Accelerator
-
     from argym.algorithms.learner import Learner, LearnerConfig
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok)
-    with RolloutEngine(UNSTARTABLE_ID, {"max_turns": 1}, policy, SamplingParams(temperature=1.0, max_new_tokens=4),
-                       max_total_tokens=400) as engine:
+    with RolloutEngine(
+        UNSTARTABLE_ID,
+        {"max_turns": 1},
+        policy,
+        SamplingParams(temperature=1.0, max_new_tokens=4),
+        max_total_tokens=400,
+    ) as engine:
         trajs = engine.run(engine.task_source.take("test", 2), group_size=2, seed=1)
     assert [(t.task_id, t.group) for t in trajs] == [("w0", 0), ("w0", 0), ("w1", 1), ("w1", 1)]
     assert [_unstarted(t) for t in trajs] == [False, False, True, True]
@@ -178,18 +202,34 @@ def test_a_reset_or_restore_that_fails_does_not_stop_the_others():
     with RolloutEngine(UNSTARTABLE_ID, {}, OracleAgent()) as engine:
         tasks = engine.task_source.take("test", 3)
         trajs = engine.run(tasks)
-    assert [(t.task_id, t.success, _unstarted(t)) for t in trajs] == [("w0", True, False), ("w1", False, True),
-                                                                      ("w2", True, False)]
+    assert [(t.task_id, t.success, _unstarted(t)) for t in trajs] == [
+        ("w0", True, False),
+        ("w1", False, True),
+        ("w2", True, False),
+    ]
     tok = build_tiny_tokenizer()
     env = argym.make(UNSTARTABLE_ID, max_turns=1)
     env.reset(options={"task": tasks[0]})
     cat = env.get_wrapper_attr("snapshot")()
     env.close()
     dog = dataclasses.replace(cat, task=tasks[1])
-    with RolloutEngine(UNSTARTABLE_ID, {"max_turns": 1}, HFPolicy(build_tiny_model(tok, seed=0), tok),
-                       SamplingParams(max_new_tokens=4), max_total_tokens=400) as engine:
-        starts = [Resume(task=state.task, group=g, state=state, messages=state.messages,
-                         ids=engine.renderer.prompt_ids(state.messages)) for g, state in enumerate((dog, cat))]
+    with RolloutEngine(
+        UNSTARTABLE_ID,
+        {"max_turns": 1},
+        HFPolicy(build_tiny_model(tok, seed=0), tok),
+        SamplingParams(max_new_tokens=4),
+        max_total_tokens=400,
+    ) as engine:
+        starts = [
+            Resume(
+                task=state.task,
+                group=g,
+                state=state,
+                messages=state.messages,
+                ids=engine.renderer.prompt_ids(state.messages),
+            )
+            for g, state in enumerate((dog, cat))
+        ]
         resumed = engine.resume(starts)
     assert resumed[0].infra_failure and resumed[0].turns == 0 and resumed[0].num_policy_tokens == 0
     assert not resumed[1].infra_failure and resumed[1].turns == 1
@@ -197,7 +237,9 @@ def test_a_reset_or_restore_that_fails_does_not_stop_the_others():
 
 def _replay_check(tokenizer, eos_id, replies, full_rerender_matches: bool):
     policy = ScriptedTokenPolicy(tokenizer, replies, eos_id)
-    with RolloutEngine(GUESS_ID, {}, policy, SamplingParams(max_new_tokens=64), max_total_tokens=4096) as engine:
+    with RolloutEngine(
+        GUESS_ID, {}, policy, SamplingParams(max_new_tokens=64), max_total_tokens=4096
+    ) as engine:
         (traj,) = engine.run(engine.task_source.take("test", 1))
     comps = [tokenizer.encode(r, add_special_tokens=False) + [eos_id] for r in replies]
     check_invariants(traj, [p[0] for p in policy.prompts], comps)
@@ -215,7 +257,9 @@ def _replay_check(tokenizer, eos_id, replies, full_rerender_matches: bool):
 
 @pytest.fixture(scope="module")
 def smollm2_tokenizer():
-    gguf = os.environ.get("ARGYM_SMOLLM2_GGUF") or str(Path.home() / ".cache/argym/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    gguf = os.environ.get("ARGYM_SMOLLM2_GGUF") or str(
+        Path.home() / ".cache/argym/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     if not Path(gguf).is_file():
         pytest.fail(f"SmolLM2 GGUF not found at {gguf}; run `make smollm2` (the test command does).")
     from transformers import AutoTokenizer
@@ -226,10 +270,17 @@ def smollm2_tokenizer():
 def test_smollm2_template_token_exact(smollm2_tokenizer):
     tok = smollm2_tokenizer
     eos = tok.convert_tokens_to_ids("<|im_end|>")
-    traj, text = _replay_check(tok, eos, ["It is a bird.", "Maybe   dog?\n", "cat"], full_rerender_matches=True)
+    traj, text = _replay_check(
+        tok, eos, ["It is a bird.", "Maybe   dog?\n", "cat"], full_rerender_matches=True
+    )
     assert text.count("<|im_start|>assistant") == 3
     # SmolLM2's template re-renders the same text, so the ids equal a full re-tokenization too
-    assert traj.token_ids == tok.encode(tok.apply_chat_template(traj.messages, tokenize=False), add_special_tokens=False)[: len(traj.token_ids)]
+    assert (
+        traj.token_ids
+        == tok.encode(tok.apply_chat_template(traj.messages, tokenize=False), add_special_tokens=False)[
+            : len(traj.token_ids)
+        ]
+    )
 
 
 QWEN3_STYLE = (
@@ -252,7 +303,11 @@ def test_qwen3_style_template_drops_think_but_trajectory_keeps_it(smollm2_tokeni
     tok.chat_template = QWEN3_STYLE
     try:
         eos = tok.convert_tokens_to_ids("<|im_end|>")
-        replies = ["<think>\nhmm, an animal\n</think>\n\nbird", "<think>\nthe hint says d\n</think>\n\ndog", "cat"]
+        replies = [
+            "<think>\nhmm, an animal\n</think>\n\nbird",
+            "<think>\nthe hint says d\n</think>\n\ndog",
+            "cat",
+        ]
         traj, text = _replay_check(tok, eos, replies, full_rerender_matches=False)
         assert text.count("<think>") == 2  # the policy's own reasoning stays in its context
     finally:
@@ -273,9 +328,13 @@ def test_tiny_checkpoint_round_trip(tmp_path):
     policy.save(tmp_path)
     again = HFPolicy.load(tmp_path)
     text = "<|im_start|>user\nWhat is 12 + 30?\n  \\boxed{}<|im_end|>"
-    assert again.tokenizer.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False)
+    assert again.tokenizer.encode(text, add_special_tokens=False) == tok.encode(
+        text, add_special_tokens=False
+    )
     msgs = [{"role": "user", "content": "What is 1 + 2?"}]
     prompt = policy.renderer.prompt_ids(msgs)
     assert again.renderer.prompt_ids(msgs) == prompt
     greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
-    assert [c.token_ids for c in again.generate([prompt], greedy)] == [c.token_ids for c in policy.generate([prompt], greedy)]
+    assert [c.token_ids for c in again.generate([prompt], greedy)] == [
+        c.token_ids for c in policy.generate([prompt], greedy)
+    ]

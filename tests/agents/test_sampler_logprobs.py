@@ -7,7 +7,6 @@ reference (conftest.py: softmax(logits / T) on the top-p nucleus, renormalised).
 from __future__ import annotations
 
 import torch
-
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
@@ -21,7 +20,9 @@ def test_hf_log_probs_are_those_of_the_top_p_nucleus_sampled_from(sampled_logpro
     prompts = [policy.renderer.prompt_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
     shift = []
     for temperature, top_p in ((0.7, 0.5), (1.3, 0.9), (0.7, 1.0)):
-        outs = policy.generate(prompts, SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=12), seed=5)
+        outs = policy.generate(
+            prompts, SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=12), seed=5
+        )
         for prompt, c in zip(prompts, outs):
             want, inside = sampled_logprobs_reference(policy.model, prompt, c.token_ids, temperature, top_p)
             assert inside.all()  # every sampled token lies in its nucleus

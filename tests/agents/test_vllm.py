@@ -16,17 +16,19 @@ import sys
 
 import pytest
 import torch
-
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+
 from argym.errors import ConfigError, MissingDependencyError
 
 TINY = TinyModelConfig(num_layers=2)  # head dim 32: a size vLLM's CPU attention kernels take
 QUESTIONS = ["What is 2+3?", "Say hi.", "Add 10 and 32, then box the result."]
 
 
-@pytest.fixture(scope="module")  # one vLLM engine start (about a minute on two cores): the tests using it are slow
+@pytest.fixture(
+    scope="module"
+)  # one vLLM engine start (about a minute on two cores): the tests using it are slow
 def engine(tmp_path_factory):
     """(VLLMPolicy, HFPolicy) on the same tiny weights, saved as an ordinary HF checkpoint."""
     from argym.agents.spec import load_agent
@@ -52,7 +54,7 @@ def _recomputed(model, prompt: list[int], completion: list[int], temperature: fl
     """log π(completion | prompt) at `temperature`, per token, by transformers."""
     ids = torch.tensor([prompt + completion])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1:-1].float() / temperature  # (T, V)
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / temperature  # (T, V)
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion)[:, None])[:, 0]
 
 
@@ -103,7 +105,9 @@ def test_top_p_log_probs_mean_what_transformers_reports(engine, sampled_logprobs
     prompts = _prompts(policy)
     shift = []
     for backend in (policy, hf):
-        outs = backend.generate(prompts, SamplingParams(temperature=0.7, top_p=0.5, max_new_tokens=12), seed=5)
+        outs = backend.generate(
+            prompts, SamplingParams(temperature=0.7, top_p=0.5, max_new_tokens=12), seed=5
+        )
         for prompt, c in zip(prompts, outs):
             want, inside = sampled_logprobs_reference(hf.model, prompt, c.token_ids, 0.7, 0.5)
             assert inside.all()
@@ -135,7 +139,7 @@ def test_weights_reload_in_place(engine):
     before = policy.generate(prompts, sampling)
     changed = copy.deepcopy(hf.model)
     with torch.no_grad():
-        for name, p in changed.named_parameters():
+        for _name, p in changed.named_parameters():
             p.add_(torch.randn_like(p) * 0.05, alpha=1.0)
     moved = HFPolicy(changed, hf.tokenizer)
     seconds = policy.load_weights(changed)
@@ -145,7 +149,9 @@ def test_weights_reload_in_place(engine):
         assert [c.token_ids for c in after] != [c.token_ids for c in before]
         assert [c.token_ids for c in after] == [c.token_ids for c in moved.generate(prompts, sampling)]
         for prompt, c in zip(prompts, after):  # the tied embedding / output head moved too
-            assert (_recomputed(changed, prompt, c.token_ids, 1.0) - torch.tensor(c.logprobs)).abs().max() < 1e-4
+            assert (
+                _recomputed(changed, prompt, c.token_ids, 1.0) - torch.tensor(c.logprobs)
+            ).abs().max() < 1e-4
     finally:
         policy.load_weights(hf.model)
     assert [c.token_ids for c in policy.generate(prompts, sampling)] == [c.token_ids for c in before]
@@ -154,13 +160,16 @@ def test_weights_reload_in_place(engine):
 @pytest.mark.slow
 def test_rollouts_feed_the_learner_with_near_zero_mismatch(engine):
     from accelerate import Accelerator
-
     from argym.agents.rollout import RolloutEngine
     from argym.algorithms.learner import Learner, LearnerConfig
 
     policy, hf = engine
-    rollouts = RolloutEngine("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "split": "train"},
-                             policy, SamplingParams(temperature=1.0, max_new_tokens=8))
+    rollouts = RolloutEngine(
+        "argym/Math-v0",
+        {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "split": "train"},
+        policy,
+        SamplingParams(temperature=1.0, max_new_tokens=8),
+    )
     try:
         source = rollouts.task_source
         rng = __import__("numpy").random.default_rng(0)
@@ -174,8 +183,11 @@ def test_rollouts_feed_the_learner_with_near_zero_mismatch(engine):
     assert metrics["train/logprob_mismatch_max"] < 1e-3
     assert metrics["train/logprob_mismatch_mean"] < 1e-4
     # control: a learner whose weights differ from the sampler's sees the mismatch
-    other = Learner(build_tiny_model(hf.tokenizer, TINY, seed=8), LearnerConfig(lr=1e-5, temperature=1.0),
-                    Accelerator(cpu=True))
+    other = Learner(
+        build_tiny_model(hf.tokenizer, TINY, seed=8),
+        LearnerConfig(lr=1e-5, temperature=1.0),
+        Accelerator(cpu=True),
+    )
     assert other.update(trajs, hf.pad_id)["train/logprob_mismatch_mean"] > 0.05
 
 
@@ -185,15 +197,21 @@ def test_agent_program_through_the_vllm_backend(engine, record_generations, asse
     from pathlib import Path
 
     from accelerate import Accelerator
-
     from argym.agents.program import ProgramRunner, load_function
     from argym.algorithms.learner import Learner, LearnerConfig
 
     policy, hf = engine
     log = record_generations(policy)
     program = load_function(f"{Path(__file__).with_name('programs.py')}:solve_twice")
-    runner = ProgramRunner("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "split": "train"},
-                           policy, program, SamplingParams(temperature=1.0, max_new_tokens=8), 512, training=True)
+    runner = ProgramRunner(
+        "argym/Math-v0",
+        {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "split": "train"},
+        policy,
+        program,
+        SamplingParams(temperature=1.0, max_new_tokens=8),
+        512,
+        training=True,
+    )
     try:
         rng = __import__("numpy").random.default_rng(0)
         trajs, metrics = runner.run([runner.task_source.sample(rng, "train") for _ in range(4)], 2, seed=3)
@@ -211,8 +229,14 @@ def test_evaluate_runs_a_vllm_agent(engine):
     from argym.agents.evaluate import evaluate
 
     policy, _ = engine
-    result = evaluate("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)"}, policy,
-                      agent_spec="vllm:tiny", episodes=4, seed=0)
+    result = evaluate(
+        "argym/Math-v0",
+        {"tasks": "arithmetic(digits=1,ops=+,terms=2)"},
+        policy,
+        agent_spec="vllm:tiny",
+        episodes=4,
+        seed=0,
+    )
     assert result.n == 4 and result.infra_failures == 0 and 0.0 <= result.mean <= 1.0
     assert all(ep["tokens"] > 0 for ep in result.episodes)
 
@@ -221,26 +245,49 @@ def test_evaluate_runs_a_vllm_agent(engine):
 def test_train_with_the_vllm_backend_syncs_every_step(tmp_path):
     """`argym train ... rollout.backend=vllm`: its own engine; after each update the weights move into it,
     so the mismatch stays near zero even with a large learning rate (without the sync it would not)."""
-    args = ["policy.tiny.num_layers=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
-            "algorithm.entropy_coef=0.1", "steps=3", "rollout.tasks_per_step=4",
-            "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.episodes=4", "eval.every=0",
-            "algorithm.lr=0.01", "rollout.backend=vllm", "rollout.vllm.dtype=float32",
-            "rollout.vllm.enforce_eager=true", "rollout.vllm.max_model_len=512", "rollout.vllm.kv_cache_gb=0.5",
-            f"out_dir={tmp_path}"]
-    proc = subprocess.run([sys.executable, "-m", "argym.cli", "train", *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    args = [
+        "policy.tiny.num_layers=2",
+        "warm_start.steps=2",
+        "warm_start.tasks=16",
+        "warm_start.batch_size=8",
+        "algorithm.entropy_coef=0.1",
+        "steps=3",
+        "rollout.tasks_per_step=4",
+        "rollout.group_size=2",
+        "rollout.max_new_tokens=8",
+        "eval.episodes=4",
+        "eval.every=0",
+        "algorithm.lr=0.01",
+        "rollout.backend=vllm",
+        "rollout.vllm.dtype=float32",
+        "rollout.vllm.enforce_eager=true",
+        "rollout.vllm.max_model_len=512",
+        "rollout.vllm.kv_cache_gb=0.5",
+        f"out_dir={tmp_path}",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "train", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "perf/weight_sync_s" in r]
     assert len(steps) == 3
-    assert all(r["train/logprob_mismatch_max"] < 1e-3 for r in steps), [r["train/logprob_mismatch_max"] for r in steps]
+    assert all(r["train/logprob_mismatch_max"] < 1e-3 for r in steps), [
+        r["train/logprob_mismatch_max"] for r in steps
+    ]
     assert all(r["train/grad_norm"] > 0 for r in steps)  # the entropy bonus moves the weights every step
 
 
 def test_missing_vllm_names_the_extra():
-    code = ("import sys; sys.modules['vllm'] = None\n"
-            "from argym.agents.vllm import import_vllm\n"
-            "try:\n    import_vllm()\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    code = (
+        "import sys; sys.modules['vllm'] = None\n"
+        "from argym.agents.vllm import import_vllm\n"
+        "try:\n    import_vllm()\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "MissingDependencyError" in out.stdout and "argym[vllm]" in out.stdout, out.stdout + out.stderr
 
@@ -265,9 +312,8 @@ def test_bad_vllm_spec_options_are_config_errors(tmp_path):
 
 
 def test_weights_sent_to_vllm_are_the_merged_lora_weights():
-    from peft import LoraConfig, get_peft_model
-
     from argym.agents.vllm import hf_state_dict
+    from peft import LoraConfig, get_peft_model
 
     tok = build_tiny_tokenizer()
     base = build_tiny_model(tok, TINY, seed=2)

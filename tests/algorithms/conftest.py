@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -18,8 +18,10 @@ def reward_where() -> Callable:
         run = trainer.engine.run
 
         def mixed(tasks, group_size, seed):
-            return [dataclasses.replace(t, reward=1.0) if pick(i, t, group_size) else t
-                    for i, t in enumerate(run(tasks, group_size=group_size, seed=seed))]
+            return [
+                dataclasses.replace(t, reward=1.0) if pick(i, t, group_size) else t
+                for i, t in enumerate(run(tasks, group_size=group_size, seed=seed))
+            ]
 
         trainer.engine.run = mixed
 

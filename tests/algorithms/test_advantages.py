@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-
 from argym.algorithms.advantages import ADVANTAGES, get_advantage, group_moments, group_normalized
 from argym.algorithms.learner import LearnerConfig
+
 from argym.errors import ConfigError
 
 
@@ -22,8 +22,9 @@ def test_grpo_hand_computed():
     assert adv.dtype == torch.float32
     torch.testing.assert_close(adv, expected, atol=1e-7, rtol=0)
     # Dr.GRPO: centred only
-    torch.testing.assert_close(group_normalized(rewards, groups, use_std=False),
-                               torch.tensor([0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0]))
+    torch.testing.assert_close(
+        group_normalized(rewards, groups, use_std=False), torch.tensor([0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0])
+    )
 
 
 def test_group_ids_any_order_and_size_one_groups():
@@ -78,6 +79,7 @@ from argym.algorithms.advantages import (  # noqa: E402
     masked_whiten,
 )
 from argym.algorithms.batch import make_batch  # noqa: E402
+
 from argym.types import Trajectory  # noqa: E402
 
 CFG = LearnerConfig()
@@ -87,7 +89,9 @@ def test_all_equal_rewards_give_zero_for_every_group_estimator():
     r, g = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]), torch.tensor([0, 0, 0, 1, 1])
     for name in ("grpo", "drgrpo", "rloo"):
         torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(5), msg=name)
-    batch = make_batch([_traj([1], [1, 1], float(x), group=int(k)) for x, k in zip(r, g)], torch.zeros(5), pad_id=0)
+    batch = make_batch(
+        [_traj([1], [1, 1], float(x), group=int(k)) for x, k in zip(r, g)], torch.zeros(5), pad_id=0
+    )
     torch.testing.assert_close(get_advantage("reinforce++_baseline")(batch, CFG), torch.zeros(5, 2))
     # REINFORCE++ takes no baseline: each token's return is the outcome (whitened later, by the learner)
     torch.testing.assert_close(get_advantage("reinforce++")(batch, CFG), r[:, None].expand(5, 2))
@@ -97,21 +101,23 @@ def test_groups_of_size_one_get_zero():
     r, g = torch.tensor([5.0, 2.0]), torch.tensor([0, 1])
     for name in ("grpo", "drgrpo", "rloo"):
         torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(2), msg=name)
-    batch = make_batch([_traj([1], [1], 5.0, group=0), _traj([1], [1, 1], 2.0, group=1)], torch.zeros(2), pad_id=0)
+    batch = make_batch(
+        [_traj([1], [1], 5.0, group=0), _traj([1], [1, 1], 2.0, group=1)], torch.zeros(2), pad_id=0
+    )
     torch.testing.assert_close(get_advantage("reinforce++_baseline")(batch, CFG), torch.zeros(2, 2))
 
 
 def test_drgrpo_ignores_adv_std():
     r, g = torch.tensor([3.0, 1.0, 2.0]), torch.tensor([0, 0, 0])
-    torch.testing.assert_close(get_advantage("drgrpo")(r, g, LearnerConfig(adv_std=True)),
-                               torch.tensor([1.0, -1.0, 0.0]))
+    torch.testing.assert_close(
+        get_advantage("drgrpo")(r, g, LearnerConfig(adv_std=True)), torch.tensor([1.0, -1.0, 0.0])
+    )
 
 
 def test_rloo_hand_computed():
     r, g = torch.tensor([1.0, 0.0, 0.0, 4.0, 2.0]), torch.tensor([0, 0, 0, 1, 1])
     # group 0: 1 − (0+0)/2 = 1; 0 − (1+0)/2 = −0.5 (twice); group 1: 4 − 2 = 2, 2 − 4 = −2
-    torch.testing.assert_close(get_advantage("rloo")(r, g, CFG),
-                               torch.tensor([1.0, -0.5, -0.5, 2.0, -2.0]))
+    torch.testing.assert_close(get_advantage("rloo")(r, g, CFG), torch.tensor([1.0, -0.5, -0.5, 2.0, -2.0]))
 
 
 def test_reinforce_pp_baseline_is_centred_on_the_group_per_token():
@@ -169,9 +175,20 @@ def test_gae_hand_computed_and_lambda_one_is_monte_carlo():
 
 def _traj(prompt, completion_mask, reward, group=0, turn_rewards=(), turn_ends=(), success=False):
     n = len(prompt) + len(completion_mask)
-    return Trajectory(task_id="t", messages=[], reward=reward, success=success, turns=1, terminated=True,
-                      truncated=False, token_ids=list(range(1, n + 1)), loss_mask=[0] * len(prompt) + list(completion_mask),
-                      group=group, turn_rewards=list(turn_rewards), turn_ends=list(turn_ends))
+    return Trajectory(
+        task_id="t",
+        messages=[],
+        reward=reward,
+        success=success,
+        turns=1,
+        terminated=True,
+        truncated=False,
+        token_ids=list(range(1, n + 1)),
+        loss_mask=[0] * len(prompt) + list(completion_mask),
+        group=group,
+        turn_rewards=list(turn_rewards),
+        turn_ends=list(turn_ends),
+    )
 
 
 def test_token_rewards_from_turns_and_returns_estimator():

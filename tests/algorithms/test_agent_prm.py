@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.agent_prm import AgentPRMConfig, agent_prm_round, branch_q_targets, play_out
 from argym.envs.base import Reply, TextEnv
 from argym.envs.tasks import ListSource
 from argym.rewards.prm import build_classifier
 from argym.rewards.prm_data import mc_q_targets, step_keys
+
 from argym.types import Task, Trajectory
 
 
@@ -23,20 +23,27 @@ class TwoChoices(TextEnv):
         super().__init__(tasks=None, max_turns=2)
 
     def load_tasks(self, tasks):
-        return ListSource([Task(id=f"c{i}", prompt=({"role": "user", "content": f"Task {i}: say L or R."},))
-                           for i in range(self.n_tasks)])
+        return ListSource(
+            [
+                Task(id=f"c{i}", prompt=({"role": "user", "content": f"Task {i}: say L or R."},))
+                for i in range(self.n_tasks)
+            ]
+        )
 
     def respond(self, action):
         said = [m["content"] for m in self._messages if m["role"] == "assistant"]
         if len(said) == 1:
             return Reply(messages=[{"role": "user", "content": "Again."}], reward_parts={"outcome": 0.0})
         ok = said == ["R", "R"]
-        return Reply(reward_parts={"outcome": float(ok)}, terminated=True, success=ok, verdict={"correct": ok})
+        return Reply(
+            reward_parts={"outcome": float(ok)}, terminated=True, success=ok, verdict={"correct": ok}
+        )
 
 
 def actor(rng: random.Random, second_always_r: bool):
     def act(conversations):
         return ["R" if second_always_r and len(c) > 1 else rng.choice("LR") for c in conversations]
+
     return act
 
 
@@ -49,8 +56,17 @@ def episodes(n_tasks: int, samples: int, act) -> list[Trajectory]:
             ((ok, turns),) = play_out([env], [obs], act)
             assert turns == 2
             msgs = env.snapshot().messages
-            out.append(Trajectory(task_id=f"c{i}", messages=msgs, reward=float(ok), success=ok, turns=2,
-                                  terminated=True, truncated=False))
+            out.append(
+                Trajectory(
+                    task_id=f"c{i}",
+                    messages=msgs,
+                    reward=float(ok),
+                    success=ok,
+                    turns=2,
+                    terminated=True,
+                    truncated=False,
+                )
+            )
     return out
 
 
@@ -112,10 +128,16 @@ def test_branch_targets_are_discounted_like_rollout_targets():
 def test_prm_training_beats_the_constant_predictor_on_held_out_tasks():
     rng = random.Random(2)
     trajs = episodes(n_tasks=40, samples=6, act=actor(rng, False))
-    prm = build_classifier(build_tiny_tokenizer(), hidden_size=32, num_layers=1, num_heads=2, max_positions=128)
-    report = agent_prm_round(prm, trajs, AgentPRMConfig(branches=2, test_fraction=0.25, epochs=4, lr=3e-3,
-                                                        batch_size=16), make_env=lambda: TwoChoices(40),
-                             act=actor(rng, False))
+    prm = build_classifier(
+        build_tiny_tokenizer(), hidden_size=32, num_layers=1, num_heads=2, max_positions=128
+    )
+    report = agent_prm_round(
+        prm,
+        trajs,
+        AgentPRMConfig(branches=2, test_fraction=0.25, epochs=4, lr=3e-3, batch_size=16),
+        make_env=lambda: TwoChoices(40),
+        act=actor(rng, False),
+    )
     assert report["prm/train_examples"] > 50
     assert report["prm/heldout_bce"] < report["prm/heldout_bce_constant"] - 0.05, report
     assert report["prm/heldout_auc"] > 0.75, report

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-from argym.algorithms.decomposer import HINT_HEADER, DecomposerConfig, UtilityDecomposer, decomposer_messages, with_hints
+from argym.algorithms.decomposer import (
+    HINT_HEADER,
+    DecomposerConfig,
+    UtilityDecomposer,
+    decomposer_messages,
+    with_hints,
+)
+
 from argym.errors import ConfigError
 
 ENV = ("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)"})
@@ -38,7 +44,9 @@ class HintAwareOracle:
                 a, b = (int(x) for x in question.split(" + "))
                 reply = f"\\boxed{{{a + b if HINT_HEADER in text or self.always_right else a + b + 1}}}"
             ids = self.renderer.encode(reply) + [self.renderer.eos_id]
-            out.append(Completion(token_ids=ids, logprobs=[-0.1] * len(ids), finish_reason="stop", text=reply))
+            out.append(
+                Completion(token_ids=ids, logprobs=[-0.1] * len(ids), finish_reason="stop", text=reply)
+            )
         return out
 
 
@@ -58,14 +66,16 @@ def test_hint_utility_is_the_decomposer_reward_and_hinted_successes_are_distille
     hint_ids = agent.renderer.encode(HINT_HEADER)
     for t in reasoner:  # hints never in the reasoner's training context
         assert HINT_HEADER not in tok.decode(t.token_ids)
-        assert all(t.token_ids[i:i + len(hint_ids)] != hint_ids for i in range(len(t.token_ids)))
+        assert all(t.token_ids[i : i + len(hint_ids)] != hint_ids for i in range(len(t.token_ids)))
     plain_prompt = agent.renderer.prompt_ids([dict(m) for m in tasks[0].prompt])
     distilled = [t for t in reasoner if t.group == 0 and t.success]
-    assert all(t.token_ids[:len(plain_prompt)] == plain_prompt for t in distilled)
-    assert all(sum(t.loss_mask[:len(plain_prompt)]) == 0 and sum(t.loss_mask) > 0 for t in distilled)
+    assert all(t.token_ids[: len(plain_prompt)] == plain_prompt for t in distilled)
+    assert all(sum(t.loss_mask[: len(plain_prompt)]) == 0 and sum(t.loss_mask) > 0 for t in distilled)
     for t in decomposer:
-        assert "sub-questions that solve it" in tok.decode(t.token_ids) and tok.decode(
-            [i for i, m in zip(t.token_ids, t.loss_mask) if m]) == "a + b<|im_end|>"
+        assert (
+            "sub-questions that solve it" in tok.decode(t.token_ids)
+            and tok.decode([i for i, m in zip(t.token_ids, t.loss_mask) if m]) == "a + b<|im_end|>"
+        )
 
 
 def test_adaptive_trigger_skips_tasks_already_solved():
@@ -78,21 +88,41 @@ def test_adaptive_trigger_skips_tasks_already_solved():
 
 def test_role_prompts_and_config_checks():
     tok = build_tiny_tokenizer()
-    policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
-                                                            intermediate_size=64)), tok)
+    policy = HFPolicy(
+        build_tiny_model(
+            tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+        ),
+        tok,
+    )
     with RolloutEngine(*ENV, policy) as engine:
         task = engine.task_source.sample(np.random.default_rng(0), "train")
     assert decomposer_messages(task)[-1]["content"].startswith("Do not solve it")
     hinted = with_hints(task, "a + b\n")
-    assert hinted.prompt[-1] == {"role": "user", "content": f"{HINT_HEADER}\na + b"} and hinted.answer == task.answer
+    assert (
+        hinted.prompt[-1] == {"role": "user", "content": f"{HINT_HEADER}\na + b"}
+        and hinted.answer == task.answer
+    )
     with pytest.raises(ConfigError, match="hint_samples"):
         DecomposerConfig(hint_samples=0)
 
 
-SMALL = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-         "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=8", "warm_start.batch_size=4",
-         "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=6", "eval.episodes=4",
-         "eval.every=0", "algorithm.micro_batch_size=8", "steps=1", "checkpoint_every=1"]
+SMALL = [
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=2",
+    "warm_start.tasks=8",
+    "warm_start.batch_size=4",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_new_tokens=6",
+    "eval.episodes=4",
+    "eval.every=0",
+    "algorithm.micro_batch_size=8",
+    "steps=1",
+    "checkpoint_every=1",
+]
 
 
 @pytest.mark.parametrize("recipe", ["decomposer_verified.yaml", "decomposer_utility.yaml"])
@@ -102,7 +132,9 @@ def test_both_modes_train_from_their_configs(recipe, tmp_path):
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / recipe, SMALL + [f"out_dir={tmp_path}"])
+    cfg = load_config(
+        Path(__file__).resolve().parents[2] / "configs" / recipe, SMALL + [f"out_dir={tmp_path}"]
+    )
     trainer = Trainer(cfg)
     try:
         metrics = trainer.train_step()

@@ -11,10 +11,10 @@ import textwrap
 import pytest
 import torch
 from accelerate import Accelerator
-from transformers import Qwen2Config, Qwen2ForCausalLM
-
 from argym.algorithms.batch import make_batch, split_batch
 from argym.algorithms.learner import Learner, LearnerConfig
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
@@ -25,17 +25,32 @@ PATTERN = [5, 6, 7, 8]
 
 def tiny_model(seed: int = 0) -> Qwen2ForCausalLM:
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg = Qwen2Config(
+        vocab_size=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     return Qwen2ForCausalLM(cfg)
 
 
-def traj(completion: list[int], reward: float, group: int, prompt: list[int] = PROMPT,
-         **kw) -> Trajectory:
-    return Trajectory(task_id=f"t{group}", messages=[], reward=reward, success=reward > 0,
-                      turns=1, terminated=True, truncated=False,
-                      token_ids=prompt + completion, loss_mask=[0] * len(prompt) + [1] * len(completion),
-                      group=group, **kw)
+def traj(completion: list[int], reward: float, group: int, prompt: list[int] = PROMPT, **kw) -> Trajectory:
+    return Trajectory(
+        task_id=f"t{group}",
+        messages=[],
+        reward=reward,
+        success=reward > 0,
+        turns=1,
+        terminated=True,
+        truncated=False,
+        token_ids=prompt + completion,
+        loss_mask=[0] * len(prompt) + [1] * len(completion),
+        group=group,
+        **kw,
+    )
 
 
 def random_trajs(n: int = 8, group_size: int = 4, seed: int = 1) -> list[Trajectory]:
@@ -45,14 +60,19 @@ def random_trajs(n: int = 8, group_size: int = 4, seed: int = 1) -> list[Traject
     for i in range(n):
         prompt = [1] + torch.randint(9, 32, (i % 3,), generator=g).tolist() + [2]
         comp = torch.randint(4, 32, (2 + (i * 5) % 7,), generator=g).tolist()
-        out.append(traj(comp, float(torch.rand(1, generator=g) > 0.5) + 0.1 * i, i // group_size,
-                        prompt=prompt))
+        out.append(
+            traj(comp, float(torch.rand(1, generator=g) > 0.5) + 0.1 * i, i // group_size, prompt=prompt)
+        )
     return out
 
 
 def learner(seed: int = 0, ref: bool = False, **cfg) -> Learner:
-    return Learner(tiny_model(seed), LearnerConfig(**cfg), Accelerator(cpu=True),
-                   ref_model=tiny_model(seed + 100) if ref else None)
+    return Learner(
+        tiny_model(seed),
+        LearnerConfig(**cfg),
+        Accelerator(cpu=True),
+        ref_model=tiny_model(seed + 100) if ref else None,
+    )
 
 
 def grads(lrn: Learner) -> list[torch.Tensor]:
@@ -61,11 +81,21 @@ def grads(lrn: Learner) -> list[torch.Tensor]:
 
 # ----------------------------------------------------------------------------- batch
 
+
 def test_make_batch_fields_are_target_aligned():
     t1 = traj([5, 6], 1.0, 0, sampler_logprobs=[0, 0, 0, -0.5, -0.25])
-    t2 = Trajectory(task_id="m", messages=[], reward=0.0, success=False, turns=2, terminated=True,
-                    truncated=False, token_ids=[1, 9, 4, 10, 11, 4], loss_mask=[0, 0, 1, 0, 0, 1],
-                    group=0)  # two turns: policy, env reply, policy
+    t2 = Trajectory(
+        task_id="m",
+        messages=[],
+        reward=0.0,
+        success=False,
+        turns=2,
+        terminated=True,
+        truncated=False,
+        token_ids=[1, 9, 4, 10, 11, 4],
+        loss_mask=[0, 0, 1, 0, 0, 1],
+        group=0,
+    )  # two turns: policy, env reply, policy
     b = make_batch([t1, t2], torch.tensor([2.0, -1.0]), pad_id=PAD)
     assert b.input_ids.tolist() == [[1, 2, 3, 5, 6, PAD], [1, 9, 4, 10, 11, 4]]
     assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0], [1] * 6]
@@ -87,12 +117,15 @@ def test_make_batch_drops_infra_failures_and_token_level_advantages():
         make_batch([bad], torch.zeros(1), pad_id=PAD)
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda t: t.loss_mask.pop(), "loss_mask has"),
-    (lambda t: t.sampler_logprobs.extend([0.0]), "sampler_logprobs has"),
-    (lambda t: t.loss_mask.__setitem__(0, 1), "starts with a policy token"),
-    (lambda t: (t.token_ids.clear(), t.loss_mask.clear()), "token ids"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda t: t.loss_mask.pop(), "loss_mask has"),
+        (lambda t: t.sampler_logprobs.extend([0.0]), "sampler_logprobs has"),
+        (lambda t: t.loss_mask.__setitem__(0, 1), "starts with a policy token"),
+        (lambda t: (t.token_ids.clear(), t.loss_mask.clear()), "token ids"),
+    ],
+)
 def test_make_batch_rejects_bad_trajectories(mutate, match):
     t = traj([5, 6], 1.0, 0)
     mutate(t)
@@ -110,16 +143,20 @@ def test_split_batch_trims_padding():
 
 # ----------------------------------------------------------------------------- config
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(lr=0), "lr must be"),
-    (dict(clip_low=1.0), "clip_low"),
-    (dict(dual_clip=1.0), "dual_clip"),
-    (dict(num_minibatches=0), "num_minibatches"),
-    (dict(temperature=0), "temperature"),
-    (dict(advantage="grop"), "Did you mean: grpo"),
-    (dict(loss_agg="seq-mean-token-sum-norm"), "loss_agg_constant"),
-    (dict(kl_estimator="k4"), "KL estimator"),
-])
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(lr=0), "lr must be"),
+        (dict(clip_low=1.0), "clip_low"),
+        (dict(dual_clip=1.0), "dual_clip"),
+        (dict(num_minibatches=0), "num_minibatches"),
+        (dict(temperature=0), "temperature"),
+        (dict(advantage="grop"), "Did you mean: grpo"),
+        (dict(loss_agg="seq-mean-token-sum-norm"), "loss_agg_constant"),
+        (dict(kl_estimator="k4"), "KL estimator"),
+    ],
+)
 def test_config_validation(kw, match):
     with pytest.raises(ConfigError, match=match):
         LearnerConfig(**kw)
@@ -132,6 +169,7 @@ def test_kl_needs_reference_model():
 
 # ----------------------------------------------------------------------------- learner
 
+
 def test_old_logprobs_match_manual_computation_at_temperature():
     lrn = learner(temperature=0.7, micro_batch_size=3)
     batch = make_batch(random_trajs(), torch.zeros(8), PAD)
@@ -140,19 +178,34 @@ def test_old_logprobs_match_manual_computation_at_temperature():
     with torch.no_grad():
         for i in range(len(batch)):  # one unpadded sequence at a time
             n = int(batch.attention_mask[i].sum())
-            ids = batch.input_ids[i:i + 1, :n]
+            ids = batch.input_ids[i : i + 1, :n]
             logits = model(ids).logits[0, :-1] / 0.7
             want = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
-            torch.testing.assert_close(got[i, :n - 1], want, atol=1e-5, rtol=1e-5)
-            assert (got[i, n - 1:] == 0).all()
+            torch.testing.assert_close(got[i, : n - 1], want, atol=1e-5, rtol=1e-5)
+            assert (got[i, n - 1 :] == 0).all()
 
 
-@pytest.mark.parametrize("loss_agg,policy_loss", [
-    ("token-mean", "ppo_clip"), ("seq-mean-token-mean", "ppo_clip"), ("seq-mean-token-sum-norm", "ppo_clip"),
-    ("seq-mean-token-mean", "gspo"), ("token-mean", "gspo_token")])
+@pytest.mark.parametrize(
+    "loss_agg,policy_loss",
+    [
+        ("token-mean", "ppo_clip"),
+        ("seq-mean-token-mean", "ppo_clip"),
+        ("seq-mean-token-sum-norm", "ppo_clip"),
+        ("seq-mean-token-mean", "gspo"),
+        ("token-mean", "gspo_token"),
+    ],
+)
 def test_gradient_is_independent_of_micro_batch_size(loss_agg, policy_loss):
-    cfg = dict(loss_agg=loss_agg, loss_agg_constant=16.0, kl_coef=0.05, entropy_coef=0.01, nll_coef=0.1,
-               policy_loss=policy_loss, clip_low=0.05, clip_high=0.08)
+    cfg = dict(
+        loss_agg=loss_agg,
+        loss_agg_constant=16.0,
+        kl_coef=0.05,
+        entropy_coef=0.01,
+        nll_coef=0.1,
+        policy_loss=policy_loss,
+        clip_low=0.05,
+        clip_high=0.08,
+    )
     trajs = random_trajs()
     results = []
     for mbs in (8, 3, 1):
@@ -211,8 +264,9 @@ def test_logprob_mismatch_metric():
     lrn = learner(micro_batch_size=3)
     own = lrn.logprobs(make_batch(trajs, torch.zeros(8), PAD))  # (B, L-1), target-aligned
     for i, t in enumerate(trajs):  # position-aligned: sampler_logprobs[t] scores token t
-        t.sampler_logprobs = [0.0] + [lp * m for lp, m in zip(own[i, :len(t.token_ids) - 1].tolist(),
-                                                              t.loss_mask[1:])]
+        t.sampler_logprobs = [0.0] + [
+            lp * m for lp, m in zip(own[i, : len(t.token_ids) - 1].tolist(), t.loss_mask[1:])
+        ]
     assert learner().update(trajs, PAD)["train/logprob_mismatch_mean"] < 1e-5
     for t in trajs:
         t.sampler_logprobs = [lp - 0.3 * m for lp, m in zip(t.sampler_logprobs, t.loss_mask)]
@@ -253,7 +307,7 @@ def _process_count_grads(out: str) -> None:
         torch.save(grads(lrn), f"{out}/{loss_agg}_{world}_{rank}.pt")
 
 
-MULTIPROCESS_SCRIPT = textwrap.dedent('''
+MULTIPROCESS_SCRIPT = textwrap.dedent("""
     import sys
     from accelerate import debug_launcher
     sys.path.insert(0, {test_dir!r})
@@ -261,7 +315,7 @@ MULTIPROCESS_SCRIPT = textwrap.dedent('''
 
     if __name__ == "__main__":
         debug_launcher(_process_count_grads, args=(sys.argv[1],), num_processes=2)
-''')
+""")
 
 
 @pytest.mark.slow
@@ -270,8 +324,9 @@ def test_gradient_is_independent_of_process_count(tmp_path):
     single-process gradient: the normaliser is global and DDP's averaging is undone."""
     script = tmp_path / "mp.py"
     script.write_text(MULTIPROCESS_SCRIPT.format(test_dir=str(pathlib.Path(__file__).parent)))
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], timeout=300,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], timeout=300, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _process_count_grads(str(tmp_path))  # this process alone: world size 1
     for loss_agg in ("token-mean", "seq-mean-token-mean"):
@@ -345,7 +400,7 @@ def test_nll_on_positive_samples_only():
     assert sums["nll"].item() == pytest.approx(want.item(), rel=1e-5)
 
 
-LAUNCH_SCRIPT = textwrap.dedent('''
+LAUNCH_SCRIPT = textwrap.dedent("""
     import sys
     import torch
     from accelerate import Accelerator
@@ -367,7 +422,7 @@ LAUNCH_SCRIPT = textwrap.dedent('''
         metrics = lrn.update(mine, PAD)
         params = [p.detach().cpu().clone() for p in acc.unwrap_model(lrn.model).parameters()]
         torch.save((params, metrics["train/loss"]), f"{{out}}/{{name}}_{{world}}_{{rank}}.pt")
-''')
+""")
 
 
 @pytest.mark.slow
@@ -386,11 +441,36 @@ def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
         # --cpu takes accelerate's single-process launcher; --multi_gpu starts torchrun, and the
         # script's Accelerator(cpu=True) then runs the processes on the CPU over gloo
         mode = ["--cpu"] if n == 1 else ["--multi_gpu"]
-        proc = subprocess.run([accelerate, "launch", *mode, "--num_processes", str(n), "--num_machines", "1",
-                               "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(tmp_path), str(n)],
-                              timeout=300, capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [
+                accelerate,
+                "launch",
+                *mode,
+                "--num_processes",
+                str(n),
+                "--num_machines",
+                "1",
+                "--mixed_precision",
+                "no",
+                "--dynamo_backend",
+                "no",
+                str(script),
+                str(tmp_path),
+                str(n),
+            ],
+            timeout=300,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in ("grpo", "dapo", "gspo", "drgrpo", "reinforce++"):  # reinforce++: whitening over all processes
+    for name in (
+        "grpo",
+        "dapo",
+        "gspo",
+        "drgrpo",
+        "reinforce++",
+    ):  # reinforce++: whitening over all processes
         single, loss1 = torch.load(tmp_path / f"{name}_1_0.pt")
         for rank in (0, 1):
             params, loss2 = torch.load(tmp_path / f"{name}_2_{rank}.pt")

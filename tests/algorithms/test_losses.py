@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.losses import (
     AGGREGATIONS,
@@ -16,6 +15,7 @@ from argym.algorithms.losses import (
     kl_k3,
     ppo_clip_loss,
 )
+
 from argym.errors import ConfigError
 
 RATIOS = torch.tensor([0.5, 0.9, 1.1, 1.5])
@@ -66,8 +66,9 @@ def test_dual_clip():
 def test_registered_ppo_clip_reads_config():
     logp = torch.log(torch.tensor([[1.5]]))
     fn = get_policy_loss("ppo_clip")
-    loss, _ = fn(logp, torch.zeros_like(logp), torch.ones(1, 1), torch.ones(1, 1),
-                 LearnerConfig(clip_high=0.4))
+    loss, _ = fn(
+        logp, torch.zeros_like(logp), torch.ones(1, 1), torch.ones(1, 1), LearnerConfig(clip_high=0.4)
+    )
     assert loss.item() == pytest.approx(-1.4)
 
 
@@ -94,15 +95,19 @@ L = torch.tensor([[1.0, 2.0, 3.0, 100.0], [4.0, 6.0, float("nan"), float("nan")]
 M = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("token-mean", 16 / 5),  # Σ M·L = 6 + 10 over 5 tokens
-    ("seq-mean-token-mean", (6 / 3 + 10 / 2) / 2),
-    ("seq-mean-token-sum", 16 / 2),
-    ("seq-mean-token-sum-norm", 16 / (2 * 4)),  # C = 4
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("token-mean", 16 / 5),  # Σ M·L = 6 + 10 over 5 tokens
+        ("seq-mean-token-mean", (6 / 3 + 10 / 2) / 2),
+        ("seq-mean-token-sum", 16 / 2),
+        ("seq-mean-token-sum-norm", 16 / (2 * 4)),  # C = 4
+    ],
+)
 def test_aggregate_hand_computed(mode, expected):
-    assert aggregate(L, M, mode, global_tokens=5, global_seqs=2, constant=4.0).item() == \
-        pytest.approx(expected)
+    assert aggregate(L, M, mode, global_tokens=5, global_seqs=2, constant=4.0).item() == pytest.approx(
+        expected
+    )
 
 
 def test_aggregate_uses_global_counts():
@@ -119,8 +124,10 @@ def test_aggregate_micro_batches_sum_to_full_batch(mode):
     mask[:, 0] = 1
     tokens, seqs = mask.sum().item(), 7
     full = aggregate(per_token, mask, mode, tokens, seqs, constant=9.0)
-    parts = sum(aggregate(per_token[i:i + 3], mask[i:i + 3], mode, tokens, seqs, constant=9.0)
-                for i in range(0, 7, 3))
+    parts = sum(
+        aggregate(per_token[i : i + 3], mask[i : i + 3], mode, tokens, seqs, constant=9.0)
+        for i in range(0, 7, 3)
+    )
     torch.testing.assert_close(parts, full)
 
 
@@ -182,8 +189,9 @@ def test_gspo_token_equals_gspo_value_and_gradient_with_outcome_advantages():
 def test_ppo_on_empty_mask_contributes_nothing():
     logp = torch.zeros(2, 3, requires_grad=True)
     mask = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
-    loss, _ = get_policy_loss("ppo_clip")(logp, torch.zeros_like(logp), torch.ones(2, 3) * mask, mask,
-                                          LearnerConfig())
+    loss, _ = get_policy_loss("ppo_clip")(
+        logp, torch.zeros_like(logp), torch.ones(2, 3) * mask, mask, LearnerConfig()
+    )
     agg = aggregate(loss, mask, "token-mean", 1, 2)
     agg.backward()
     assert agg.item() == pytest.approx(-1.0)

@@ -11,23 +11,31 @@ from __future__ import annotations
 import pytest
 import torch
 from accelerate import Accelerator
-
 from argym.algorithms.learner import Learner, LearnerConfig
 from argym.algorithms.value import Critic, ValueModel
 
 from .test_learner import PAD, random_trajs, tiny_model
 from .test_prefix import shared_prompt_trajs
 
-GSPO = dict(policy_loss="gspo", clip_low=3e-4, clip_high=4e-4, lr=1e-12, num_minibatches=2, micro_batch_size=3)
+GSPO = dict(
+    policy_loss="gspo", clip_low=3e-4, clip_high=4e-4, lr=1e-12, num_minibatches=2, micro_batch_size=3
+)
 
 
 def _dropout_model(p: float = 0.3):
     torch.manual_seed(0)
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    cfg = Qwen2Config(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      attention_dropout=p)
+    cfg = Qwen2Config(
+        vocab_size=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attention_dropout=p,
+    )
     return Qwen2ForCausalLM(cfg)
 
 
@@ -45,16 +53,22 @@ def test_lora_with_dropout_has_ratio_one():
     import peft
 
     # init_lora_weights=False: B ≠ 0, as after some training (a fresh B = 0 hides the dropout)
-    model = peft.get_peft_model(tiny_model(), peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.3,
-                                                               target_modules=["q_proj", "v_proj"],
-                                                               init_lora_weights=False))
+    model = peft.get_peft_model(
+        tiny_model(),
+        peft.LoraConfig(
+            r=4, lora_alpha=8, lora_dropout=0.3, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        ),
+    )
     lrn = Learner(model, LearnerConfig(**GSPO), Accelerator(cpu=True))
     _assert_ratio_one(lrn.update(random_trajs(16), PAD))
 
 
 def test_vapo_critic_path_has_ratio_one():
-    cfg = LearnerConfig(**{**GSPO, "policy_loss": "ppo_clip", "clip_low": 1e-4, "clip_high": 1e-4},
-                        advantage="gae", value_pretrain_steps=0)
+    cfg = LearnerConfig(
+        **{**GSPO, "policy_loss": "ppo_clip", "clip_low": 1e-4, "clip_high": 1e-4},
+        advantage="gae",
+        value_pretrain_steps=0,
+    )
     acc = Accelerator(cpu=True)
     policy = _dropout_model()
     lrn = Learner(policy, cfg, acc, critic=Critic(ValueModel.from_policy(_dropout_model()), cfg, acc))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 from accelerate import Accelerator
-
 from argym.algorithms.learner import Learner, LearnerConfig
 
 from .test_learner import PAD, grads, random_trajs, tiny_model
@@ -29,8 +28,11 @@ def test_gradient_checkpointing_gives_the_same_gradient():
 
 def test_lora_trains_only_the_adapters():
     import peft
-    model = peft.get_peft_model(tiny_model(), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                               lora_dropout=0.0))
+
+    model = peft.get_peft_model(
+        tiny_model(),
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0),
+    )
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     lrn = Learner(model, LearnerConfig(lr=1e-2, micro_batch_size=4), Accelerator(cpu=True))
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]

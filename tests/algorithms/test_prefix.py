@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from argym.algorithms.prefix import plan_shared_prefix
+
 from argym.types import Trajectory
 
 from .test_learner import PAD, grads, learner
@@ -24,14 +24,28 @@ def shared_prompt_trajs(seed: int = 3) -> list[Trajectory]:
             if group == 1 and i == 2:
                 env = torch.randint(9, 32, (4,), generator=g).tolist()
                 comp, mask = comp + env + [5, 6], mask + [0] * len(env) + [1, 1]
-            out.append(Trajectory(task_id=f"t{group}", messages=[], reward=float(i % 2), success=i % 2 == 1,
-                                  turns=1, terminated=True, truncated=False, token_ids=prompt + comp,
-                                  loss_mask=[0] * len(prompt) + mask, group=group))
+            out.append(
+                Trajectory(
+                    task_id=f"t{group}",
+                    messages=[],
+                    reward=float(i % 2),
+                    success=i % 2 == 1,
+                    turns=1,
+                    terminated=True,
+                    truncated=False,
+                    token_ids=prompt + comp,
+                    loss_mask=[0] * len(prompt) + mask,
+                    group=group,
+                )
+            )
     return out
 
 
-@pytest.mark.parametrize("cfg", [dict(), dict(entropy_coef=0.01), dict(micro_batch_size=5)],
-                         ids=["plain", "entropy", "groups-split-across-micro-batches"])
+@pytest.mark.parametrize(
+    "cfg",
+    [dict(), dict(entropy_coef=0.01), dict(micro_batch_size=5)],
+    ids=["plain", "entropy", "groups-split-across-micro-batches"],
+)
 def test_shared_prompt_forward_gives_the_same_logprobs_and_gradients(cfg, monkeypatch):
     import argym.algorithms.learner as learner_mod
 

@@ -6,10 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
 from argym.algorithms.config import TrainConfig, load_config
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.presets import DAPO, GSPO, PRESETS, SCALE_FIELDS, get_preset
+
 from argym.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +34,11 @@ def test_recipe_file_equals_algo_override(name):
 def test_preset_sets_the_algorithm_and_keeps_the_scale():
     cfg = load_config(REPO / "configs" / "grpo_math.yaml", ["algo=dapo"])
     base = TrainConfig()
-    assert (cfg.algorithm.clip_high, cfg.algorithm.loss_agg, cfg.algorithm.dual_clip) == (0.28, "token-mean", 10.0)
+    assert (cfg.algorithm.clip_high, cfg.algorithm.loss_agg, cfg.algorithm.dual_clip) == (
+        0.28,
+        "token-mean",
+        10.0,
+    )
     assert cfg.sampling.dynamic and cfg.sampling.overlong
     for f in SCALE_FIELDS:  # lr 2e-4 of the tiny recipe, not DAPO's 1e-6
         assert getattr(cfg.algorithm, f) == getattr(base.algorithm, f), f
@@ -68,13 +72,28 @@ def test_argym_train_with_a_preset_recipe(tmp_path):
     import subprocess
     import sys
 
-    small = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-             "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
-             "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "eval.episodes=4",
-             "steps=1", f"out_dir={tmp_path}"]
+    small = [
+        "policy.tiny.hidden_size=32",
+        "policy.tiny.num_layers=1",
+        "policy.tiny.intermediate_size=64",
+        "policy.tiny.num_heads=2",
+        "warm_start.steps=2",
+        "warm_start.tasks=16",
+        "warm_start.batch_size=8",
+        "rollout.tasks_per_step=2",
+        "rollout.group_size=2",
+        "rollout.max_new_tokens=4",
+        "eval.episodes=4",
+        "steps=1",
+        f"out_dir={tmp_path}",
+    ]
     cli = Path(sys.executable).parent / "argym"
-    proc = subprocess.run([str(cli), "train", str(REPO / "configs" / "gspo.yaml"), *small],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(cli), "train", str(REPO / "configs" / "gspo.yaml"), *small],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "summary.json").is_file()
     assert "algo: gspo" in (tmp_path / "config.yaml").read_text()
@@ -82,8 +101,10 @@ def test_argym_train_with_a_preset_recipe(tmp_path):
 
 def test_presets_set_their_papers_optimizer_steps_and_a_recipe_can_override(tmp_path):
     """Mini-batches per rollout are part of the algorithm: with one, the ratio is 1 and no clip acts."""
-    steps = {name: load_config(None, [f"algo={name}"]).algorithm.num_minibatches for name in ("grpo", "dapo", "vapo",
-                                                                                             "gspo")}
+    steps = {
+        name: load_config(None, [f"algo={name}"]).algorithm.num_minibatches
+        for name in ("grpo", "dapo", "vapo", "gspo")
+    }
     assert steps == {"grpo": 1, "dapo": 16, "vapo": 16, "gspo": 4}
     recipe = tmp_path / "mine.yaml"
     recipe.write_text("algo: dapo\nalgorithm:\n  num_minibatches: 4\n")
@@ -108,9 +129,19 @@ def test_drgrpo_constant_follows_the_file_in_one_order(tmp_path):
     assert load_config(recipe, ["algorithm.loss_agg_constant=7"]).algorithm.loss_agg_constant == 7
 
 
-TINY = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-        "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
-        "rollout.tasks_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=6", "eval.every=0"]
+TINY = [
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=2",
+    "warm_start.tasks=16",
+    "warm_start.batch_size=8",
+    "rollout.tasks_per_step=8",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "eval.every=0",
+]
 
 
 @pytest.mark.parametrize("algo", ["dapo", "gspo"])
@@ -120,7 +151,9 @@ def test_preset_clipping_acts_at_its_own_mini_batch_count(tmp_path, algo, reward
     from argym.algorithms.trainer import Trainer
 
     # lr 2e-3 (a scale field the preset leaves to the recipe): the tiny policy moves within 16 steps
-    trainer = Trainer(load_config(None, TINY + [f"algo={algo}", "algorithm.lr=2e-3", "steps=1", f"out_dir={tmp_path}"]))
+    trainer = Trainer(
+        load_config(None, TINY + [f"algo={algo}", "algorithm.lr=2e-3", "steps=1", f"out_dir={tmp_path}"])
+    )
     reward_where(trainer, lambda i, t, group_size: i % 2 == 0)  # reward one sample in two
     try:
         m = trainer.train_step()
@@ -139,20 +172,53 @@ def test_argym_train_dapo_and_gspo_clip_through_the_cli(tmp_path):
     import sys
 
     cli = Path(sys.executable).parent / "argym"
-    small = ["policy.tiny.hidden_size=64", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=128",
-             "policy.tiny.num_heads=2", "env.kwargs.tasks=arithmetic(digits=1,ops=+,terms=2)",
-             "rollout.tasks_per_step=16", "rollout.group_size=4", "eval.episodes=4", "eval.every=0",
-             "sampling.max_draws=50"]
+    small = [
+        "policy.tiny.hidden_size=64",
+        "policy.tiny.num_layers=1",
+        "policy.tiny.intermediate_size=128",
+        "policy.tiny.num_heads=2",
+        "env.kwargs.tasks=arithmetic(digits=1,ops=+,terms=2)",
+        "rollout.tasks_per_step=16",
+        "rollout.group_size=4",
+        "eval.episodes=4",
+        "eval.every=0",
+        "sampling.max_draws=50",
+    ]
     warm = tmp_path / "warm"
-    proc = subprocess.run([str(cli), "train", *small, "warm_start.steps=200", "warm_start.tasks=256",
-                           "warm_start.batch_size=16", "steps=0", f"out_dir={warm}"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            str(cli),
+            "train",
+            *small,
+            "warm_start.steps=200",
+            "warm_start.tasks=256",
+            "warm_start.batch_size=16",
+            "steps=0",
+            f"out_dir={warm}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for algo in ("dapo", "gspo"):
         out = tmp_path / algo
-        proc = subprocess.run([str(cli), "train", f"algo={algo}", *small, "policy.kind=hf",
-                               f"policy.path={warm / 'checkpoint' / 'policy'}", "warm_start.steps=0", "steps=2",
-                               f"out_dir={out}"], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                str(cli),
+                "train",
+                f"algo={algo}",
+                *small,
+                "policy.kind=hf",
+                f"policy.path={warm / 'checkpoint' / 'policy'}",
+                "warm_start.steps=0",
+                "steps=2",
+                f"out_dir={out}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         train = [r for r in rows if "train/clip_frac" in r]

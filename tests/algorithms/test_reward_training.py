@@ -6,24 +6,40 @@ import json
 from pathlib import Path
 
 import pytest
-
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
+
 from argym.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = [
-    "policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-    "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
-    "rollout.tasks_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=8", "eval.episodes=5",
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=2",
+    "warm_start.tasks=16",
+    "warm_start.batch_size=8",
+    "rollout.tasks_per_step=3",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=8",
+    "eval.episodes=5",
     "eval.every=0",
 ]
 
 
 def test_every_component_by_name_is_logged_and_shapes_the_reward(tmp_path):
-    cfg = load_config(REPO / "configs" / "grpo_math_prm.yaml", SMALL + [
-        "reward.weights.sar=0.2", "reward.weights.overlong=0.0", "reward.weights.format=0.1",
-        "steps=1", f"out_dir={tmp_path}"])
+    cfg = load_config(
+        REPO / "configs" / "grpo_math_prm.yaml",
+        SMALL
+        + [
+            "reward.weights.sar=0.2",
+            "reward.weights.overlong=0.0",
+            "reward.weights.format=0.1",
+            "steps=1",
+            f"out_dir={tmp_path}",
+        ],
+    )
     assert cfg.reward.weights == {"outcome": 1.0, "process": 0.5, "format": 0.1, "sar": 0.2, "overlong": 0.0}
     trainer = Trainer(cfg)
     try:
@@ -42,6 +58,8 @@ def test_every_component_by_name_is_logged_and_shapes_the_reward(tmp_path):
 
 
 def test_overlong_twice_is_refused(tmp_path):
-    cfg = load_config(None, SMALL + ["sampling.overlong=true", "reward.weights.overlong=1.0", f"out_dir={tmp_path}"])
+    cfg = load_config(
+        None, SMALL + ["sampling.overlong=true", "reward.weights.overlong=1.0", f"out_dir={tmp_path}"]
+    )
     with pytest.raises(ConfigError, match="overlong"):
         Trainer(cfg)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from argym.algorithms.sampling import (
     SamplingConfig,
     apply_overlong,
@@ -12,22 +11,43 @@ from argym.algorithms.sampling import (
     longest_turn,
     overlong_penalty,
 )
+
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
 
-def traj(reward: float, group: int, n_policy: int = 3, env_tokens: int = 0, infra: bool = False) -> Trajectory:
+def traj(
+    reward: float, group: int, n_policy: int = 3, env_tokens: int = 0, infra: bool = False
+) -> Trajectory:
     # prompt 2 | policy n | env env_tokens | policy 1: lengths count policy tokens only
     mask = [0, 0] + [1] * n_policy + [0] * env_tokens + [1]
-    return Trajectory(task_id=f"t{group}", messages=[], reward=reward, success=reward > 0, turns=1,
-                      terminated=True, truncated=False, token_ids=list(range(len(mask))), loss_mask=mask,
-                      group=group, infra_failure=infra, infos=[{"reward_parts": {"outcome": reward}}])
+    return Trajectory(
+        task_id=f"t{group}",
+        messages=[],
+        reward=reward,
+        success=reward > 0,
+        turns=1,
+        terminated=True,
+        truncated=False,
+        token_ids=list(range(len(mask))),
+        loss_mask=mask,
+        group=group,
+        infra_failure=infra,
+        infos=[{"reward_parts": {"outcome": reward}}],
+    )
 
 
 def test_overlong_penalty_eq13():
     # L_max 100, L_cache 20: free up to 80, linear to −1 at 100, −1 beyond
-    assert [overlong_penalty(n, 100, 20) for n in (1, 80, 81, 90, 100, 101, 10**6)] == \
-        [0.0, 0.0, -0.05, -0.5, -1.0, -1.0, -1.0]
+    assert [overlong_penalty(n, 100, 20) for n in (1, 80, 81, 90, 100, 101, 10**6)] == [
+        0.0,
+        0.0,
+        -0.05,
+        -0.5,
+        -1.0,
+        -1.0,
+        -1.0,
+    ]
     assert overlong_penalty(90, 100, 20, factor=0.5) == -0.25
 
 
@@ -46,9 +66,20 @@ def multi_turn(turn_lengths: list[int], env_tokens: int = 4) -> Trajectory:
         mask += [1] * n
         ends.append(len(mask) - 1)
         mask += [0] * (env_tokens if k + 1 < len(turn_lengths) else 0)
-    return Trajectory(task_id="m", messages=[], reward=1.0, success=True, turns=len(turn_lengths), terminated=True,
-                      truncated=False, token_ids=list(range(len(mask))), loss_mask=mask, turn_ends=ends,
-                      turn_rewards=[0.0] * (len(ends) - 1) + [1.0], infos=[{}] * len(ends))
+    return Trajectory(
+        task_id="m",
+        messages=[],
+        reward=1.0,
+        success=True,
+        turns=len(turn_lengths),
+        terminated=True,
+        truncated=False,
+        token_ids=list(range(len(mask))),
+        loss_mask=mask,
+        turn_ends=ends,
+        turn_rewards=[0.0] * (len(ends) - 1) + [1.0],
+        infos=[{}] * len(ends),
+    )
 
 
 def test_overlong_penalty_reads_the_longest_turn_not_the_episode():
@@ -59,7 +90,10 @@ def test_overlong_penalty_reads_the_longest_turn_not_the_episode():
     assert long_.reward == pytest.approx(1.0 - 0.5)  # the 14-token turn: (12 − 14)/4
     (cut,) = apply_overlong([multi_turn([2, 16])], max_tokens=16, cache_tokens=4)
     assert cut.reward == pytest.approx(0.0)  # a turn at the cap: −1, once per episode
-    assert longest_turn(multi_turn([10, 10, 10])) == 10 and longest_turn(traj(1.0, 0, n_policy=8, env_tokens=5)) == 9
+    assert (
+        longest_turn(multi_turn([10, 10, 10])) == 10
+        and longest_turn(traj(1.0, 0, n_policy=8, env_tokens=5)) == 9
+    )
 
 
 def test_overlong_reward_component_reads_the_longest_turn_too(tmp_path):
@@ -68,8 +102,15 @@ def test_overlong_reward_component_reads_the_longest_turn_too(tmp_path):
     from argym.algorithms.config import load_config
     from argym.algorithms.reward_setup import build_composer
 
-    cfg = load_config(None, ["reward.weights.overlong=1.0", "rollout.max_new_tokens=16",
-                             "sampling.overlong_cache_tokens=4", f"out_dir={tmp_path}"])
+    cfg = load_config(
+        None,
+        [
+            "reward.weights.overlong=1.0",
+            "rollout.max_new_tokens=16",
+            "sampling.overlong_cache_tokens=4",
+            f"out_dir={tmp_path}",
+        ],
+    )
     tok = build_tiny_tokenizer()
     composer = build_composer(cfg, HFPolicy(build_tiny_model(tok), tok))
     assert composer.sequence["overlong"]([multi_turn([10, 10, 10]), multi_turn([3, 14, 5])]) == [0.0, -0.5]
@@ -85,8 +126,16 @@ def test_overlong_limits_defaults():
 
 
 def test_informative_groups():
-    ts = [traj(1, 0), traj(0, 0), traj(1, 1), traj(1, 1), traj(0, 2), traj(7, 3),
-          traj(1, 4), traj(0, 4, infra=True)]
+    ts = [
+        traj(1, 0),
+        traj(0, 0),
+        traj(1, 1),
+        traj(1, 1),
+        traj(0, 2),
+        traj(7, 3),
+        traj(1, 4),
+        traj(0, 4, infra=True),
+    ]
     # group 1 all equal; 2 and 3 sampled alone and 4 left with one valid sample: no baseline, dropped
     assert informative_groups(ts, [t.reward for t in ts]) == [0]
 

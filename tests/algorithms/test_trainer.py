@@ -9,21 +9,30 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from argym.agents.renderer import conversation_ids
+from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
-from argym.agents.renderer import ChatRenderer
 from argym.algorithms.config import TrainConfig, load_config
 from argym.algorithms.trainer import Trainer
+
 from argym.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
 SMALL = [
-    "policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-    "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=16", "warm_start.batch_size=8",
-    "rollout.tasks_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=6", "eval.episodes=10",
-    "algorithm.micro_batch_size=5", "algorithm.num_minibatches=2", "checkpoint_every=2",
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=2",
+    "warm_start.tasks=16",
+    "warm_start.batch_size=8",
+    "rollout.tasks_per_step=3",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "eval.episodes=10",
+    "algorithm.micro_batch_size=5",
+    "algorithm.num_minibatches=2",
+    "checkpoint_every=2",
 ]
 
 
@@ -34,7 +43,9 @@ def test_recipe_matches_the_defaults():
 
 
 def test_overrides_and_errors(tmp_path):
-    cfg = load_config(None, ["algorithm.lr=5e-4", "steps=7", "env.kwargs.max_attempts=2", "policy.tiny.num_layers=2"])
+    cfg = load_config(
+        None, ["algorithm.lr=5e-4", "steps=7", "env.kwargs.max_attempts=2", "policy.tiny.num_layers=2"]
+    )
     assert cfg.algorithm.lr == 5e-4 and cfg.steps == 7 and cfg.policy.tiny.num_layers == 2
     assert cfg.env.kwargs["max_attempts"] == 2 and "tasks" in cfg.env.kwargs
     with pytest.raises(ConfigError, match="Did you mean: steps"):
@@ -50,8 +61,12 @@ def test_overrides_and_errors(tmp_path):
 def test_conversation_ids_mask_only_assistant_turns():
     tok = build_tiny_tokenizer()
     r = ChatRenderer(tok)
-    msgs = [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "a1"},
-            {"role": "user", "content": "again"}, {"role": "assistant", "content": "a2"}]
+    msgs = [
+        {"role": "user", "content": "Q?"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "a2"},
+    ]
     ids, mask = conversation_ids(r, msgs)
     text = tok.decode(ids)
     assert text == tok.apply_chat_template(msgs, tokenize=False).rstrip("\n")
@@ -82,14 +97,26 @@ def _fit(cfg, crash_after=None):
 def _params(run_dir):
     from argym.agents.hf import HFPolicy
 
-    return {k: v.clone() for k, v in HFPolicy.load(Path(run_dir) / "checkpoint" / "policy").model.state_dict().items()}
+    return {
+        k: v.clone()
+        for k, v in HFPolicy.load(Path(run_dir) / "checkpoint" / "policy").model.state_dict().items()
+    }
 
 
-@pytest.mark.parametrize("extra", [
-    [],
-    ["algorithm.kl_coef=0.05"],  # the KL reference must be the one RL started from, not the resumed policy
-    ["policy.lora_r=4", "algorithm.kl_coef=0.05"],  # LoRA: base rebuilt, adapters reloaded, reference = adapters off
-], ids=["full", "kl", "lora-kl"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        [
+            "algorithm.kl_coef=0.05"
+        ],  # the KL reference must be the one RL started from, not the resumed policy
+        [
+            "policy.lora_r=4",
+            "algorithm.kl_coef=0.05",
+        ],  # LoRA: base rebuilt, adapters reloaded, reference = adapters off
+    ],
+    ids=["full", "kl", "lora-kl"],
+)
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path, extra):
     # An entropy bonus gives every step a gradient even when no sample is rewarded, so a resume
     # that reloaded anything differently (weights, tokenizer, optimizer, RNG, reference) would show.
@@ -109,7 +136,10 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, extra):
     assert any(not torch.equal(at_step_2[k], b[k]) for k in b), "steps 3-4 did not change the model"
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
-    rows = lambda d: [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+
+    def rows(d):
+        return [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+
     ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
     assert [r["step"] for r in rb] == [1, 2, 3, 4]
     for x, y in zip(ra, rb):
@@ -121,8 +151,17 @@ def test_lora_checkpoint_is_an_ordinary_merged_model(tmp_path):
     """With LoRA only the adapters train; the checkpoint's policy/ loads without peft and computes the same logits."""
     from argym.agents.hf import ADAPTER_DIR, HFPolicy
 
-    cfg = load_config(None, SMALL + ["steps=1", "policy.lora_r=4", "policy.lora_dropout=0.0",
-                                     "policy.lora_target_modules=[q_proj, v_proj]", f"out_dir={tmp_path}"])
+    cfg = load_config(
+        None,
+        SMALL
+        + [
+            "steps=1",
+            "policy.lora_r=4",
+            "policy.lora_dropout=0.0",
+            "policy.lora_target_modules=[q_proj, v_proj]",
+            f"out_dir={tmp_path}",
+        ],
+    )
     trainer = _fit(cfg)
     model = trainer.policy.model
     trained = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -133,7 +172,9 @@ def test_lora_checkpoint_is_an_ordinary_merged_model(tmp_path):
     ids = torch.tensor([[1, 5, 9, 12, 7]])
     model.eval()
     with torch.no_grad():
-        torch.testing.assert_close(merged(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            merged(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5, rtol=1e-4
+        )
         with model.disable_adapter():  # the adapters did learn something
             assert not torch.allclose(model(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-6)
 
@@ -146,6 +187,7 @@ def test_run_dir_refuses_another_config(tmp_path):
     Trainer(load_config(None, SMALL + ["steps=1", f"out_dir={tmp_path}"])).close()  # more steps: a resume
     # a run written by an older argym lacks newer keys: they count as their defaults, not as a change
     import yaml
+
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     del saved["policy"]["lora_r"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
@@ -171,12 +213,25 @@ E2E_OVERRIDES = ["steps=50", "eval.episodes=200", "eval.every=0"]
 E2E_MIN_GAIN = 0.15
 
 
-@pytest.mark.parametrize("algo", ["dapo", "vapo"] + [pytest.param(a, marks=pytest.mark.slow)
-                                                    for a in ("drgrpo", "gspo", "rloo", "reinforce++", "grpo")])
+@pytest.mark.parametrize(
+    "algo",
+    ["dapo", "vapo"]
+    + [pytest.param(a, marks=pytest.mark.slow) for a in ("drgrpo", "gspo", "rloo", "reinforce++", "grpo")],
+)
 def test_every_preset_trains_one_step(tmp_path, algo, reward_where):
     """`argym train configs/<preset>.yaml` runs: one small step per preset (VAPO with its critic)."""
-    cfg = load_config(None, SMALL + [f"algo={algo}", "steps=1", "eval.every=0", f"out_dir={tmp_path}",
-                                     "algorithm.value_pretrain_steps=1", "sampling.max_draws=50"])
+    cfg = load_config(
+        None,
+        SMALL
+        + [
+            f"algo={algo}",
+            "steps=1",
+            "eval.every=0",
+            f"out_dir={tmp_path}",
+            "algorithm.value_pretrain_steps=1",
+            "sampling.max_draws=50",
+        ],
+    )
     trainer = Trainer(cfg)
     if algo == "dapo":
         # mark the first sample of each even group correct, so 2 of 3 groups per draw are informative
@@ -200,8 +255,14 @@ def test_vapo_killed_during_value_pretraining_resumes_it(tmp_path, monkeypatch):
     from argym.algorithms.value import Critic
 
     # the 2-step warm start solves nothing: DAPO's overlong penalty gives the critic non-zero returns to fit
-    cfg = SMALL + ["algo=vapo", "algorithm.value_pretrain_steps=3", "rollout.tasks_per_step=2", "steps=1",
-                   "eval.every=0", "sampling.overlong=true"]
+    cfg = SMALL + [
+        "algo=vapo",
+        "algorithm.value_pretrain_steps=3",
+        "rollout.tasks_per_step=2",
+        "steps=1",
+        "eval.every=0",
+        "sampling.overlong=true",
+    ]
     straight = _fit(load_config(None, cfg + [f"out_dir={tmp_path / 'a'}"]))
     real, calls = Critic.update, {"n": 0}
 
@@ -213,17 +274,26 @@ def test_vapo_killed_during_value_pretraining_resumes_it(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Critic, "update", crashing)
     with pytest.raises(KeyboardInterrupt):
-        Trainer(load_config(None, cfg + [f"out_dir={tmp_path / 'b'}"]))  # checkpoint after 2 of 3 pretraining steps
+        Trainer(
+            load_config(None, cfg + [f"out_dir={tmp_path / 'b'}"])
+        )  # checkpoint after 2 of 3 pretraining steps
     killed = torch.load(tmp_path / "b" / "checkpoint" / "trainer_state.pt", weights_only=False)
     monkeypatch.setattr(Critic, "update", real)
     resumed = _fit(load_config(None, cfg + [f"out_dir={tmp_path / 'b'}"]))
     assert resumed.step == straight.step == 1
-    a, b = (torch.load(tmp_path / d / "checkpoint" / "trainer_state.pt", weights_only=False) for d in ("a", "b"))
-    assert any(not torch.equal(killed["critic"][k], a["critic"][k]) for k in a["critic"]), "pretraining did nothing"
+    a, b = (
+        torch.load(tmp_path / d / "checkpoint" / "trainer_state.pt", weights_only=False) for d in ("a", "b")
+    )
+    assert any(not torch.equal(killed["critic"][k], a["critic"][k]) for k in a["critic"]), (
+        "pretraining did nothing"
+    )
     for k in a["critic"]:
         torch.testing.assert_close(a["critic"][k], b["critic"][k], rtol=0, atol=0, msg=k)
     pa, pb = _params(tmp_path / "a"), _params(tmp_path / "b")
     for k in pa:
         torch.testing.assert_close(pa[k], pb[k], rtol=0, atol=0, msg=k)
-    assert (killed["step"], killed.get("value_pretrained")) == (0, 2)  # the kill's checkpoint recorded its progress
+    assert (killed["step"], killed.get("value_pretrained")) == (
+        0,
+        2,
+    )  # the kill's checkpoint recorded its progress
     assert a["value_pretrained"] == b["value_pretrained"] == 3

@@ -23,21 +23,18 @@ import copy
 
 import pytest
 import torch
-
 import trl  # pinned in the dev extra; a missing or other trl must fail, not skip
+from accelerate import Accelerator
+from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from argym.algorithms.learner import Learner, LearnerConfig
 
-from accelerate import Accelerator  # noqa: E402
-
-from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer  # noqa: E402
-from argym.algorithms.learner import Learner, LearnerConfig  # noqa: E402
-from argym.types import Trajectory  # noqa: E402
+from argym.types import Trajectory
 
 TRL_VERSION = "1.16.0"
 MAX_COMPLETION = 7
 PROMPT_LEN = 5
 LENGTHS = [7, 3, 1, 5, 7, 2]  # completion lengths (policy tokens): a length-1 response included
 ADV = torch.tensor([0.9, -0.4, 1.3, -1.1, 0.0, 0.6])
-
 
 
 def test_trl_is_the_pinned_version():
@@ -47,8 +44,11 @@ def test_trl_is_the_pinned_version():
 
 def _setup():
     tok = build_tiny_tokenizer()
-    model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2,
-                                                  intermediate_size=64, max_positions=64), seed=3)
+    model = build_tiny_model(
+        tok,
+        TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_positions=64),
+        seed=3,
+    )
     g = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
     prompts = torch.randint(4, vocab, (len(LENGTHS), PROMPT_LEN), generator=g)  # (B, P)
@@ -61,29 +61,60 @@ def _setup():
 
 def _current_logps(model, prompts, comps):
     with torch.no_grad():
-        logits = model(input_ids=torch.cat([prompts, comps], 1)).logits[:, PROMPT_LEN - 1:-1].float()
+        logits = model(input_ids=torch.cat([prompts, comps], 1)).logits[:, PROMPT_LEN - 1 : -1].float()
     return torch.log_softmax(logits, -1).gather(-1, comps[..., None]).squeeze(-1)  # (B, T)
 
 
-def trl_loss(model, tok, prompts, comps, cmask, old, ref, *, loss_type, level="token", eps=(0.2, 0.2),
-             beta=0.0, bias_kl=False):
+def trl_loss(
+    model,
+    tok,
+    prompts,
+    comps,
+    cmask,
+    old,
+    ref,
+    *,
+    loss_type,
+    level="token",
+    eps=(0.2, 0.2),
+    beta=0.0,
+    bias_kl=False,
+):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    args = GRPOConfig(output_dir="/tmp/argym-trl-parity", bf16=False, use_cpu=True, report_to=[],
-                      per_device_train_batch_size=len(LENGTHS), num_generations=len(LENGTHS),
-                      max_completion_length=MAX_COMPLETION, beta=0.0, loss_type=loss_type,
-                      importance_sampling_level=level, epsilon=eps[0], epsilon_high=eps[1],
-                      use_bias_correction_kl=bias_kl, save_strategy="no")
-    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                          args=args, train_dataset=Dataset.from_dict({"prompt": ["x"] * len(LENGTHS)}),
-                          processing_class=tok)
+    args = GRPOConfig(
+        output_dir="/tmp/argym-trl-parity",
+        bf16=False,
+        use_cpu=True,
+        report_to=[],
+        per_device_train_batch_size=len(LENGTHS),
+        num_generations=len(LENGTHS),
+        max_completion_length=MAX_COMPLETION,
+        beta=0.0,
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        epsilon=eps[0],
+        epsilon_high=eps[1],
+        use_bias_correction_kl=bias_kl,
+        save_strategy="no",
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": ["x"] * len(LENGTHS)}),
+        processing_class=tok,
+    )
     trainer.beta = beta  # set after construction, so TRL does not try to load a reference model by name
     trainer.current_gradient_accumulation_steps = 1
     inputs = {
-        "prompt_ids": prompts, "prompt_mask": torch.ones_like(prompts),
-        "completion_ids": comps, "completion_mask": cmask,
-        "advantages": ADV.clone(), "old_per_token_logps": old * cmask,  # 0 on padding, not -inf
+        "prompt_ids": prompts,
+        "prompt_mask": torch.ones_like(prompts),
+        "completion_ids": comps,
+        "completion_mask": cmask,
+        "advantages": ADV.clone(),
+        "old_per_token_logps": old * cmask,  # 0 on padding, not -inf
         "num_items_in_batch": cmask.sum(),
     }
     if beta:
@@ -97,17 +128,29 @@ def trl_loss(model, tok, prompts, comps, cmask, old, ref, *, loss_type, level="t
 def argym_loss(model, tok, prompts, comps, cmask, old, ref, cfg: LearnerConfig):
     trajs = []
     for i, n in enumerate(LENGTHS):
-        trajs.append(Trajectory(task_id=f"t{i}", messages=[], reward=0.0, success=False, turns=1,
-                                terminated=True, truncated=False,
-                                token_ids=prompts[i].tolist() + comps[i, :n].tolist(),
-                                loss_mask=[0] * PROMPT_LEN + [1] * n, group=0))
-    learner = Learner(model, cfg, Accelerator(cpu=True), ref_model=copy.deepcopy(model) if cfg.kl_coef else None)
+        trajs.append(
+            Trajectory(
+                task_id=f"t{i}",
+                messages=[],
+                reward=0.0,
+                success=False,
+                turns=1,
+                terminated=True,
+                truncated=False,
+                token_ids=prompts[i].tolist() + comps[i, :n].tolist(),
+                loss_mask=[0] * PROMPT_LEN + [1] * n,
+                group=0,
+            )
+        )
+    learner = Learner(
+        model, cfg, Accelerator(cpu=True), ref_model=copy.deepcopy(model) if cfg.kl_coef else None
+    )
     batch = learner.prepare_batch(trajs, tok.pad_token_id, advantages=ADV.clone())
     width = batch.loss_mask.shape[1]  # target-aligned: column P − 1 + j holds completion token j
 
     def place(x):
         out = torch.zeros(len(LENGTHS), width)
-        out[:, PROMPT_LEN - 1:] = x[:, :width - PROMPT_LEN + 1]
+        out[:, PROMPT_LEN - 1 :] = x[:, : width - PROMPT_LEN + 1]
         return out * batch.loss_mask
 
     batch.old_logprobs = place(old)
@@ -120,11 +163,15 @@ def argym_loss(model, tok, prompts, comps, cmask, old, ref, cfg: LearnerConfig):
 CASES = {
     # TRL loss_type / level / ε  ↔  argym parts
     "grpo": (dict(loss_type="grpo"), dict(loss_agg="seq-mean-token-mean")),
-    "dr_grpo": (dict(loss_type="dr_grpo"),
-                dict(loss_agg="seq-mean-token-sum-norm", loss_agg_constant=float(MAX_COMPLETION))),
+    "dr_grpo": (
+        dict(loss_type="dr_grpo"),
+        dict(loss_agg="seq-mean-token-sum-norm", loss_agg_constant=float(MAX_COMPLETION)),
+    ),
     "dapo": (dict(loss_type="dapo", eps=(0.2, 0.28)), dict(loss_agg="token-mean", clip_high=0.28)),
-    "gspo": (dict(loss_type="grpo", level="sequence", eps=(0.03, 0.04)),
-             dict(policy_loss="gspo", loss_agg="seq-mean-token-mean", clip_low=0.03, clip_high=0.04)),
+    "gspo": (
+        dict(loss_type="grpo", level="sequence", eps=(0.03, 0.04)),
+        dict(policy_loss="gspo", loss_agg="seq-mean-token-mean", clip_low=0.03, clip_high=0.04),
+    ),
     "grpo_kl": (dict(loss_type="grpo", beta=0.04), dict(loss_agg="seq-mean-token-mean", kl_coef=0.04)),
     "dapo_kl": (dict(loss_type="dapo", beta=0.04), dict(loss_agg="token-mean", kl_coef=0.04)),
 }
@@ -133,16 +180,25 @@ CASES = {
 FAST = ("grpo", "gspo")  # the rest (~5 s each: a TRL trainer per case) run with the slow tests
 
 
-@pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow)
-                                  for c in sorted(CASES)])
+@pytest.mark.parametrize(
+    "case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in sorted(CASES)]
+)
 def test_loss_and_gradients_match_trl(case):
     trl_kw, argym_kw = CASES[case]
     tok, model, prompts, comps, cmask, noise = _setup()
     cur = _current_logps(model, prompts, comps)
     old, ref = cur + noise, cur - noise.flip(0)
     l_trl, g_trl = trl_loss(copy.deepcopy(model), tok, prompts, comps, cmask, old, ref, **trl_kw)
-    l_arg, g_arg = argym_loss(copy.deepcopy(model), tok, prompts, comps, cmask, old, ref,
-                              LearnerConfig(micro_batch_size=4, max_grad_norm=None, **argym_kw))
+    l_arg, g_arg = argym_loss(
+        copy.deepcopy(model),
+        tok,
+        prompts,
+        comps,
+        cmask,
+        old,
+        ref,
+        LearnerConfig(micro_batch_size=4, max_grad_norm=None, **argym_kw),
+    )
     assert l_arg == pytest.approx(l_trl, abs=1e-5, rel=1e-5)
     assert g_trl.keys() == g_arg.keys()
     for name in g_trl:
@@ -157,10 +213,19 @@ def test_trl_bias_corrected_kl_is_a_deliberate_difference():
     cur = _current_logps(model, prompts, comps)
     old, ref = cur + noise, cur - noise.flip(0)
     beta = 0.5
-    l_trl, _ = trl_loss(copy.deepcopy(model), tok, prompts, comps, cmask, old, ref, loss_type="dapo",
-                        beta=beta, bias_kl=True)
-    l_arg, _ = argym_loss(copy.deepcopy(model), tok, prompts, comps, cmask, old, ref,
-                          LearnerConfig(loss_agg="token-mean", kl_coef=beta))
+    l_trl, _ = trl_loss(
+        copy.deepcopy(model), tok, prompts, comps, cmask, old, ref, loss_type="dapo", beta=beta, bias_kl=True
+    )
+    l_arg, _ = argym_loss(
+        copy.deepcopy(model),
+        tok,
+        prompts,
+        comps,
+        cmask,
+        old,
+        ref,
+        LearnerConfig(loss_agg="token-mean", kl_coef=beta),
+    )
     k3 = torch.exp(ref - cur) - (ref - cur) - 1  # (B, T)
     ratio = torch.exp(cur - old)
     extra = beta * ((k3 * (ratio - 1)) * cmask).sum() / cmask.sum()  # TRL's k3·ρ minus argym's k3

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from accelerate import Accelerator
-
 from argym.algorithms.learner import Learner, LearnerConfig
 from argym.algorithms.value import Critic, ValueModel, value_loss
 
@@ -39,7 +38,9 @@ def test_value_loss_hand_computed():
 
 @pytest.mark.slow
 def test_critic_fits_monte_carlo_returns_and_learner_uses_gae():
-    cfg = LearnerConfig(advantage="gae", value_lr_scale=300.0, micro_batch_size=3, max_grad_norm=None, lr=1e-5)
+    cfg = LearnerConfig(
+        advantage="gae", value_lr_scale=300.0, micro_batch_size=3, max_grad_norm=None, lr=1e-5
+    )
     acc = Accelerator(cpu=True)
     critic = Critic(ValueModel.from_policy(tiny_model()), cfg, acc)
     learner = Learner(tiny_model(), cfg, acc, critic=critic)
@@ -75,8 +76,9 @@ def test_vapo_critic_at_the_recipe_lr_reaches_its_target():
     cfg = load_config(None, ["algo=vapo", "algorithm.num_minibatches=1"]).algorithm  # 50 optimizer steps
     acc = Accelerator(cpu=True)
     critic = Critic(ValueModel.from_policy(tiny_model()), cfg, acc)
-    batch = Learner(tiny_model(), cfg, acc).prepare_batch(random_trajs(4), pad_id=0, advantages=torch.zeros(4),
-                                                           old_logprobs=False)
+    batch = Learner(tiny_model(), cfg, acc).prepare_batch(
+        random_trajs(4), pad_id=0, advantages=torch.zeros(4), old_logprobs=False
+    )
     target = 0.5 * batch.loss_mask
     for _ in range(50):
         m = critic.update(batch, target)
@@ -104,7 +106,7 @@ def test_vapo_lambda_on_short_answers_keeps_credit_flowing():
     long.values = torch.zeros_like(long.loss_mask)
     lam = 1 - 1 / (0.05 * 520)  # the paper's own λ where it exceeds the floor
     adv = get_advantage("gae")(long, cfg)[long.loss_mask > 0]
-    assert adv[0].item() == pytest.approx(lam ** 519, rel=1e-4)
+    assert adv[0].item() == pytest.approx(lam**519, rel=1e-4)
 
 
 def test_vapo_trains_a_lora_policy(tmp_path):
@@ -114,8 +116,18 @@ def test_vapo_trains_a_lora_policy(tmp_path):
 
     from .test_presets import TINY
 
-    cfg = load_config(None, TINY + ["algo=vapo", "policy.lora_r=4", "algorithm.value_pretrain_steps=1",
-                                    "rollout.tasks_per_step=2", "steps=1", f"out_dir={tmp_path}"])
+    cfg = load_config(
+        None,
+        TINY
+        + [
+            "algo=vapo",
+            "policy.lora_r=4",
+            "algorithm.value_pretrain_steps=1",
+            "rollout.tasks_per_step=2",
+            "steps=1",
+            f"out_dir={tmp_path}",
+        ],
+    )
     trainer = Trainer(cfg)
     try:
         m = trainer.train_step()

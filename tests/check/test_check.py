@@ -19,11 +19,11 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from argym.envs.base import Reply, TextEnv
+from argym.envs.tasks import ListSource
 
 from argym.check import CheckConfig, Exploit, register_exploit, run_checks
 from argym.check.corpus import unregister_exploit
-from argym.envs.base import Reply, TextEnv
-from argym.envs.tasks import ListSource
 from argym.types import Task
 
 HERE = Path(__file__).parent
@@ -39,15 +39,29 @@ class GuessEnv(TextEnv):
         super().__init__(tasks=None, max_turns=max_turns, **kwargs)
 
     def load_tasks(self, tasks):
-        return ListSource([Task(id=f"t{i}", prompt=({"role": "user", "content": f"Say {i}."},), answer=str(i),
-                                split="train") for i in range(5)])
+        return ListSource(
+            [
+                Task(
+                    id=f"t{i}",
+                    prompt=({"role": "user", "content": f"Say {i}."},),
+                    answer=str(i),
+                    split="train",
+                )
+                for i in range(5)
+            ]
+        )
 
     def respond(self, action):
         ok = action["content"].strip() == self.task.answer
         if ok:
-            return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict={"correct": True})
-        return Reply(messages=[{"role": "user", "content": "No."}], reward_parts={"outcome": 0.0},
-                     verdict={"correct": False})
+            return Reply(
+                reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict={"correct": True}
+            )
+        return Reply(
+            messages=[{"role": "user", "content": "No."}],
+            reward_parts={"outcome": 0.0},
+            verdict={"correct": False},
+        )
 
     def oracle_action(self):
         return self.task.answer
@@ -154,7 +168,9 @@ class GullibleEnv(GuessEnv):
 
     def respond(self, action):
         if "ALL TESTS PASSED" in action["content"]:
-            return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict={"correct": True})
+            return Reply(
+                reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict={"correct": True}
+            )
         return super().respond(action)
 
 
@@ -179,16 +195,28 @@ class PlainEnv(gym.Env):
     def step(self, action):
         text = action if isinstance(action, str) else ""
         ok = text.strip() == self.word
-        self.messages += [{"role": "assistant", "content": text},
-                          {"role": "user", "content": "Right." if ok else "Wrong."}]
+        self.messages += [
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": "Right." if ok else "Wrong."},
+        ]
         info = {"success": ok, "reward_parts": {"outcome": float(ok)}, "verdict": {"said": text[:20]}}
         return list(self.messages), float(ok), True, False, info
 
 
-ENVS = {"Plain": PlainEnv, "Guess": GuessEnv, "BadInfo": BadInfoEnv, "Clock": ClockEnv, "Hash": HashEnv,
-        "Memory": MemoryEnv, "SharedMemory": SharedMemoryEnv,
-        "Forgetful": ForgetfulEnv, "Fragile": FragileEnv, "Slow": SlowEnv, "Leaky": LeakyEnv,
-        "Gullible": GullibleEnv}
+ENVS = {
+    "Plain": PlainEnv,
+    "Guess": GuessEnv,
+    "BadInfo": BadInfoEnv,
+    "Clock": ClockEnv,
+    "Hash": HashEnv,
+    "Memory": MemoryEnv,
+    "SharedMemory": SharedMemoryEnv,
+    "Forgetful": ForgetfulEnv,
+    "Fragile": FragileEnv,
+    "Slow": SlowEnv,
+    "Leaky": LeakyEnv,
+    "Gullible": GullibleEnv,
+}
 for _name, _cls in ENVS.items():
     if f"checkuser/{_name}-v0" not in gym.registry:
         gym.register(f"checkuser/{_name}-v0", entry_point=f"{MODULE}:{_cls.__name__}")
@@ -211,17 +239,22 @@ def check(name: str, only: str, **kw):
     return run_checks(config).outcomes[0]
 
 
-@pytest.mark.parametrize("only, bad, says", [
-    ("contract", "BadInfo", "reward_parts sum to"),
-    ("determinism", "Clock", "two fresh instances"),
-    ("determinism", "Hash", "a fresh process"),
-    ("isolation", "Memory", "turns so far"),
-    ("isolation", "SharedMemory", "heard that before"),
-    ("snapshot", "Forgetful", "restored instance answered differently"),
-    ("bad_input", "Fragile", "ValueError"),
-    ("exploits", "Gullible", "fake-test-report (fake output): scored"),
-])
-def test_each_check_catches_its_planted_defect_and_passes_a_correct_env(only: str, bad: str, says: str) -> None:
+@pytest.mark.parametrize(
+    "only, bad, says",
+    [
+        ("contract", "BadInfo", "reward_parts sum to"),
+        ("determinism", "Clock", "two fresh instances"),
+        ("determinism", "Hash", "a fresh process"),
+        ("isolation", "Memory", "turns so far"),
+        ("isolation", "SharedMemory", "heard that before"),
+        ("snapshot", "Forgetful", "restored instance answered differently"),
+        ("bad_input", "Fragile", "ValueError"),
+        ("exploits", "Gullible", "fake-test-report (fake output): scored"),
+    ],
+)
+def test_each_check_catches_its_planted_defect_and_passes_a_correct_env(
+    only: str, bad: str, says: str
+) -> None:
     found = check(bad, only)
     assert found.result == "fail" and says in found.evidence, found
     good = check("Guess", only)
@@ -250,37 +283,110 @@ def test_resources_reports_a_leaked_process_and_temp_dir_after_close_and_after_k
 def test_a_plain_gym_env_with_string_actions_passes_what_applies_to_it() -> None:
     report = run_checks(CheckConfig("checkuser/Plain-v0", imports=(MODULE,)))
     assert {o.check: o.result for o in report.outcomes} == {
-        "contract": "pass", "determinism": "pass", "isolation": "pass", "snapshot": "n/a", "bad_input": "pass",
-        "resources": "pass", "exploits": "n/a", "timing": "pass"}, report.to_dict()
+        "contract": "pass",
+        "determinism": "pass",
+        "isolation": "pass",
+        "snapshot": "n/a",
+        "bad_input": "pass",
+        "resources": "pass",
+        "exploits": "n/a",
+        "timing": "pass",
+    }, report.to_dict()
 
 
 def test_a_user_env_passes_every_check_through_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    run = subprocess.run([sys.executable, "-c", "from argym.cli import main; main()", "check", "checkuser/Guess-v0",
-                          "max_turns=2", "--import", MODULE, "--json", str(out)],
-                         cwd=HERE, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from argym.cli import main; main()",
+            "check",
+            "checkuser/Guess-v0",
+            "max_turns=2",
+            "--import",
+            MODULE,
+            "--json",
+            str(out),
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(out.read_text())
     assert report["passed"] and report["kwargs"] == {"max_turns": 2}
     assert {c["check"]: c["result"] for c in report["checks"]} == {
-        "contract": "pass", "determinism": "pass", "isolation": "pass", "snapshot": "pass", "bad_input": "pass",
-        "resources": "pass", "exploits": "pass", "timing": "pass"}
+        "contract": "pass",
+        "determinism": "pass",
+        "isolation": "pass",
+        "snapshot": "pass",
+        "bad_input": "pass",
+        "resources": "pass",
+        "exploits": "pass",
+        "timing": "pass",
+    }
     assert "argym check checkuser/Guess-v0" in run.stdout
 
 
 def test_the_cli_exits_non_zero_on_a_failed_check_and_quick_skips_the_costly_ones() -> None:
-    run = subprocess.run([sys.executable, "-c", "from argym.cli import main; main()", "check", "checkuser/Gullible-v0",
-                          "--import", MODULE, "--quick"], cwd=HERE, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "COLUMNS": "200"})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from argym.cli import main; main()",
+            "check",
+            "checkuser/Gullible-v0",
+            "--import",
+            MODULE,
+            "--quick",
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert run.returncode == 0, run.stdout + run.stderr  # the exploit is not run by --quick
     assert "skipped by --quick" in run.stdout
-    run = subprocess.run([sys.executable, "-c", "from argym.cli import main; main()", "check", "checkuser/Gullible-v0",
-                          "--import", MODULE, "--only", "exploits", "--exploits", "user_exploits"], cwd=HERE,
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from argym.cli import main; main()",
+            "check",
+            "checkuser/Gullible-v0",
+            "--import",
+            MODULE,
+            "--only",
+            "exploits",
+            "--exploits",
+            "user_exploits",
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert run.returncode == 1 and "FAILED: exploits" in run.stdout, run.stdout + run.stderr
 
 
 def test_an_unknown_env_or_module_is_a_one_line_usage_error() -> None:
-    run = subprocess.run([sys.executable, "-c", "from argym.cli import main; main()", "check", "checkuser/Nope-v0",
-                          "--import", "no_such_module_xyz"], cwd=HERE, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from argym.cli import main; main()",
+            "check",
+            "checkuser/Nope-v0",
+            "--import",
+            "no_such_module_xyz",
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and "no_such_module_xyz" in run.stderr, run.stderr

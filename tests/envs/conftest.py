@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -19,13 +19,15 @@ def _docker_problem(image: str | None) -> str | None:
     try:
         client = docker.from_env()
         client.ping()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"no Docker engine answers at DOCKER_HOST={os.environ.get('DOCKER_HOST', '(default)')}: {e}"
     from argym.envs.sandbox.docker import IMAGE, image_exists
 
     if not image_exists(client, image or IMAGE):
-        return (f"the image {image or IMAGE} is missing: run `argym sandbox build-image` (SWE: `--swe`) "
-                f"or .ci/setup-docker.sh")
+        return (
+            f"the image {image or IMAGE} is missing: run `argym sandbox build-image` (SWE: `--swe`) "
+            f"or .ci/setup-docker.sh"
+        )
     return None
 
 
@@ -108,21 +110,22 @@ def broken_bwrap_sandbox(require_backend):
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o755)  # the slot's uid runs it
         broken = Path(d) / "bwrap"
-        broken.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n"
-                          "exit 1\n")
+        broken.write_text(
+            "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
+        )
         broken.chmod(0o755)
         sb.bwrap = str(broken)
         yield sb
         sb.close()
 
 
-_BWRAP_WRAPPER = '''import os, sys
+_BWRAP_WRAPPER = """import os, sys
 args = sys.argv[1:]
 if {close}:  # the harness's report descriptor becomes a read-only /dev/null: nothing can be written on it
     os.dup2(os.open(os.devnull, os.O_RDONLY), int(args[args.index("ARGYM_RESULT_FD") + 1]))
 end = args.index("--")  # the extra mounts go last, over the sandbox's own
 os.execv({real!r}, [{real!r}, *args[:end], *{extra!r}, *args[end:]])
-'''
+"""
 
 
 @pytest.fixture(params=["interpreter", "import", "channel", "candidate"])
@@ -147,8 +150,12 @@ def harness_fault_sandbox(request, require_backend):
         if request.param == "interpreter":
             extra = ["--ro-bind", "/bin/false", sb.python]
         elif request.param == "import":
-            found = subprocess.run([sb.python, "-I", "-c", "import json; print(json.__file__)"],
-                                   capture_output=True, text=True, check=True).stdout.strip()
+            found = subprocess.run(
+                [sb.python, "-I", "-c", "import json; print(json.__file__)"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             broken = Path(d) / "json_init.py"
             broken.write_text("raise ImportError('json is broken in this sandbox')\n")
             broken.chmod(0o644)
@@ -156,8 +163,10 @@ def harness_fault_sandbox(request, require_backend):
         elif request.param == "candidate":
             extra = ["--setenv", "ARGYM_CANDIDATE_UID", "99999"]
         wrapper = Path(d) / "bwrap"
-        wrapper.write_text(f"#!{sb.python} -I\n" + _BWRAP_WRAPPER.format(
-            close=request.param == "channel", real=sb.bwrap, extra=extra))
+        wrapper.write_text(
+            f"#!{sb.python} -I\n"
+            + _BWRAP_WRAPPER.format(close=request.param == "channel", real=sb.bwrap, extra=extra)
+        )
         wrapper.chmod(0o755)
         sb.bwrap = str(wrapper)
         yield sb

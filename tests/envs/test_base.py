@@ -7,10 +7,10 @@ import warnings
 
 import gymnasium as gym
 import pytest
+from argym.envs import EnvState, ListSource, Reply, TextEnv, parse_action
 from gymnasium.utils.env_checker import check_env
 
 import argym
-from argym.envs import EnvState, ListSource, Reply, TextEnv, parse_action
 
 
 class EchoEnv(TextEnv):
@@ -20,14 +20,24 @@ class EchoEnv(TextEnv):
         super().__init__(tasks=None, max_turns=max_turns, **kwargs)
 
     def load_tasks(self, tasks):
-        return ListSource([argym.Task(id=f"t{i}", prompt=({"role": "user", "content": f"say {i}"},),
-                                      answer=str(i), split="train" if i < 8 else "test") for i in range(10)])
+        return ListSource(
+            [
+                argym.Task(
+                    id=f"t{i}",
+                    prompt=({"role": "user", "content": f"say {i}"},),
+                    answer=str(i),
+                    split="train" if i < 8 else "test",
+                )
+                for i in range(10)
+            ]
+        )
 
     def respond(self, action):
         if action["content"] == self.task.answer:
             return Reply(reward_parts={"outcome": 1.0}, terminated=True, success=True, verdict={"ok": True})
-        return Reply(messages=[{"role": "user", "content": "no"}], reward_parts={"outcome": 0.0},
-                     verdict={"ok": False})
+        return Reply(
+            messages=[{"role": "user", "content": "no"}], reward_parts={"outcome": 0.0}, verdict={"ok": False}
+        )
 
 
 class CoinEnv(EchoEnv):
@@ -37,7 +47,9 @@ class CoinEnv(EchoEnv):
 
     def respond(self, action):
         CoinEnv.counter += 1
-        return Reply(messages=[{"role": "user", "content": str(CoinEnv.counter)}], reward_parts={"outcome": 0.0})
+        return Reply(
+            messages=[{"role": "user", "content": str(CoinEnv.counter)}], reward_parts={"outcome": 0.0}
+        )
 
 
 def make_env(env_id: str, request) -> gym.Env:
@@ -110,10 +122,15 @@ def test_turn_limit_truncates() -> None:
     assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
 
 
-@pytest.mark.parametrize("action, problem", [
-    (None, "got NoneType"), (42, "got int"), ({"role": "user", "content": "x"}, "role 'user'"),
-    ({"content": ["x"]}, "got list"),
-])
+@pytest.mark.parametrize(
+    "action, problem",
+    [
+        (None, "got NoneType"),
+        (42, "got int"),
+        ({"role": "user", "content": "x"}, "role 'user'"),
+        ({"content": ["x"]}, "got list"),
+    ],
+)
 def test_malformed_actions_are_observations(action, problem: str) -> None:
     env = EchoEnv()
     env.reset(seed=0)

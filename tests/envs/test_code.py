@@ -12,18 +12,19 @@ import subprocess
 import sys
 
 import pytest
-
-import argym
 from argym.envs.code.env import CodeEnv
 from argym.envs.code.grader import extract_code, program_for
 from argym.envs.code.tasks import code_task, code_tasks, functions_source, humaneval_source
 from argym.envs.sandbox import SandboxError
 
+import argym
+
 CODE = "argym/Code-v0"
 
 if shutil.which("bwrap") is None:
-    pytestmark = pytest.mark.skipif(os.environ.get("CI") != "true",
-                                    reason="bubblewrap is not installed (apt-get install bubblewrap)")
+    pytestmark = pytest.mark.skipif(
+        os.environ.get("CI") != "true", reason="bubblewrap is not installed (apt-get install bubblewrap)"
+    )
 
 
 class PassAgent:
@@ -62,10 +63,21 @@ def test_functions_source_splits_train_and_test_disjointly() -> None:
 
 
 def test_jsonl_source(tmp_path) -> None:
-    rows = [{"prompt": "def sq(x):\n    \"\"\"Square x.\"\"\"\n", "tests": "def check(candidate):\n    assert candidate(3) == 9\n",
-             "entry_point": "sq", "solution": "    return x * x\n", "split": "train"},
-            {"id": "cube", "prompt": "def cube(x):\n", "tests": "def check(candidate):\n    assert candidate(2) == 8\n",
-             "entry_point": "cube"}]
+    rows = [
+        {
+            "prompt": 'def sq(x):\n    """Square x."""\n',
+            "tests": "def check(candidate):\n    assert candidate(3) == 9\n",
+            "entry_point": "sq",
+            "solution": "    return x * x\n",
+            "split": "train",
+        },
+        {
+            "id": "cube",
+            "prompt": "def cube(x):\n",
+            "tests": "def check(candidate):\n    assert candidate(2) == 8\n",
+            "entry_point": "cube",
+        },
+    ]
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     src = code_tasks(str(path))
@@ -79,28 +91,35 @@ def test_jsonl_source(tmp_path) -> None:
     bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": "assert True", "entry_point": "f"}) + "\n")
     with pytest.raises(argym.ConfigError, match="bad.jsonl:1"):
         code_tasks(str(bad))
-    for tests, says in [("def check(candidate):\n    assert True\n", "no assert that checks the candidate"),
-                        ("def check(candidate):\n    assert (\n", "not valid Python")]:
+    for tests, says in [
+        ("def check(candidate):\n    assert True\n", "no assert that checks the candidate"),
+        ("def check(candidate):\n    assert (\n", "not valid Python"),
+    ]:
         bad.write_text(json.dumps({"prompt": "def f(): pass", "tests": tests, "entry_point": "f"}) + "\n")
         with pytest.raises(argym.ConfigError, match=f"bad.jsonl:1.*{says}"):
             code_tasks(str(bad))
 
 
 # ---- extraction -------------------------------------------------------------------
-@pytest.mark.parametrize("text, code", [
-    ("```python\nx = 1\n```", "x = 1\n"),
-    ("prose\n```py\na\n```\nmore\n```python\nb\n```", "b\n"),
-    ("```\nbare\n```", "bare\n"),
-    ("```python\nunclosed\n", "unclosed\n"),
-    ("```bash\nls\n```", "```bash\nls\n```"),
-    ("def f(): return 1", "def f(): return 1"),
-])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("```python\nx = 1\n```", "x = 1\n"),
+        ("prose\n```py\na\n```\nmore\n```python\nb\n```", "b\n"),
+        ("```\nbare\n```", "bare\n"),
+        ("```python\nunclosed\n", "unclosed\n"),
+        ("```bash\nls\n```", "```bash\nls\n```"),
+        ("def f(): return 1", "def f(): return 1"),
+    ],
+)
 def test_extract_code(text: str, code: str) -> None:
     assert extract_code(text) == code
 
 
 def test_a_body_continues_the_stub_and_a_function_replaces_it() -> None:
-    t = code_task("t", 'import math\ndef f(x):\n    """Doc."""\n', "def check(candidate):\n    assert True\n", "f")
+    t = code_task(
+        "t", 'import math\ndef f(x):\n    """Doc."""\n', "def check(candidate):\n    assert True\n", "f"
+    )
     assert program_for(t, "    return x\n").endswith('"""Doc."""\n    return x\n')
     full = program_for(t, "def f(x):\n    return math.pi\n")
     assert full.startswith("import math") and full.endswith("def f(x):\n    return math.pi\n")
@@ -127,15 +146,21 @@ def test_last_failed_attempt_terminates_with_the_verdict(env) -> None:
     assert not terminated and info["verdict"]["kind"] == "syntax_error"
     assert "does not parse" in env.unwrapped._messages[-1]["content"]
     _, reward, terminated, truncated, info = env.step("no code at all, just words")
-    assert (reward, terminated, truncated) == (0.0, True, False) and info["verdict"]["kind"] in ("syntax_error", "no_code")
+    assert (reward, terminated, truncated) == (0.0, True, False) and info["verdict"]["kind"] in (
+        "syntax_error",
+        "no_code",
+    )
 
 
-@pytest.mark.parametrize("answer, kind", [
-    ("```python\n    raise ValueError('boom')\n```", "exception"),
-    ("```python\n    return None\n```", "wrong_answer"),
-    ("```python\n\n```", "no_code"),
-    ("```python\ndef other(x):\n    return 1\n```", "wrong_answer"),  # the stub stays: returns None
-])
+@pytest.mark.parametrize(
+    "answer, kind",
+    [
+        ("```python\n    raise ValueError('boom')\n```", "exception"),
+        ("```python\n    return None\n```", "wrong_answer"),
+        ("```python\n\n```", "no_code"),
+        ("```python\ndef other(x):\n    return 1\n```", "wrong_answer"),  # the stub stays: returns None
+    ],
+)
 def test_failure_kinds(answer: str, kind: str) -> None:
     e = CodeEnv(timeout_s=3.0)
     e.reset(options={"task_id": "HumanEval/4"})
@@ -146,8 +171,10 @@ def test_failure_kinds(answer: str, kind: str) -> None:
 def test_partial_credit_is_the_fraction_of_the_tasks_asserts_passed() -> None:
     tests = "def check(candidate):\n" + "".join(f"    assert candidate({x}) == {x}\n" for x in range(4))
     loop = "def check(candidate):\n    for x in range(4):\n        assert candidate(x) == x\n"
-    e = CodeEnv(tasks=[code_task("p", "def f(x):\n", tests, "f"), code_task("loop", "def f(x):\n", loop, "f")],
-                partial_credit=True)
+    e = CodeEnv(
+        tasks=[code_task("p", "def f(x):\n", tests, "f"), code_task("loop", "def f(x):\n", loop, "f")],
+        partial_credit=True,
+    )
     e.reset(options={"task_id": "p"})
     _, reward, _, _, info = e.step("    return 0 if x < 1 else -1\n")
     v = info["verdict"]
@@ -159,16 +186,23 @@ def test_partial_credit_is_the_fraction_of_the_tasks_asserts_passed() -> None:
     assert reward == 0.0 and (v["passed"], v["failed"]) == (0, 1) and v["total"] == 1
 
 
-TEN = code_task("ten", "def f(x):\n", "def check(candidate):\n" + "".join(
-    f"    assert candidate({x}) == {x}\n" for x in range(10)), "f")
+TEN = code_task(
+    "ten",
+    "def f(x):\n",
+    "def check(candidate):\n" + "".join(f"    assert candidate({x}) == {x}\n" for x in range(10)),
+    "f",
+)
 
 
-@pytest.mark.parametrize("then, kind", [
-    ("return -1", "wrong_answer"),
-    ("import os\n    os._exit(0)", "exit"),            # was 3 of 4 asserts run: 0.75
-    ("import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)", "crash"),
-    ("while True:\n        pass", "timeout"),            # was 0.75 too
-])
+@pytest.mark.parametrize(
+    "then, kind",
+    [
+        ("return -1", "wrong_answer"),
+        ("import os\n    os._exit(0)", "exit"),  # was 3 of 4 asserts run: 0.75
+        ("import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)", "crash"),
+        ("while True:\n        pass", "timeout"),  # was 0.75 too
+    ],
+)
 def test_partial_credit_does_not_depend_on_how_the_candidate_stops(then: str, kind: str) -> None:
     """Right on 3 calls of 10, then wrong, or dead: the same 3/10 (issue 15, finding 5)."""
     e = CodeEnv(tasks=[TEN], partial_credit=True, timeout_s=1.0)
@@ -206,22 +240,31 @@ def test_an_assert_the_candidate_steers_around_is_not_passed() -> None:
 def test_counted_asserts_come_from_the_test_source() -> None:
     from argym.envs.sandbox.pyharness import counted_asserts
 
-    src = ("assert len([1]) == 1\ndef check(candidate):\n    assert True, 'free'\n    for x in range(3):\n"
-           "        assert candidate(x)\n    def inner():\n        assert candidate(0) == 0, 'msg'\n    inner()\n")
+    src = (
+        "assert len([1]) == 1\ndef check(candidate):\n    assert True, 'free'\n    for x in range(3):\n"
+        "        assert candidate(x)\n    def inner():\n        assert candidate(0) == 0, 'msg'\n    inner()\n"
+    )
     assert counted_asserts(src) == ["1:0", "5:8", "7:8"]
 
 
-SECRET_TASK = code_task("secret", "def f(x):\n", "def check(candidate):\n    assert candidate(13579) == 987654321\n"
-                        "    assert candidate(2) == 4\n", "f")
+SECRET_TASK = code_task(
+    "secret",
+    "def f(x):\n",
+    "def check(candidate):\n    assert candidate(13579) == 987654321\n    assert candidate(2) == 4\n",
+    "f",
+)
 
 
-@pytest.mark.parametrize("body, says", [
-    ("return 0", "first failure: AssertionError (a wrong result)"),
-    ("raise ValueError(x, 'expected?')", "first failure: ValueError raised by your code"),
-    # the candidate names its own exception class after its input: the name is not repeated
-    ("raise type(f'Seen_{x}', (Exception,), {})()", "first failure: an exception raised by your code"),
-    ("print(x)\n    while True:\n        pass", "first failure: time limit exceeded"),
-])
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ("return 0", "first failure: AssertionError (a wrong result)"),
+        ("raise ValueError(x, 'expected?')", "first failure: ValueError raised by your code"),
+        # the candidate names its own exception class after its input: the name is not repeated
+        ("raise type(f'Seen_{x}', (Exception,), {})()", "first failure: an exception raised by your code"),
+        ("print(x)\n    while True:\n        pass", "first failure: time limit exceeded"),
+    ],
+)
 def test_summary_feedback_reveals_no_hidden_test(body: str, says: str) -> None:
     """The default feedback says what failed, never a test's line, input or expected value (issue 15, finding 6)."""
     e = CodeEnv(tasks=[SECRET_TASK], max_attempts=2, timeout_s=1.0)
@@ -231,7 +274,9 @@ def test_summary_feedback_reveals_no_hidden_test(body: str, says: str) -> None:
     assert not terminated and "2 of 2 hidden tests did not pass" in text and says in text, text
     for secret in ("987654321", "13579", "assert", "candidate", "line"):
         assert secret not in text, text
-    assert "987654321" in info["verdict"]["message"] or info["verdict"]["kind"] != "wrong_answer"  # info keeps it
+    assert (
+        "987654321" in info["verdict"]["message"] or info["verdict"]["kind"] != "wrong_answer"
+    )  # info keeps it
     assert e.feedback == "summary"  # the default
 
 
@@ -258,7 +303,12 @@ def test_a_sandbox_fault_is_an_infrastructure_failure() -> None:
     e = CodeEnv(executors=Executors(sandbox=Broken()))
     e.reset(options={"task_id": "HumanEval/0"})
     _, reward, terminated, _, info = e.step(e.oracle_action())
-    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (
+        0.0,
+        True,
+        True,
+        "infra_failure",
+    )
 
 
 def test_snapshot_restore_replays_the_verdicts(env) -> None:
@@ -290,8 +340,12 @@ def test_humaneval_oracle_is_164_of_164_and_pass_is_0() -> None:
 
 
 def test_cli_eval_oracle_smoke() -> None:
-    out = subprocess.run([sys.executable, "-m", "argym.cli", "eval", CODE, "--agent", "oracle", "--episodes", "5"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "eval", CODE, "--agent", "oracle", "--episodes", "5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "1.000" in out.stdout
 
@@ -300,15 +354,27 @@ def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(brok
     e = CodeEnv(sandbox=broken_bwrap_sandbox)
     e.reset(options={"task_id": "HumanEval/0"})
     _, reward, terminated, _, info = e.step(e.oracle_action())
-    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (
+        0.0,
+        True,
+        True,
+        "infra_failure",
+    )
     assert "bubblewrap failed" in info["verdict"]["message"]
 
 
-def test_a_harness_that_fails_before_the_program_runs_is_an_infrastructure_failure(harness_fault_sandbox) -> None:
+def test_a_harness_that_fails_before_the_program_runs_is_an_infrastructure_failure(
+    harness_fault_sandbox,
+) -> None:
     # bubblewrap ran the command and reports its exit code, so only the harness's missing ready line tells
     # this from a program that killed the harness (which is scored: tests/envs/sandbox/test_hostile.py)
     e = CodeEnv(sandbox=harness_fault_sandbox)
     e.reset(options={"task_id": "HumanEval/0"})
     _, reward, terminated, _, info = e.step(e.oracle_action())
-    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (0.0, True, True, "infra_failure")
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["kind"]) == (
+        0.0,
+        True,
+        True,
+        "infra_failure",
+    )
     assert "the test harness stopped before the program ran" in info["verdict"]["message"]

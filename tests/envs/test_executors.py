@@ -11,9 +11,9 @@ import threading
 import time
 
 import pytest
+from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
 
 import argym
-from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
 
 
 def test_call_runs_in_a_lazily_started_worker() -> None:
@@ -52,9 +52,11 @@ def test_an_exception_in_the_function_is_reported_with_its_traceback() -> None:
 
 
 def test_a_worker_that_cannot_start_is_an_infrastructure_error() -> None:
-    with WorkerPool("argym_no_such_module:f", workers=1, deadline_s=5.0) as pool:
-        with pytest.raises(argym.InfrastructureError, match="failed to start"):
-            pool.call()
+    with (
+        WorkerPool("argym_no_such_module:f", workers=1, deadline_s=5.0) as pool,
+        pytest.raises(argym.InfrastructureError, match="failed to start"),
+    ):
+        pool.call()
 
 
 def test_many_threads_share_few_workers() -> None:
@@ -79,7 +81,13 @@ def test_many_threads_share_few_workers() -> None:
 def test_a_deadline_does_not_strand_waiting_threads() -> None:
     with WorkerPool("time:sleep", workers=1, deadline_s=0.3) as pool:
         results: list[object] = []
-        slow = threading.Thread(target=lambda: results.append(pytest.raises(DeadlineExceeded, pool.call, 30)))
+
+        def call_past_deadline() -> None:
+            with pytest.raises(DeadlineExceeded) as info:
+                pool.call(30)
+            results.append(info)
+
+        slow = threading.Thread(target=call_past_deadline)
         slow.start()
         time.sleep(0.05)
         pool.call(0)  # waits for the slot the killed worker frees

@@ -11,12 +11,12 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-
-import argym
 from argym.envs.executors import Executors, WorkerPool
 from argym.envs.math.arithmetic import arithmetic_source, evaluate
 from argym.envs.math.env import RETRY_MESSAGE, MathEnv, math_tasks
 from argym.envs.math.verifier import GRADE_FN, MathVerifier, _last_boxed, extract_answer, verifier_pool
+
+import argym
 
 MATH = "argym/Math-v0"
 DEADLINE_S = 2.0  # the bad-input tests' pool deadline: math-verify's own timeout is then 1 s
@@ -40,21 +40,24 @@ def boxed(s: str) -> str:
 
 
 # ---- extraction ---------------------------------------------------------------
-@pytest.mark.parametrize("text, expected", [
-    ("\\boxed{42}", "42"),
-    ("so \\boxed{ 7 } done", "7"),
-    ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
-    ("first \\boxed{1} then \\boxed{2}", "2"),                 # the last one
-    ("\\boxed{\\boxed{5}}", "5"),                               # nested: the inner box
-    ("\\boxed{3} and then \\boxed{4", "3"),                     # unterminated last: the earlier one
-    ("\\boxed{", None),
-    ("\\boxed{{1}", None),                                      # unbalanced
-    ("no box here: 42", None),
-    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),                      # escaped braces are literal
-    ("\\boxed {x^{2}}", "x^{2}"),
-    ("\\boxed{" + "1" * 1001 + "}", None),                      # longer than 1000 chars
-    ("\\boxed{1}" + " " * 20_000, None),                        # only the last 10k chars are read
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("\\boxed{42}", "42"),
+        ("so \\boxed{ 7 } done", "7"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("first \\boxed{1} then \\boxed{2}", "2"),  # the last one
+        ("\\boxed{\\boxed{5}}", "5"),  # nested: the inner box
+        ("\\boxed{3} and then \\boxed{4", "3"),  # unterminated last: the earlier one
+        ("\\boxed{", None),
+        ("\\boxed{{1}", None),  # unbalanced
+        ("no box here: 42", None),
+        ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # escaped braces are literal
+        ("\\boxed {x^{2}}", "x^{2}"),
+        ("\\boxed{" + "1" * 1001 + "}", None),  # longer than 1000 chars
+        ("\\boxed{1}" + " " * 20_000, None),  # only the last 10k chars are read
+    ],
+)
 def test_extract_answer(text: str, expected: str | None) -> None:
     assert extract_answer(text) == expected
 
@@ -68,17 +71,39 @@ def test_extract_answer_is_linear_on_adversarial_input() -> None:
 
 
 # ---- equivalence --------------------------------------------------------------
-@pytest.mark.parametrize("gold, answer", [
-    ("0.5", "\\frac{1}{2}"), ("1/2", "0.5"), ("10", "10.0"), ("x+1", "1+x"), ("\\frac{3}{4}", "6/8"),
-    ("1000", "1,000"), ("$\\dfrac{79}{173}$", "79/173"), ("-4", " -4 "), ("2x", "2 \\cdot x"),
-])
+@pytest.mark.parametrize(
+    "gold, answer",
+    [
+        ("0.5", "\\frac{1}{2}"),
+        ("1/2", "0.5"),
+        ("10", "10.0"),
+        ("x+1", "1+x"),
+        ("\\frac{3}{4}", "6/8"),
+        ("1000", "1,000"),
+        ("$\\dfrac{79}{173}$", "79/173"),
+        ("-4", " -4 "),
+        ("2x", "2 \\cdot x"),
+    ],
+)
 def test_equivalent(verifier: MathVerifier, gold: str, answer: str) -> None:
-    assert verifier.check(gold, boxed(answer)) == {"parsed": answer.strip(), "correct": True, "reason": "verified"}
+    assert verifier.check(gold, boxed(answer)) == {
+        "parsed": answer.strip(),
+        "correct": True,
+        "reason": "verified",
+    }
 
 
-@pytest.mark.parametrize("gold, answer", [
-    ("3", "4"), ("-5", "5"), ("x+1", "x-1"), ("\\frac{1}{2}", "2"), ("2021", "\\pm 2021"), ("7", ""),
-])
+@pytest.mark.parametrize(
+    "gold, answer",
+    [
+        ("3", "4"),
+        ("-5", "5"),
+        ("x+1", "x-1"),
+        ("\\frac{1}{2}", "2"),
+        ("2021", "\\pm 2021"),
+        ("7", ""),
+    ],
+)
 def test_not_equivalent(verifier: MathVerifier, gold: str, answer: str) -> None:
     v = verifier.check(gold, boxed(answer))
     assert (v["correct"], v["reason"]) == (False, "mismatch")
@@ -94,31 +119,55 @@ def test_verifier_timeout_is_the_candidates_failure() -> None:
     with WorkerPool(GRADE_FN, workers=1, deadline_s=0.5, warmup=("1", "1", 1)) as pool:
         v = MathVerifier(pool)
         t0 = time.perf_counter()
-        assert v.check("5", boxed("9^{9^{9^{9}}}")) == {"parsed": "9^{9^{9^{9}}}", "correct": False,
-                                                         "reason": "timeout"}
+        assert v.check("5", boxed("9^{9^{9^{9}}}")) == {
+            "parsed": "9^{9^{9^{9}}}",
+            "correct": False,
+            "reason": "timeout",
+        }
         assert time.perf_counter() - t0 < 0.5 + 2
         assert v.check("5", boxed("5"))["correct"]  # the replacement worker grades
 
 
 # ---- bad input through env.step --------------------------------------------------
 BAD_ACTIONS = [
-    42, None, ["\\boxed{1}"], {"role": "user", "content": "\\boxed{1}"}, {"content": 7}, "",
-    "\\boxed{" + "9" * 1_000_000 + "}", "x" * 1_000_000, "\\boxed{" * 200_000, "\\boxed{" + "1" * 5000 + "}",
-    "\\boxed{", "\\boxed{\\boxed{\\boxed{}}}", "\\boxed{9^{9^{9^{9}}}}", "\\boxed{2^{2^{40}}}",
-    "\\boxed{" + "{" * 400 + "1" + "}" * 400 + "}", "\\boxed{\\frac{\\frac{\\frac{1}{0}}{0}}{0}}",
-    "\\boxed{" + "+".join(f"\\sin({i}x)" for i in range(60)) + "}", "\\boxed{\x00\udcff\u202e}",
+    42,
+    None,
+    ["\\boxed{1}"],
+    {"role": "user", "content": "\\boxed{1}"},
+    {"content": 7},
+    "",
+    "\\boxed{" + "9" * 1_000_000 + "}",
+    "x" * 1_000_000,
+    "\\boxed{" * 200_000,
+    "\\boxed{" + "1" * 5000 + "}",
+    "\\boxed{",
+    "\\boxed{\\boxed{\\boxed{}}}",
+    "\\boxed{9^{9^{9^{9}}}}",
+    "\\boxed{2^{2^{40}}}",
+    "\\boxed{" + "{" * 400 + "1" + "}" * 400 + "}",
+    "\\boxed{\\frac{\\frac{\\frac{1}{0}}{0}}{0}}",
+    "\\boxed{" + "+".join(f"\\sin({i}x)" for i in range(60)) + "}",
+    "\\boxed{\x00\udcff\u202e}",
 ]
 
 
 @pytest.mark.parametrize("action", BAD_ACTIONS, ids=lambda a: repr(a)[:30])
 def test_bad_action_scores_zero_within_the_deadline(fast_executors: Executors, action) -> None:
-    env = MathEnv(tasks=[argym.Task(id="t", prompt=({"role": "user", "content": "What is 2 + 3?"},), answer="5")],
-                  executors=fast_executors)
+    env = MathEnv(
+        tasks=[argym.Task(id="t", prompt=({"role": "user", "content": "What is 2 + 3?"},), answer="5")],
+        executors=fast_executors,
+    )
     env.reset(options={"task_id": "t"})
     t0 = time.perf_counter()
     obs, reward, terminated, truncated, info = env.step(action)
     assert time.perf_counter() - t0 < DEADLINE_S + 2
-    assert (reward, terminated, truncated, info["success"], info["infra_failure"]) == (0.0, True, False, False, False)
+    assert (reward, terminated, truncated, info["success"], info["infra_failure"]) == (
+        0.0,
+        True,
+        False,
+        False,
+        False,
+    )
     assert env.observation_space.contains(obs) and obs[-1]["role"] in ("assistant", "user")
 
 
@@ -128,7 +177,12 @@ def test_grader_fault_is_marked_infra_failure() -> None:
         env = MathEnv(executors=Executors(verifier=pool))
         env.reset(seed=0)
         _, reward, terminated, _, info = env.step(env.oracle_action())
-    assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (0.0, True, True, "infra_failure")
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (
+        0.0,
+        True,
+        True,
+        "infra_failure",
+    )
 
 
 # ---- the arithmetic generator --------------------------------------------------
@@ -138,16 +192,21 @@ def test_arithmetic_prompt_and_answer() -> None:
     task = src.get(f"{src.name}#0")
     q = task.prompt[0]["content"]
     assert q.startswith("What is ") and q.endswith("? Put the final answer in \\boxed{}.")
-    a, b = (int(x) for x in q[len("What is "):q.index("?")].split(" + "))
+    a, b = (int(x) for x in q[len("What is ") : q.index("?")].split(" + "))
     assert 10 <= a <= 99 and 10 <= b <= 99 and task.answer == str(a + b)
-    assert task.meta == {"digits": 2, "ops": "+", "terms": 2, "steps": [{"expr": f"{a} + {b}", "value": a + b}]}
+    assert task.meta == {
+        "digits": 2,
+        "ops": "+",
+        "terms": 2,
+        "steps": [{"expr": f"{a} + {b}", "value": a + b}],
+    }
 
 
 def test_arithmetic_knobs() -> None:
     src = arithmetic_source(digits=3, ops="*-+", terms=4)
     assert src.name == "arithmetic(digits=3,ops=+-*,terms=4)"
     for task in src.take("train", 50):
-        expr = task.prompt[0]["content"][len("What is "):].split("?")[0].split()
+        expr = task.prompt[0]["content"][len("What is ") :].split("?")[0].split()
         operands, operators = [int(x) for x in expr[::2]], expr[1::2]
         assert len(operands) == 4 and all(100 <= x <= 999 for x in operands)
         assert set(operators) <= set("+-*") and task.answer == str(evaluate(operands, operators))
@@ -163,9 +222,13 @@ def test_arithmetic_is_a_pure_function_of_the_index_across_processes() -> None:
     ids = [f"{src.name}#{i}" for i in (0, 1, 17, 2**39 + 5)]
     here = [[t.prompt[0]["content"], t.answer, t.split] for t in map(src.get, ids)]
     assert here == [[t.prompt[0]["content"], t.answer, t.split] for t in map(src.get, ids)]
-    code = ("import json, sys; from argym.envs.math.arithmetic import arithmetic_source as a; s = a(2, '+-*', 3); "
-            "print(json.dumps([[t.prompt[0]['content'], t.answer, t.split] for t in map(s.get, json.loads(sys.argv[1]))]))")
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(ids)], capture_output=True, text=True, check=True)
+    code = (
+        "import json, sys; from argym.envs.math.arithmetic import arithmetic_source as a; s = a(2, '+-*', 3); "
+        "print(json.dumps([[t.prompt[0]['content'], t.answer, t.split] for t in map(s.get, json.loads(sys.argv[1]))]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(ids)], capture_output=True, text=True, check=True
+    )
     assert json.loads(out.stdout) == here
 
 
@@ -191,7 +254,11 @@ def test_task_id_lookup_whatever_the_split() -> None:
     train_task = src.sample(np.random.default_rng(1), "train")
     for task in (test_task, train_task):
         obs, info = env.reset(options={"task_id": task.id})
-        assert (info["task_id"], info["split"], obs[0]["content"]) == (task.id, task.split, task.prompt[0]["content"])
+        assert (info["task_id"], info["split"], obs[0]["content"]) == (
+            task.id,
+            task.split,
+            task.prompt[0]["content"],
+        )
         assert src.get(task.id) == task
     with pytest.raises(argym.TaskNotFoundError):
         env.reset(options={"task_id": "nope#1"})
@@ -200,9 +267,11 @@ def test_task_id_lookup_whatever_the_split() -> None:
 # ---- JSONL tasks -----------------------------------------------------------------------
 def test_jsonl_tasks(tmp_path) -> None:
     path = tmp_path / "algebra.jsonl"
-    rows = [{"question": "What is 1/2 + 1/4?", "answer": "3/4"},
-            {"question": "Solve $x+1=3$. Answer in \\boxed{}.", "answer": 2, "id": "eq", "split": "test"},
-            {"question": "Half of 1?", "answer": 0.5, "split": "train"}]
+    rows = [
+        {"question": "What is 1/2 + 1/4?", "answer": "3/4"},
+        {"question": "Solve $x+1=3$. Answer in \\boxed{}.", "answer": 2, "id": "eq", "split": "test"},
+        {"question": "Half of 1?", "answer": 0.5, "split": "train"},
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n\n" + json.dumps(rows[2]) + "\n")
     env = gym.make(MATH, tasks=str(path), split="all")
     src = env.unwrapped.tasks
@@ -216,11 +285,17 @@ def test_jsonl_tasks(tmp_path) -> None:
     assert gym.make(MATH, tasks=path).unwrapped.tasks.get("eq") == eq  # a Path works too
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("{not json", "cannot read task"), ('{"answer": "1"}', "question"), ('{"question": "q"}', "answer"),
-    ('{"question": "q", "answer": [1]}', "answer"), ('["q", "1"]', "JSON object"),
-    ('{"question": "q", "answer": "1", "split": "dev"}', "split"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("{not json", "cannot read task"),
+        ('{"answer": "1"}', "question"),
+        ('{"question": "q"}', "answer"),
+        ('{"question": "q", "answer": [1]}', "answer"),
+        ('["q", "1"]', "JSON object"),
+        ('{"question": "q", "answer": "1", "split": "dev"}', "split"),
+    ],
+)
 def test_jsonl_errors_name_file_and_line(tmp_path, line: str, problem: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question": "q", "answer": "1"}\n' + line + "\n")
@@ -240,10 +315,15 @@ def test_unknown_sources_are_config_errors(tmp_path) -> None:
 
 
 # ---- reasoning-gym ----------------------------------------------------------------
-@pytest.mark.parametrize("spec", [
-    "reasoning_gym/basic_arithmetic", "reasoning_gym/chain_sum(max_terms=3,min_terms=2)",
-    "reasoning_gym/gsm_symbolic", "reasoning_gym/fraction_simplification",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "reasoning_gym/basic_arithmetic",
+        "reasoning_gym/chain_sum(max_terms=3,min_terms=2)",
+        "reasoning_gym/gsm_symbolic",
+        "reasoning_gym/fraction_simplification",
+    ],
+)
 def test_reasoning_gym_oracle_verifies(spec: str, verifier: MathVerifier) -> None:
     env = gym.make(MATH, tasks=spec)
     src = env.unwrapped.tasks
@@ -269,14 +349,18 @@ def _rg_entry(name: str, seed: int):
 RG_CASES = [  # (dataset, how to spell the answer, the dataset's own score of it) on task #1
     ("word_sorting", lambda e: e["answer"], 1.0),
     ("word_sorting", lambda e: ", ".join(reversed(e["metadata"]["sorted_words"])), 0.2),  # math-verify: 1
-    ("word_sorting", lambda e: ", ".join(e["metadata"]["sorted_words"][1:] + e["metadata"]["sorted_words"][:1]), 0.2),
+    (
+        "word_sorting",
+        lambda e: ", ".join(e["metadata"]["sorted_words"][1:] + e["metadata"]["sorted_words"][:1]),
+        0.2,
+    ),
     ("spell_backward", lambda e: e["answer"], 1.0),
-    ("spell_backward", lambda e: e["answer"].upper(), 1.0),                           # math-verify: 0
+    ("spell_backward", lambda e: e["answer"].upper(), 1.0),  # math-verify: 0
     ("spell_backward", lambda e: e["answer"][:-1], 6 / 7),
     ("decimal_arithmetic", lambda e: e["answer"], 1.0),
-    ("decimal_arithmetic", lambda e: "6.321", 1.0),      # within the dataset's tolerance; math-verify: 0
-    ("decimal_arithmetic", lambda e: "+6.321", 1.0),     # math-verify: 0
-    ("decimal_arithmetic", lambda e: "6.32e0", 1.0),     # math-verify: 0
+    ("decimal_arithmetic", lambda e: "6.321", 1.0),  # within the dataset's tolerance; math-verify: 0
+    ("decimal_arithmetic", lambda e: "+6.321", 1.0),  # math-verify: 0
+    ("decimal_arithmetic", lambda e: "6.32e0", 1.0),  # math-verify: 0
     ("decimal_arithmetic", lambda e: "6.322", 0.0),
 ]
 
@@ -307,19 +391,26 @@ def test_reasoning_gym_partial_score_on_the_last_attempt_and_no_box_scores_0() -
     env.reset(options={"task_id": "reasoning_gym/word_sorting#1"})
     env.step(entry["answer"])  # the right words, not boxed: argym's answer format, never scored
     _, reward, _, _, info = env.step(entry["answer"])
-    assert reward == 0.0 and info["verdict"] == {"parsed": None, "correct": False, "reason": "no_boxed_answer",
-                                                 "score": 0.0}
+    assert reward == 0.0 and info["verdict"] == {
+        "parsed": None,
+        "correct": False,
+        "reason": "no_boxed_answer",
+        "score": 0.0,
+    }
 
 
 def test_reasoning_gyms_version_is_in_the_board_key() -> None:
     from importlib.metadata import version
 
-    assert MathEnv(tasks="reasoning_gym/word_sorting").grader_versions() == {"reasoning-gym": version("reasoning-gym")}
+    assert MathEnv(tasks="reasoning_gym/word_sorting").grader_versions() == {
+        "reasoning-gym": version("reasoning-gym")
+    }
     assert set(MathEnv(tasks="arithmetic").grader_versions()) == {"math-verify"}
 
 
 def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure() -> None:
     from argym.envs.tasks import ListSource
+
     from argym.types import Task
 
     scorer = {"kind": "reasoning_gym", "dataset": "no_such_dataset", "config": {}, "seed": 0}
@@ -327,7 +418,12 @@ def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure() -> Non
     env = MathEnv(tasks=ListSource([task], name="broken"))
     env.reset(options={"task_id": "broken"})
     _, reward, terminated, _, info = env.step("\\boxed{x}")
-    assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (0.0, True, True, "infra_failure")
+    assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (
+        0.0,
+        True,
+        True,
+        "infra_failure",
+    )
     assert "no_such_dataset" in info["verdict"]["error"]
 
 
@@ -336,7 +432,9 @@ def test_a_fresh_pool_scores_reasoning_gym_within_a_short_deadline() -> None:
     _, entry = _rg_entry("spell_backward", 2)
     with verifier_pool(workers=1, deadline_s=1.5) as pool:
         scorer = {"kind": "reasoning_gym", "dataset": "spell_backward", "config": {}, "seed": 2}
-        verdict = MathVerifier(pool).check(entry["answer"], f"\\boxed{{{entry['answer'].upper()}}}", scorer=scorer)
+        verdict = MathVerifier(pool).check(
+            entry["answer"], f"\\boxed{{{entry['answer'].upper()}}}", scorer=scorer
+        )
     assert verdict == {"parsed": entry["answer"].upper(), "correct": True, "reason": "verified", "score": 1.0}
 
 
@@ -353,8 +451,10 @@ def test_reasoning_gym_errors() -> None:
         MathEnv(tasks="reasoning_gym/chain_sum(bogus=1)")
     with pytest.raises(argym.ConfigError, match="seed and size"):
         MathEnv(tasks="reasoning_gym/chain_sum(seed=3)")
-    a, b = (math_tasks(f"reasoning_gym/chain_sum({args})") for args in ("min_terms=2,max_terms=3",
-                                                                         "max_terms=3, min_terms=2"))
+    a, b = (
+        math_tasks(f"reasoning_gym/chain_sum({args})")
+        for args in ("min_terms=2,max_terms=3", "max_terms=3, min_terms=2")
+    )
     assert a.name == b.name == "reasoning_gym/chain_sum(max_terms=3,min_terms=2)"  # one name, one board key
 
 
@@ -433,7 +533,12 @@ def test_a_verifier_worker_killed_under_the_env_is_an_infrastructure_failure() -
         worker.proc.wait(timeout=10)
         env.reset(seed=1)
         _, reward, terminated, _, info = env.step(env.oracle_action())
-        assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (0.0, True, True, "infra_failure")
+        assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (
+            0.0,
+            True,
+            True,
+            "infra_failure",
+        )
         env.reset(seed=2)
         _, reward, _, _, info = env.step(env.oracle_action())
         assert reward == 1.0 and not info["infra_failure"]

@@ -6,14 +6,23 @@ import json
 
 import numpy as np
 import pytest
+from argym.envs.tasks import (
+    ListSource,
+    ProceduralSource,
+    parse_source_spec,
+    read_jsonl,
+    split_of,
+    stable_hash,
+)
 
 import argym
-from argym.envs.tasks import ListSource, ProceduralSource, parse_source_spec, read_jsonl, split_of, stable_hash
 
 
 def toy_make(index: int) -> argym.Task:
     """1000 distinct questions, repeating: a pure function of the index."""
-    return argym.Task(id="", prompt=({"role": "user", "content": f"q{index % 1000}"},), answer=str(index % 1000))
+    return argym.Task(
+        id="", prompt=({"role": "user", "content": f"q{index % 1000}"},), answer=str(index % 1000)
+    )
 
 
 def test_split_of_is_stable_and_roughly_a_tenth() -> None:
@@ -25,8 +34,10 @@ def test_split_of_is_stable_and_roughly_a_tenth() -> None:
 
 
 def test_list_source() -> None:
-    tasks = [argym.Task(id=f"t{i}", prompt=({"role": "user", "content": str(i)},), split=s)
-             for i, s in enumerate(["train", "test", "train"])]
+    tasks = [
+        argym.Task(id=f"t{i}", prompt=({"role": "user", "content": str(i)},), split=s)
+        for i, s in enumerate(["train", "test", "train"])
+    ]
     src = ListSource(tasks, name="toy")
     assert [t.id for t in src.iter_split("train")] == ["t0", "t2"]
     assert [t.id for t in src.iter_split("all")] == ["t0", "t1", "t2"]
@@ -47,7 +58,9 @@ def test_procedural_source_splits_are_disjoint_and_stable() -> None:
     test = src.test_tasks()
     assert len(test) == 50 and len({t.prompt[0]["content"] for t in test}) == 50
     assert all(t.split == "test" for t in test) and test == src.take("test", None)
-    assert [t.id for t in ProceduralSource("toy", toy_make, test_size=50).test_tasks()] == [t.id for t in test]
+    assert [t.id for t in ProceduralSource("toy", toy_make, test_size=50).test_tasks()] == [
+        t.id for t in test
+    ]
     test_prompts = {t.prompt[0]["content"] for t in test}
     rng = np.random.default_rng(0)
     train = [src.sample(rng, "train") for _ in range(2000)]
@@ -71,16 +84,21 @@ def test_procedural_source_with_too_few_test_tasks_says_so() -> None:
         tiny.test_tasks()
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ("arithmetic", ("arithmetic", {})),
-    ("arithmetic()", ("arithmetic", {})),
-    (" arithmetic(digits=3, ops=+-, terms=4) ", ("arithmetic", {"digits": 3, "ops": "+-", "terms": 4})),
-    ("arithmetic(ops=*)", ("arithmetic", {"ops": "*"})),         # YAML would read an alias
-    ("arithmetic(ops=-)", ("arithmetic", {"ops": "-"})),         # YAML would read a list
-    ("arithmetic(ops=*+,x=)", ("arithmetic", {"ops": "*+", "x": ""})),
-    ("reasoning_gym/chain_sum(min_terms=2,allow_negation=true,p=0.5)",
-     ("reasoning_gym/chain_sum", {"min_terms": 2, "allow_negation": True, "p": 0.5})),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("arithmetic", ("arithmetic", {})),
+        ("arithmetic()", ("arithmetic", {})),
+        (" arithmetic(digits=3, ops=+-, terms=4) ", ("arithmetic", {"digits": 3, "ops": "+-", "terms": 4})),
+        ("arithmetic(ops=*)", ("arithmetic", {"ops": "*"})),  # YAML would read an alias
+        ("arithmetic(ops=-)", ("arithmetic", {"ops": "-"})),  # YAML would read a list
+        ("arithmetic(ops=*+,x=)", ("arithmetic", {"ops": "*+", "x": ""})),
+        (
+            "reasoning_gym/chain_sum(min_terms=2,allow_negation=true,p=0.5)",
+            ("reasoning_gym/chain_sum", {"min_terms": 2, "allow_negation": True, "p": 0.5}),
+        ),
+    ],
+)
 def test_parse_source_spec(spec: str, expected) -> None:
     assert parse_source_spec(spec) == expected
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.batch import make_batch
-from argym.errors import ConfigError, InfrastructureError
 from argym.rewards.compose import RewardComposer, RewardConfig, format_reward
 from argym.rewards.credit import min_form_rewards
 from argym.rewards.prm import RuleBasedPRM, load_prm
 from argym.rewards.steps import split_steps
+
+from argym.errors import ConfigError, InfrastructureError
 from argym.types import Trajectory
 
 
@@ -32,9 +32,21 @@ def traj(renderer, answers, success, group=0, parsed="1"):
     infos = [{"verdict": {"parsed": parsed, "correct": False}, "success": False} for _ in answers]
     infos[-1] = {"verdict": {"parsed": parsed, "correct": success}, "success": success}
     turn_rewards = [0.0] * (len(answers) - 1) + [float(success)]
-    return Trajectory(task_id="t", messages=messages, reward=float(success), success=success, turns=len(answers),
-                      terminated=True, truncated=False, infos=infos, token_ids=ids, loss_mask=mask,
-                      turn_rewards=turn_rewards, turn_ends=ends, group=group)
+    return Trajectory(
+        task_id="t",
+        messages=messages,
+        reward=float(success),
+        success=success,
+        turns=len(answers),
+        terminated=True,
+        truncated=False,
+        infos=infos,
+        token_ids=ids,
+        loss_mask=mask,
+        turn_rewards=turn_rewards,
+        turn_ends=ends,
+        group=group,
+    )
 
 
 class ScriptedPRM:
@@ -76,8 +88,9 @@ def test_process_rewards_land_on_each_steps_last_token(renderer):
     assert cols == [steps[0].end - 1, steps[1].end - 1]  # target-aligned: column p − 1 holds token p
     assert m["reward/outcome"] == 1.0 and m["reward/process_steps"] == 2 and m["reward/process_sum"] == 1.4
     # min-form: the transformed rewards, summing to about the min
-    (soft,), _ = RewardComposer(RewardConfig(weights={"outcome": 0.0, "process": 1.0}), prm=prm,
-                                decode=renderer.decode)([t])
+    (soft,), _ = RewardComposer(
+        RewardConfig(weights={"outcome": 0.0, "process": 1.0}), prm=prm, decode=renderer.decode
+    )([t])
     assert soft.turn_rewards == pytest.approx(min_form_rewards([0.9, 0.5]))
     assert soft.reward == pytest.approx(sum(min_form_rewards([0.9, 0.5])))
 
@@ -95,6 +108,7 @@ def test_multi_turn_rule_prm_with_strict_min_form(renderer):
 def test_rule_prm_min_form_does_not_punish_a_correct_answer_for_its_steps(renderer):
     """PURE's hack (arXiv 2504.15275): steps without a verdict must not set the min of a correct answer.
     A correct answer in three steps scores as the same answer in one; a wrong one still scores −1."""
+
     def process(answers, success, **cfg_kw):
         t = traj(renderer, answers, success)
         cfg = RewardConfig(weights={"outcome": 0.0, "process": 1.0}, **cfg_kw)
@@ -109,8 +123,9 @@ def test_rule_prm_min_form_does_not_punish_a_correct_answer_for_its_steps(render
     # a multi-turn episode whose first turn has no verdict (e.g. a tool call): only the final verdict counts
     t = traj(renderer, ["Let me look.", "\\boxed{1}"], success=True)
     t.infos[0] = {}
-    (out,), m = RewardComposer(RewardConfig(weights={"outcome": 0.0, "process": 1.0}), prm=RuleBasedPRM(),
-                               decode=renderer.decode)([t])
+    (out,), m = RewardComposer(
+        RewardConfig(weights={"outcome": 0.0, "process": 1.0}), prm=RuleBasedPRM(), decode=renderer.decode
+    )([t])
     assert out.reward == pytest.approx(1.0) and m["reward/process_min"] == 1.0
 
 
@@ -126,7 +141,10 @@ def test_weight_zero_is_logged_not_trained_on(renderer):
 
 
 def test_a_component_harness_fault_is_an_infra_failure_not_a_zero(renderer):
-    ts = [traj(renderer, ["\\boxed{1}"], success=True, group=0), traj(renderer, ["\\boxed{1}"], success=True, group=0)]
+    ts = [
+        traj(renderer, ["\\boxed{1}"], success=True, group=0),
+        traj(renderer, ["\\boxed{1}"], success=True, group=0),
+    ]
     cfg = RewardConfig(weights={"outcome": 1.0, "process": 1.0})
     out, m = RewardComposer(cfg, prm=ScriptedPRM(fail=True), decode=renderer.decode)(ts)
     assert all(o.infra_failure for o in out) and m["reward/infra_failures"] == 2
@@ -155,13 +173,27 @@ def test_an_episode_that_never_started_is_left_to_the_learner(renderer):
     from argym.rewards.sar import sar_rewards
 
     tok = renderer.tokenizer
-    model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64))
+    model = build_tiny_model(
+        tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+    )
     empty = renderer.prompt_ids([{"role": "user", "content": ""}])
-    unstarted = Trajectory(task_id="u", messages=[], reward=0.0, success=False, turns=0, terminated=False,
-                           truncated=False, group=1, infra_failure=True, finish_reason="infra_failure")
+    unstarted = Trajectory(
+        task_id="u",
+        messages=[],
+        reward=0.0,
+        success=False,
+        turns=0,
+        terminated=False,
+        truncated=False,
+        group=1,
+        infra_failure=True,
+        finish_reason="infra_failure",
+    )
     ts = [traj(renderer, ["\\boxed{1}"], success=True, group=0), unstarted]
     cfg = RewardConfig(weights={"outcome": 1.0, "sar": 0.5, "format": 0.5})
-    out, m = RewardComposer(cfg, sequence={"sar": lambda trajs: sar_rewards(model, trajs, empty, tok.pad_token_id)})(ts)
+    out, m = RewardComposer(
+        cfg, sequence={"sar": lambda trajs: sar_rewards(model, trajs, empty, tok.pad_token_id)}
+    )(ts)
     assert [o.infra_failure for o in out] == [False, True] and out[1] == unstarted
     assert m["reward/infra_failures"] == 0 and m["reward/format"] == 1.0
     assert out[0].reward == pytest.approx(1.0 + 0.5 * m["reward/sar"] + 0.5)

@@ -5,9 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from argym.rewards.credit import (credit_rewards, min_form_returns, min_form_rewards, min_form_weights,
-                                  strict_min_form_rewards, sum_form_returns, token_loo_baseline)
+from argym.rewards.credit import (
+    credit_rewards,
+    min_form_returns,
+    min_form_rewards,
+    min_form_weights,
+    strict_min_form_rewards,
+    sum_form_returns,
+    token_loo_baseline,
+)
 
 
 def test_min_form_by_hand():
@@ -82,4 +88,7 @@ def test_steps_without_an_opinion_take_no_part_in_the_minimum():
     strict = credit_rewards([None, 0.5, None, 1.0], "strict")
     assert strict == [0.0, -0.5, 0.0, 1.0] and sum_form_returns(strict) == [0.5, 0.5, 1.0, 1.0]
     assert sum(credit_rewards([0.8, None, -0.4], "min", 1e-4)) == pytest.approx(-0.4)
-    assert credit_rewards([None, 2.0], "sum") == [0.0, 2.0] and credit_rewards([None, None], "min") == [0.0, 0.0]
+    assert credit_rewards([None, 2.0], "sum") == [0.0, 2.0] and credit_rewards([None, None], "min") == [
+        0.0,
+        0.0,
+    ]

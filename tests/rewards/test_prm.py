@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.rewards.prm import RuleBasedPRM, bce, build_classifier, load_prm, roc_auc
 from argym.rewards.steps import render_text, split_steps, step_prefix
+
 from argym.types import Trajectory
 
 
@@ -17,10 +17,20 @@ def single_turn(answer: str, correct: bool, verdict_extra=None) -> Trajectory:
     r = ChatRenderer(build_tiny_tokenizer())
     messages = [{"role": "user", "content": "What is 1 + 1?"}, {"role": "assistant", "content": answer}]
     ids, mask = conversation_ids(r, messages)
-    return Trajectory(task_id="t", messages=messages, reward=float(correct), success=correct, turns=1,
-                      terminated=True, truncated=False, token_ids=ids, loss_mask=mask, turn_rewards=[float(correct)],
-                      turn_ends=[len(ids) - 1],
-                      infos=[{"verdict": {"correct": correct, **(verdict_extra or {})}, "success": correct}])
+    return Trajectory(
+        task_id="t",
+        messages=messages,
+        reward=float(correct),
+        success=correct,
+        turns=1,
+        terminated=True,
+        truncated=False,
+        token_ids=ids,
+        loss_mask=mask,
+        turn_rewards=[float(correct)],
+        turn_ends=[len(ids) - 1],
+        infos=[{"verdict": {"correct": correct, **(verdict_extra or {})}, "success": correct}],
+    )
 
 
 def test_rule_prm_scores_the_last_step_of_a_turn_by_its_verdict():

@@ -12,17 +12,25 @@ import time
 from pathlib import Path
 
 import pytest
+from argym.envs.tools.mcp import MCPTools, parse_spec
 
 import argym
 from argym.errors import ConfigError, InfrastructureError
-from argym.envs.tools.mcp import MCPTools, parse_spec
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 TASKS = [
-    {"id": "sum", "prompt": "What is 1234 + 4321? Use the add tool.", "answer": 5555,
-     "plan": [[{"name": "add", "arguments": {"a": 1234, "b": 4321}}]]},
-    {"id": "memo", "prompt": "Remember 'blue' under 'color', then tell me what is under 'color'.",
-     "answer": "blue", "answer_type": "text"},
+    {
+        "id": "sum",
+        "prompt": "What is 1234 + 4321? Use the add tool.",
+        "answer": 5555,
+        "plan": [[{"name": "add", "arguments": {"a": 1234, "b": 4321}}]],
+    },
+    {
+        "id": "memo",
+        "prompt": "Remember 'blue' under 'color', then tell me what is under 'color'.",
+        "answer": "blue",
+        "answer_type": "text",
+    },
 ]
 
 
@@ -56,8 +64,11 @@ def http_server(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     pidfile = tmp_path_factory.mktemp("http") / "server.pid"
-    proc = subprocess.Popen([sys.executable, str(SERVER), str(pidfile), "--http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), str(pidfile), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -91,7 +102,9 @@ def test_state_lives_in_the_server_across_calls(stdio_spec, tasks_file):
     spec, _ = stdio_spec
     with argym.make("argym/ToolCall-v0", tools=spec, tasks=tasks_file) as env:
         env.reset(options={"task_id": "memo"})
-        env.step('<tool_call>{"name": "remember", "arguments": {"key": "color", "value": "blue"}}</tool_call>')
+        env.step(
+            '<tool_call>{"name": "remember", "arguments": {"key": "color", "value": "blue"}}</tool_call>'
+        )
         obs, *_ = env.step('<tool_call>{"name": "recall", "arguments": {"key": "color"}}</tool_call>')
         assert obs[-1]["content"] == "blue"
         _, reward, *_ = env.step("It is blue.")
@@ -102,9 +115,14 @@ def test_tool_errors_and_bad_arguments_are_observations(stdio_spec, tasks_file):
     spec, _ = stdio_spec
     with argym.make("argym/ToolCall-v0", tools=spec, tasks=tasks_file) as env:
         env.reset(options={"task_id": "memo"})
-        obs, _, term, _, info = env.step('<tool_call>{"name": "recall", "arguments": {"key": "nope"}}</tool_call>')
+        obs, _, term, _, info = env.step(
+            '<tool_call>{"name": "recall", "arguments": {"key": "nope"}}</tool_call>'
+        )
         assert not term and not info["infra_failure"]
-        assert obs[-1]["content"].startswith("Error: recall failed:") and "no value under 'nope'" in obs[-1]["content"]
+        assert (
+            obs[-1]["content"].startswith("Error: recall failed:")
+            and "no value under 'nope'" in obs[-1]["content"]
+        )
         obs, _, term, _, info = env.step('<tool_call>{"name": "add", "arguments": {"a": "one"}}</tool_call>')
         assert not term and "Invalid arguments for 'add'" in obs[-1]["content"]  # checked against its schema
         obs, *_ = env.step('<tool_call>{"name": "launch", "arguments": {}}</tool_call>')
@@ -117,7 +135,9 @@ def test_a_hanging_tool_hits_the_deadline_and_the_episode_goes_on(stdio_spec, ta
         env.reset(options={"task_id": "sum"})
         first = int(pidfile.read_text())
         start = time.monotonic()
-        obs, _, term, _, info = env.step('<tool_call>{"name": "nap", "arguments": {"seconds": 60}}</tool_call>')
+        obs, _, term, _, info = env.step(
+            '<tool_call>{"name": "nap", "arguments": {"seconds": 60}}</tool_call>'
+        )
         assert time.monotonic() - start < 20
         assert not term and not info["infra_failure"]
         assert "did not finish within 1 s" in obs[-1]["content"]
@@ -165,16 +185,33 @@ process, so it runs on its own SDK, as `uvx mcp-server-time` would."""
 
 def test_a_published_server_mcp_server_time(tmp_path, require_backend):
     if not (TIME_SERVER / "mcp_server_time").is_dir():
-        require_backend.unavailable(f"mcp-server-time is not installed in {TIME_SERVER} (make dev installs it)")
+        require_backend.unavailable(
+            f"mcp-server-time is not installed in {TIME_SERVER} (make dev installs it)"
+        )
     path = tmp_path / "time.jsonl"
-    path.write_text(json.dumps({"id": "tokyo", "split": "test", "answer": "23:30", "answer_type": "text",
-                                "prompt": "It is 14:30 in UTC. What time is it in Tokyo?"}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "tokyo",
+                "split": "test",
+                "answer": "23:30",
+                "answer_type": "text",
+                "prompt": "It is 14:30 in UTC. What time is it in Tokyo?",
+            }
+        )
+        + "\n"
+    )
     spec = f"mcp:env PYTHONPATH={TIME_SERVER} {sys.executable} -m mcp_server_time --local-timezone UTC"
     with argym.make("argym/ToolCall-v0", tools=spec, tasks=str(path)) as env:
         env.reset(options={"task_id": "tokyo"})
-        assert {t["function"]["name"] for t in env.unwrapped.task.tools} == {"get_current_time", "convert_time"}
-        obs, *_ = env.step('<tool_call>{"name": "convert_time", "arguments": {"source_timezone": "UTC", '
-                           '"time": "14:30", "target_timezone": "Asia/Tokyo"}}</tool_call>')
+        assert {t["function"]["name"] for t in env.unwrapped.task.tools} == {
+            "get_current_time",
+            "convert_time",
+        }
+        obs, *_ = env.step(
+            '<tool_call>{"name": "convert_time", "arguments": {"source_timezone": "UTC", '
+            '"time": "14:30", "target_timezone": "Asia/Tokyo"}}</tool_call>'
+        )
         assert '"Asia/Tokyo"' in obs[-1]["content"] and "T23:30:00+09:00" in obs[-1]["content"]
         _, reward, *_ = env.step("It is 23:30 in Tokyo.")
         assert reward == 1.0

@@ -11,13 +11,12 @@ import sys
 import textwrap
 
 import pytest
+import verifiers.v1 as vf
 
 import argym
 from argym.errors import ConfigError
 
-import verifiers.v1 as vf
-
-TASKSET = '''
+TASKSET = """
 import verifiers.v1 as vf
 
 
@@ -58,7 +57,7 @@ class AddTaskset(vf.Taskset[AddTask, AddConfig]):
 
 
 __all__ = ["AddTaskset"]
-'''
+"""
 
 
 GUESS = '''
@@ -139,18 +138,25 @@ def guess(tmp_path, monkeypatch):
 
 def _own_score(env, messages):
     """verifiers' own scoring of a finished conversation: `Task.score` on a trace, as its rollout calls it."""
+    from pydantic import TypeAdapter
     from verifiers.v1.graph import MessageNode
     from verifiers.v1.trace import AgentInfo, TraceTask
-    from pydantic import TypeAdapter
 
     name = env.unwrapped.env_id
     tasks = vf.load_taskset(vf.taskset_config_type(name)(id=name))
     vf_task = next(t for t in tasks if t.data.id == env.unwrapped.task.id)
     adapter = TypeAdapter(vf.Message)
-    nodes = [MessageNode(parent=i - 1 if i else None, message=adapter.validate_python(m),
-                         sampled=m["role"] == "assistant") for i, m in enumerate(messages)]
-    trace = vf.Trace(task=TraceTask(type=type(vf_task).__name__, data=vf_task.data), nodes=nodes,
-                     agent=AgentInfo(config=vf.AgentConfig()))
+    nodes = [
+        MessageNode(
+            parent=i - 1 if i else None, message=adapter.validate_python(m), sampled=m["role"] == "assistant"
+        )
+        for i, m in enumerate(messages)
+    ]
+    trace = vf.Trace(
+        task=TraceTask(type=type(vf_task).__name__, data=vf_task.data),
+        nodes=nodes,
+        agent=AgentInfo(config=vf.AgentConfig()),
+    )
     asyncio.run(vf_task.score(trace))
     return trace
 
@@ -163,8 +169,10 @@ def test_tasks_prompts_and_splits(taskset):
         train, test = ({t.id for t in tasks.iter_split(s)} for s in ("train", "test"))
         assert train and test and not train & test and train | test == ids
         obs, info = env.reset(options={"task_id": "add-7"})
-        assert obs == [{"role": "system", "content": "Answer with a number."},
-                       {"role": "user", "content": "What is 7 + 7?"}]
+        assert obs == [
+            {"role": "system", "content": "Answer with a number."},
+            {"role": "user", "content": "What is 7 + 7?"},
+        ]
 
 
 @pytest.mark.parametrize("response", ["14", "The sum of seven and seven is 14.", "It is 15", ""])
@@ -175,7 +183,9 @@ def test_same_scores_as_verifiers_own(taskset, response):
         own = _own_score(env, obs)
     assert terminated and not info["infra_failure"]
     assert reward == pytest.approx(own.reward)
-    assert info["verdict"]["rewards"] == {k: {"score": r.score, "weight": r.weight} for k, r in own.rewards.items()}
+    assert info["verdict"]["rewards"] == {
+        k: {"score": r.score, "weight": r.weight} for k, r in own.rewards.items()
+    }
     assert info["verdict"]["metrics"] == own.metrics
     # weighted rewards are trained on; the zero-weight one and the metric are only logged
     assert set(info["reward_parts"]) == {"correct", "short"}
@@ -221,7 +231,10 @@ def test_a_multi_turn_env_answers_each_turn_and_scores_the_exchange(guess):
             obs, reward, terminated, truncated, info = env.step(action)
             turns.append(obs[-1])
         assert [m["content"] for m in turns[:3]] == ["lower", "Reply with a whole number.", "higher"]
-        assert all(m["role"] == "user" for m in turns[:3]) and turns[3] == {"role": "assistant", "content": "37"}
+        assert all(m["role"] == "user" for m in turns[:3]) and turns[3] == {
+            "role": "assistant",
+            "content": "37",
+        }
         assert terminated and not truncated and not info["infra_failure"]
         # the env's own reward (recorded by its run) and the task's weighted one, over the whole exchange
         assert info["reward_parts"] == {"solved": 1.0, "few_guesses": pytest.approx(0.1 / 4)}
@@ -261,7 +274,14 @@ def test_a_malformed_tool_call_is_an_observation_not_a_crash():
     """A tool call with a non-string id (argym check's bad-input corpus) raised pydantic's ValidationError."""
     with argym.make("argym/Verifiers-v0") as env:
         env.reset(seed=0)
-        obs, reward, *_ , info = env.step({"role": "assistant", "content": "", "tool_calls": [
-            {"id": 1, "type": "function", "function": {"name": 5, "arguments": "{not json"}}]})
+        obs, reward, *_, info = env.step(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": 1, "type": "function", "function": {"name": 5, "arguments": "{not json"}}
+                ],
+            }
+        )
     assert reward == 0 and obs[-1]["role"] == "user" and "not a valid chat message" in obs[-1]["content"]
     assert not info["infra_failure"]

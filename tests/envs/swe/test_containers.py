@@ -31,8 +31,9 @@ def _exists(client, cid: str) -> bool:
 
 
 def _owner_leaves(mode: str) -> str:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=300,
-                         env=os.environ)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=300, env=os.environ
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.split()[-1]
 
@@ -56,7 +57,9 @@ def test_an_unclosed_envs_containers_are_removed(need) -> None:
     live = DockerSandbox(image=SWE_IMAGE)
     try:
         mine = live.start_session(image=SWE_IMAGE)
-        other = DockerSandbox(image=SWE_IMAGE)  # the next start on this machine reaps the dead owner's container
+        other = DockerSandbox(
+            image=SWE_IMAGE
+        )  # the next start on this machine reaps the dead owner's container
         other.close()
         assert not _exists(client, crashed) and _exists(client, mine.id)  # ... and never a live owner's
     finally:
@@ -86,15 +89,22 @@ def test_a_forked_childs_exit_hooks_leave_the_parents_containers(need) -> None:
 
 
 def test_sandbox_cleanup_leaves_live_runs_containers(need) -> None:
-    need("docker")  # on an engine shared by several users, `argym sandbox cleanup` removed their live containers
+    need(
+        "docker"
+    )  # on an engine shared by several users, `argym sandbox cleanup` removed their live containers
     from argym.envs.sandbox.docker import DockerSandbox
     from argym.envs.swe.workspace import SWE_IMAGE
 
     sandbox = DockerSandbox(image=SWE_IMAGE)
     try:
         box = sandbox.start_session(image=SWE_IMAGE)
-        out = subprocess.run([sys.executable, "-m", "argym.cli", "sandbox", "cleanup"], capture_output=True,
-                             text=True, timeout=120, env=os.environ)
+        out = subprocess.run(
+            [sys.executable, "-m", "argym.cli", "sandbox", "cleanup"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ,
+        )
         assert out.returncode == 0 and out.stdout.startswith("removed "), out.stderr[-2000:]
         assert _exists(sandbox.client, box.id)
     finally:

@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.env import swe_sandbox
 from argym.envs.swe.project import cache_root
@@ -37,7 +36,11 @@ def base():
 def _repo(path: Path) -> Path:
     path.mkdir()
     (path / "a.py").write_text("x = 1\n")
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
     return path
 
@@ -47,7 +50,9 @@ def _host_bytes(tree: Path) -> int:
 
 
 @pytest.mark.parametrize("backend", ["process", "docker"])
-def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need, require_backend, base) -> None:
+def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(
+    backend, need, require_backend, base
+) -> None:
     need(backend)
     ws = open_workspace(swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB))
     try:
@@ -59,9 +64,13 @@ def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(backend, need,
         assert int(used.stdout.split()[0]) <= LIMIT_MB * 1024
         if backend == "process":
             assert _host_bytes(ws.repo) <= LIMIT_MB << 20  # what the host holds, measured on the host
-        assert ws.shell("rm -f f*; echo ok > note.txt; git status --porcelain").stdout.split() == ["??", "note.txt"]
-        again = open_workspace(swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB),
-                               snapshot=ws.snapshot())  # a snapshot restores into a bounded workspace too
+        assert ws.shell("rm -f f*; echo ok > note.txt; git status --porcelain").stdout.split() == [
+            "??",
+            "note.txt",
+        ]
+        again = open_workspace(
+            swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB), snapshot=ws.snapshot()
+        )  # a snapshot restores into a bounded workspace too
         try:
             assert again.shell("cat note.txt").stdout.strip() == "ok"
             assert "No space left on device" in again.shell(FLOOD).stderr
@@ -94,10 +103,14 @@ def test_an_image_workspace_starts_with_the_images_repository_and_is_bounded(nee
 
 
 def test_a_bounded_dir_left_by_a_killed_process_is_unmounted_and_removed(require_backend, tmp_path) -> None:
-    code = ("import os\nfrom pathlib import Path\nfrom argym.envs.sandbox.disk import BoundedDir\n"
-            f"d = BoundedDir(Path({str(tmp_path)!r}), 'ws-', 8)\nprint(d.path, d.bounded, flush=True)\n"
-            "os.kill(os.getpid(), 9)\n")  # no exit handler runs
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
+    code = (
+        "import os\nfrom pathlib import Path\nfrom argym.envs.sandbox.disk import BoundedDir\n"
+        f"d = BoundedDir(Path({str(tmp_path)!r}), 'ws-', 8)\nprint(d.path, d.bounded, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )  # no exit handler runs
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    ).stdout.split()
     left, bounded = Path(out[0]), out[1] == "True"
     if not bounded:
         require_backend.unavailable("a size-limited directory needs root to mount its tmpfs")

@@ -9,17 +9,16 @@ import pickle
 import shlex
 
 import pytest
+from argym.envs.swe.instances import instance_of
 from gymnasium.utils.env_checker import check_env
 
 import argym
-from argym.envs.swe.instances import instance_of
-
 
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
 
 
 def run(command: str) -> str:
-    return f'<tool_call>{json.dumps({"name": "run", "arguments": {"command": command}})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': 'run', 'arguments': {'command': command}})}</tool_call>"
 
 
 def play_oracle(env, task_id: str):
@@ -72,9 +71,15 @@ def test_editing_the_tests_to_pass_resolves_nothing(env, sample) -> None:
     obs, *_ = env.step(run(neuter))
     tests = " ".join(shlex.quote(t) for t in inst.FAIL_TO_PASS)
     obs, *_ = env.step(run(f"python3 -m pytest -q -p no:cacheprovider {tests} 2>&1 | tail -1"))
-    assert "passed" in obs[-1]["content"] and "failed" not in obs[-1]["content"]  # the attack works in the workspace
+    assert (
+        "passed" in obs[-1]["content"] and "failed" not in obs[-1]["content"]
+    )  # the attack works in the workspace
     obs, reward, term, trunc, info = env.step(SUBMIT)
-    assert reward == 0.0 and set(files) <= set(info["verdict"]["ignored_files"]) and info["verdict"]["patch"] == "empty"
+    assert (
+        reward == 0.0
+        and set(files) <= set(info["verdict"]["ignored_files"])
+        and info["verdict"]["patch"] == "empty"
+    )
 
 
 def test_deleting_the_failing_tests_resolves_nothing(env, sample) -> None:
@@ -86,8 +91,10 @@ def test_deleting_the_failing_tests_resolves_nothing(env, sample) -> None:
 
 def test_a_conftest_that_passes_everything_is_ignored(penv, sample) -> None:
     env = penv  # grading is backend-independent code: the process backend suffices
-    hook = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-            "    out = yield\n    r = out.get_result()\n    r.outcome = 'passed'\n")
+    hook = (
+        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    out = yield\n    r = out.get_result()\n    r.outcome = 'passed'\n"
+    )
     create = json.dumps({"name": "create", "arguments": {"path": "conftest.py", "file_text": hook}})
     reward, info = submit_after(env, sample[0], f"<tool_call>{create}</tool_call>")
     assert reward == 0.0 and "conftest.py" in info["verdict"]["ignored_files"]
@@ -101,10 +108,14 @@ def test_a_log_faking_passes_with_a_failing_exit_is_rejected(penv, sample) -> No
     # tests FAILED first (and the real failures exit 1, as the grader's must-fail sentinel always makes it)
     lines = "".join(f"PASSED {t}\\n" for t in (*inst.FAIL_TO_PASS, *inst.PASS_TO_PASS))
     fake = f"import atexit\natexit.register(lambda: print('{lines}'))\n"
-    create = json.dumps({"name": "run", "arguments": {"command": f"cat >> toolz/__init__.py <<'EOF'\n{fake}EOF"}})
+    create = json.dumps(
+        {"name": "run", "arguments": {"command": f"cat >> toolz/__init__.py <<'EOF'\n{fake}EOF"}}
+    )
     reward, info = submit_after(env, task_id, f"<tool_call>{create}</tool_call>")
     v = info["verdict"]
-    assert reward == 0.0 and v["tampered"] and "two different statuses" in v["rejected"] and v["exit_code"] == 1
+    assert (
+        reward == 0.0 and v["tampered"] and "two different statuses" in v["rejected"] and v["exit_code"] == 1
+    )
     assert set(v["tests"].values()) == {"PASSED"}  # the parser believed the log; the exit code did not
 
 
@@ -112,8 +123,12 @@ def test_no_future_history_is_reachable(env, sample) -> None:
     task_id = sample[0]
     inst = instance_of(env.tasks.get(task_id))
     env.reset(options={"task_id": task_id})
-    obs, *_ = env.step(run("git log --all --format=%H; git tag; git reflog | wc -l; git remote; git stash list; "
-                           "git count-objects -v | grep -c '^packs: 0'; git rev-list --all | wc -l"))
+    obs, *_ = env.step(
+        run(
+            "git log --all --format=%H; git tag; git reflog | wc -l; git remote; git stash list; "
+            "git count-objects -v | grep -c '^packs: 0'; git rev-list --all | wc -l"
+        )
+    )
     out = obs[-1]["content"].splitlines()
     assert out == ["Exit code: 0", inst.base_commit, "1", "1", "1"]
 

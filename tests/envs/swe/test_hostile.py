@@ -12,7 +12,8 @@ import pytest
 
 def run(env, command: str, **args) -> str:
     obs, reward, term, trunc, info = env.step(
-        f'<tool_call>{json.dumps({"name": "run", "arguments": {"command": command, **args}})}</tool_call>')
+        f"<tool_call>{json.dumps({'name': 'run', 'arguments': {'command': command, **args}})}</tool_call>"
+    )
     assert not term and obs[-1]["role"] == "tool"
     return obs[-1]["content"]
 
@@ -56,7 +57,9 @@ def test_no_network(env, sample) -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        out = run(env, f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)\"")
+        out = run(
+            env, f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)\""
+        )
     assert out.startswith("Exit code: 1") and ("Error" in out), out
     out = run(env, "python3 -c \"import socket; socket.getaddrinfo('pypi.org', 443)\"")
     assert out.startswith("Exit code: 1")
@@ -88,9 +91,14 @@ def test_next_episode_is_clean_after_writes_everywhere(env, sample) -> None:
 
 
 def test_a_disk_flood_is_stopped_while_it_runs(env, sample) -> None:
-    start(env, sample)  # 1 GB against the workspace's 256 MB: refused as it is written, not measured afterwards
-    out = run(env, "for i in $(seq 40); do head -c 25000000 /dev/zero > flood$i || break; done; "
-                   "echo used=$(du -sm . | cut -f1)")
+    start(
+        env, sample
+    )  # 1 GB against the workspace's 256 MB: refused as it is written, not measured afterwards
+    out = run(
+        env,
+        "for i in $(seq 40); do head -c 25000000 /dev/zero > flood$i || break; done; "
+        "echo used=$(du -sm . | cut -f1)",
+    )
     assert "No space left on device" in out and int(out.split("used=")[1].split()[0]) <= 256
     assert run(env, "rm -f flood*; echo ok") == "Exit code: 0\nok"  # the episode goes on
 
@@ -103,7 +111,10 @@ def test_the_swe_exploit_corpus_scores_zero(need, backend: str) -> None:
     from argym.check import CheckConfig, run_checks
 
     need(backend)
-    report = run_checks(CheckConfig("argym/SWE-v0", {"sandbox": backend, "max_turns": 2, "command_timeout_s": 20},
-                                    only=("exploits",)))
+    report = run_checks(
+        CheckConfig(
+            "argym/SWE-v0", {"sandbox": backend, "max_turns": 2, "command_timeout_s": 20}, only=("exploits",)
+        )
+    )
     assert report.failed() == [], report.to_dict()
     assert "scored 0" in report.outcomes[0].evidence

@@ -14,8 +14,10 @@ import shlex
 import pytest
 
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
-PLUGIN = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-          "    out = yield\n    out.get_result().outcome = 'passed'\n")
+PLUGIN = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n"
+)
 # Appended to the package under test: runs when the tests import it, inside the test run's own process.
 GC_HOOK = """
 def _argym_forge():
@@ -58,9 +60,11 @@ def toolz(sample) -> str:
     return next(i for i in sample if i.startswith("pytoolz"))
 
 
-CONFIGS = {"pytest.toml": '[pytest]\naddopts = ["-p", "argym_forge"]\n',
-           ".pytest.toml": '[pytest]\naddopts = ["-p", "argym_forge"]\n',
-           ".pytest.ini": "[pytest]\naddopts = -p argym_forge\n"}
+CONFIGS = {
+    "pytest.toml": '[pytest]\naddopts = ["-p", "argym_forge"]\n',
+    ".pytest.toml": '[pytest]\naddopts = ["-p", "argym_forge"]\n',
+    ".pytest.ini": "[pytest]\naddopts = -p argym_forge\n",
+}
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -71,9 +75,13 @@ def test_a_pytest_config_file_of_any_name_is_not_read(env, sample, name) -> None
 
 def test_a_pytest11_entry_point_in_the_workspace_is_not_loaded(env, sample) -> None:
     meta = "Metadata-Version: 2.1\nName: argym-forge\nVersion: 1.0\n"
-    reward, v = attack(env, toolz(sample), write("argym_forge.py", PLUGIN)
-                       + write("argym_forge-1.0.dist-info/METADATA", meta)
-                       + write("argym_forge-1.0.dist-info/entry_points.txt", "[pytest11]\nforge = argym_forge\n"))
+    reward, v = attack(
+        env,
+        toolz(sample),
+        write("argym_forge.py", PLUGIN)
+        + write("argym_forge-1.0.dist-info/METADATA", meta)
+        + write("argym_forge-1.0.dist-info/entry_points.txt", "[pytest11]\nforge = argym_forge\n"),
+    )
     assert reward == 0.0 and v["FAIL_TO_PASS"]["passed"] == 0, v
 
 
@@ -88,8 +96,12 @@ def test_a_module_shadowing_pytest_is_not_run(env, sample) -> None:
 
 def test_the_agents_git_config_does_not_shape_the_diff(env, sample) -> None:
     # diff.noprefix turns "a/evil/conftest.py" into "evil/conftest.py", which `git apply -p1` wrote at the root
-    reward, v = attack(env, toolz(sample), "git config --global diff.noprefix true; git config --global "
-                       "diff.mnemonicPrefix true; " + write("evil/conftest.py", PLUGIN))
+    reward, v = attack(
+        env,
+        toolz(sample),
+        "git config --global diff.noprefix true; git config --global "
+        "diff.mnemonicPrefix true; " + write("evil/conftest.py", PLUGIN),
+    )
     assert reward == 0.0 and v["FAIL_TO_PASS"]["passed"] == 0, v
     assert "evil/conftest.py" in v["ignored_files"]
 

@@ -8,8 +8,9 @@ import shutil
 import subprocess
 import sys
 
-import argym
 from argym.envs.swe.project import cache_root
+
+import argym
 
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
 
@@ -57,8 +58,9 @@ except Exception as e:
 
 def test_without_pytest_reset_names_the_swe_extra(need, tmp_path) -> None:
     need("process")
-    out = subprocess.run([sys.executable, "-c", NO_PYTEST], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", NO_PYTEST], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["error"] == "MissingDependencyError", (got, out.stderr[-2000:])
     assert "pytest" in got["message"] and "pip install 'argym[swe]'" in got["message"]
@@ -77,8 +79,9 @@ except Exception as e:
 
 
 def test_without_swebench_make_names_the_swe_extra(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-c", NO_SWEBENCH], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", NO_SWEBENCH], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["error"] == "MissingDependencyError", (got, out.stderr[-2000:])
     assert "swebench" in got["message"] and "pip install 'argym[swe]'" in got["message"]

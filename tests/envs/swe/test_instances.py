@@ -7,13 +7,23 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from argym.errors import ConfigError
 from argym.envs.swe.instances import DATA_DIR, SHIPPED, Instance, read_instances, swe_tasks
 from argym.envs.swe.project import base_repo, git
 
-FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS",
-          "PASS_TO_PASS", "version", "environment_setup_commit")
+from argym.errors import ConfigError
+
+FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "version",
+    "environment_setup_commit",
+)
 
 
 def test_shipped_instances_are_many_varied_and_split_by_function() -> None:
@@ -37,7 +47,9 @@ def test_shipped_instances_are_many_varied_and_split_by_function() -> None:
 def test_problem_statements_come_from_the_failing_tests_not_the_diff() -> None:
     for i in read_instances(SHIPPED):
         assert "diff --git" not in i.problem_statement and i.FAIL_TO_PASS[0] in i.problem_statement
-        added = [ln[1:].strip() for ln in i.patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+        added = [
+            ln[1:].strip() for ln in i.patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")
+        ]
         assert not any(len(a) > 20 and a in i.problem_statement for a in added), i.instance_id
 
 
@@ -53,8 +65,17 @@ def test_base_commit_is_rebuilt_exactly_without_history(project: str) -> None:
 
 
 def _row(**over):
-    row = {"instance_id": "x__y-1", "repo": "x/y", "base_commit": "abc", "problem_statement": "p", "patch": "",
-           "test_patch": "", "FAIL_TO_PASS": '["t::a"]', "PASS_TO_PASS": "[]", "sdist": "toolz-1.2.0.tar.gz"}
+    row = {
+        "instance_id": "x__y-1",
+        "repo": "x/y",
+        "base_commit": "abc",
+        "problem_statement": "p",
+        "patch": "",
+        "test_patch": "",
+        "FAIL_TO_PASS": '["t::a"]',
+        "PASS_TO_PASS": "[]",
+        "sdist": "toolz-1.2.0.tar.gz",
+    }
     row.update(over)
     return {k: v for k, v in row.items() if v is not None}
 
@@ -63,9 +84,13 @@ def test_reader_accepts_swebench_rows_and_names_bad_lines(tmp_path) -> None:
     inst = Instance.from_row(_row())  # FAIL_TO_PASS as a JSON string, as in SWE-bench's datasets
     assert inst.FAIL_TO_PASS == ("t::a",) and inst.PASS_TO_PASS == ()
     assert Instance.from_row(_row(FAIL_TO_PASS=["t::b"])).FAIL_TO_PASS == ("t::b",)
-    for bad, match in ((_row(patch=None), "missing SWE-bench field"), (_row(FAIL_TO_PASS="[oops"), "not a JSON list"),
-                       (_row(FAIL_TO_PASS="[]"), "FAIL_TO_PASS is empty"), (_row(sdist=None), "no repository source"),
-                       (_row(version=3), "version must be a string")):
+    for bad, match in (
+        (_row(patch=None), "missing SWE-bench field"),
+        (_row(FAIL_TO_PASS="[oops"), "not a JSON list"),
+        (_row(FAIL_TO_PASS="[]"), "FAIL_TO_PASS is empty"),
+        (_row(sdist=None), "no repository source"),
+        (_row(version=3), "version must be a string"),
+    ):
         path = tmp_path / "bad.jsonl"
         path.write_text(json.dumps(_row()) + "\n\n" + json.dumps(bad) + "\n")
         with pytest.raises(ConfigError, match=match) as e:

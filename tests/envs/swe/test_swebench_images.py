@@ -15,12 +15,12 @@ import subprocess
 import sys
 
 import pytest
-
-import argym
 from argym.envs.swe.instances import SHIPPED, read_instances
 from argym.envs.swe.project import base_repo, git
 from argym.envs.swe.swebench_images import prepared_name, published_image
 from argym.envs.swe.workspace import SWE_IMAGE, _tar_of
+
+import argym
 
 IMAGE = "argym-test/sweb.eval.x86_64.pytoolz_1776_toolz-local:latest"
 HIDDEN = "toolz/tests/test_argym_hidden.py"
@@ -28,18 +28,30 @@ SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
 
 
 def run(command: str) -> str:
-    return f'<tool_call>{json.dumps({"name": "run", "arguments": {"command": command}})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': 'run', 'arguments': {'command': command}})}</tool_call>"
 
 
 def eval_script(base: str, test_patch: str, tests: list[str]) -> str:
     """An eval script shaped like SWE-bench v5's (its markers, its here-document, its test-file resets)."""
     touched = "toolz/tests/test_recipes.py"
-    return "\n".join([
-        "#!/bin/bash", "set -uxo pipefail", "cd /testbed", "git config --global --add safe.directory /testbed",
-        "git status", f"git -c core.fileMode=false diff {base}", f"git checkout {base} {touched}",
-        "git apply -v - <<'EOF_114329324912'", test_patch + "EOF_114329324912",
-        ": '>>>>> Start Test Output'", "python3 -m pytest -rA -p no:cacheprovider " + " ".join(tests),
-        ": '>>>>> End Test Output'", f"git checkout {base} {touched}", ""])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "set -uxo pipefail",
+            "cd /testbed",
+            "git config --global --add safe.directory /testbed",
+            "git status",
+            f"git -c core.fileMode=false diff {base}",
+            f"git checkout {base} {touched}",
+            "git apply -v - <<'EOF_114329324912'",
+            test_patch + "EOF_114329324912",
+            ": '>>>>> Start Test Output'",
+            "python3 -m pytest -rA -p no:cacheprovider " + " ".join(tests),
+            ": '>>>>> End Test Output'",
+            f"git checkout {base} {touched}",
+            "",
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +60,15 @@ def instance_file(need, tmp_path_factory):
     need("docker")
     import docker
 
-    inst = next(i for i in read_instances(SHIPPED) if i.instance_id.startswith("pytoolz__toolz-1.2.0.countby."))
+    inst = next(
+        i for i in read_instances(SHIPPED) if i.instance_id.startswith("pytoolz__toolz-1.2.0.countby.")
+    )
     tmp = tmp_path_factory.mktemp("swebench-image")
     repo = tmp / "testbed"
     shutil.copytree(base_repo(inst.sdist, inst.patch, inst.base_commit), repo, symlinks=True)
-    git(repo, "apply", "-", stdin=inst.patch.encode())  # the future: the fix, reachable from a tag, a remote, the reflog
+    git(
+        repo, "apply", "-", stdin=inst.patch.encode()
+    )  # the future: the fix, reachable from a tag, a remote, the reflog
     git(repo, "commit", "-q", "-a", "--no-gpg-sign", "-m", "future: the fix")
     future = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "tag", "v9.9", future)
@@ -69,12 +85,20 @@ def instance_file(need, tmp_path_factory):
     path, func = inst.FAIL_TO_PASS[0].split("::")
     body = f"from {path.removesuffix('.py').replace('/', '.')} import {func} as check\n\n\ndef test_hidden():\n    check()\n"
     lines = body.splitlines()
-    patch = (f"diff --git a/{HIDDEN} b/{HIDDEN}\nnew file mode 100644\n--- /dev/null\n+++ b/{HIDDEN}\n"
-             f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{ln}\n" for ln in lines))
+    patch = (
+        f"diff --git a/{HIDDEN} b/{HIDDEN}\nnew file mode 100644\n--- /dev/null\n+++ b/{HIDDEN}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{ln}\n" for ln in lines)
+    )
     f2p = [*inst.FAIL_TO_PASS, f"{HIDDEN}::test_hidden"]
-    real = dataclasses.replace(inst, instance_id="pytoolz__toolz-local", sdist="", image=IMAGE, test_patch=patch,
-                               FAIL_TO_PASS=tuple(f2p),
-                               eval_script=eval_script(inst.base_commit, patch, [*f2p, *inst.PASS_TO_PASS]))
+    real = dataclasses.replace(
+        inst,
+        instance_id="pytoolz__toolz-local",
+        sdist="",
+        image=IMAGE,
+        test_patch=patch,
+        FAIL_TO_PASS=tuple(f2p),
+        eval_script=eval_script(inst.base_commit, patch, [*f2p, *inst.PASS_TO_PASS]),
+    )
     rows = tmp / "real.jsonl"
     rows.write_text(json.dumps({**real.to_row(), "log_parser": "parse_log_pytest"}) + "\n")
     yield rows, future
@@ -87,8 +111,14 @@ def instance_file(need, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def env(instance_file):
-    e = argym.make("argym/SWE-v0", tasks=str(instance_file[0]), split="all", sandbox="docker", max_turns=8,
-                   command_timeout_s=30).unwrapped
+    e = argym.make(
+        "argym/SWE-v0",
+        tasks=str(instance_file[0]),
+        split="all",
+        sandbox="docker",
+        max_turns=8,
+        command_timeout_s=30,
+    ).unwrapped
     yield e
     e.close()
 
@@ -96,15 +126,23 @@ def env(instance_file):
 def test_the_future_is_unreachable_and_the_test_patch_unseen(env, instance_file) -> None:
     future = instance_file[1]
     env.reset(seed=0)
-    checks = {"git log --all --format=%H": env.task.meta["instance"]["base_commit"], "git tag": "", "git remote": "",
-              "git reflog --all | wc -l": "0", f"git cat-file -t {future} 2>&1 >/dev/null | grep -c . || true": "1",
-              f"ls {HIDDEN} /eval.sh 2>/dev/null | wc -l": "0",
-              "grep -rl test_argym_hidden /testbed /opt /tmp 2>/dev/null | wc -l": "0",
-              "git status --porcelain | wc -l": "0"}
+    checks = {
+        "git log --all --format=%H": env.task.meta["instance"]["base_commit"],
+        "git tag": "",
+        "git remote": "",
+        "git reflog --all | wc -l": "0",
+        f"git cat-file -t {future} 2>&1 >/dev/null | grep -c . || true": "1",
+        f"ls {HIDDEN} /eval.sh 2>/dev/null | wc -l": "0",
+        "grep -rl test_argym_hidden /testbed /opt /tmp 2>/dev/null | wc -l": "0",
+        "git status --porcelain | wc -l": "0",
+    }
     for command, want in checks.items():
         obs, *_ = env.step(run(command))
         lines = obs[-1]["content"].strip().splitlines()
-        assert lines[0] == "Exit code: 0" and "\n".join(lines[1:]).strip() == want, (command, obs[-1]["content"])
+        assert lines[0] == "Exit code: 0" and "\n".join(lines[1:]).strip() == want, (
+            command,
+            obs[-1]["content"],
+        )
 
 
 def test_null_agent_does_not_resolve(env) -> None:
@@ -120,21 +158,41 @@ def test_snapshot_restores_the_container_copy(env, instance_file) -> None:
     env.reset(seed=0)
     env.step(run("echo kept > note.txt"))
     state = env.snapshot()
-    with argym.make("argym/SWE-v0", tasks=str(instance_file[0]), split="all", sandbox="docker").unwrapped as other:
+    with argym.make(
+        "argym/SWE-v0", tasks=str(instance_file[0]), split="all", sandbox="docker"
+    ).unwrapped as other:
         other.restore(state)
         obs, *_ = other.step(run("cat note.txt && git log --all --format=%H | wc -l"))
         assert obs[-1]["content"].split()[-2:] == ["kept", "1"], obs[-1]["content"]
 
 
 def test_published_image_names_follow_swebench() -> None:
-    assert published_image("django__django-11099") == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    assert (
+        published_image("django__django-11099") == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    )
 
 
 def test_oracle_resolves_through_argym_eval(instance_file, tmp_path) -> None:
     out = tmp_path / "result.json"
-    r = subprocess.run([sys.executable, "-m", "argym.cli", "eval", "argym/SWE-v0", f"tasks={instance_file[0]}",
-                        "split=all", "sandbox=docker", "--agent", "oracle", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "argym.cli",
+            "eval",
+            "argym/SWE-v0",
+            f"tasks={instance_file[0]}",
+            "split=all",
+            "sandbox=docker",
+            "--agent",
+            "oracle",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["mean"] == 1.0 and result["n"] == 1, result
@@ -142,33 +200,48 @@ def test_oracle_resolves_through_argym_eval(instance_file, tmp_path) -> None:
 
 def test_process_backend_refuses_and_a_missing_image_is_named(instance_file, tmp_path, need) -> None:
     need("process")
-    with argym.make("argym/SWE-v0", tasks=str(instance_file[0]), split="all").unwrapped as env:
-        with pytest.raises(argym.ArgymError, match="sandbox=docker"):
-            env.reset(seed=0)
+    with (
+        argym.make("argym/SWE-v0", tasks=str(instance_file[0]), split="all").unwrapped as env,
+        pytest.raises(argym.ArgymError, match="sandbox=docker"),
+    ):
+        env.reset(seed=0)
     row = json.loads(instance_file[0].read_text())
     missing = tmp_path / "missing.jsonl"
     missing.write_text(json.dumps({**row, "image": "argym-test/not-here:latest"}) + "\n")
-    with argym.make("argym/SWE-v0", tasks=str(missing), split="all", sandbox="docker").unwrapped as env:
-        with pytest.raises(argym.ArgymError, match=r"argym-test/not-here:latest.*docker pull"):
-            env.reset(seed=0)
+    with (
+        argym.make("argym/SWE-v0", tasks=str(missing), split="all", sandbox="docker").unwrapped as env,
+        pytest.raises(argym.ArgymError, match=r"argym-test/not-here:latest.*docker pull"),
+    ):
+        env.reset(seed=0)
 
 
-FORGE = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-         "    out = yield\n    out.get_result().outcome = 'passed'\n")
+FORGE = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n"
+)
 STEERING = {  # the row's own test command runs unchanged here, so the diff filter and the on-disk check hold
     "config": {".pytest.ini": "[pytest]\naddopts = -p argym_forge\n"},
-    "entry point": {"argym_forge-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: argym-forge\nVersion: 1.0\n",
-                    "argym_forge-1.0.dist-info/entry_points.txt": "[pytest11]\nforge = argym_forge\n"}}
+    "entry point": {
+        "argym_forge-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: argym-forge\nVersion: 1.0\n",
+        "argym_forge-1.0.dist-info/entry_points.txt": "[pytest11]\nforge = argym_forge\n",
+    },
+}
 
 
 @pytest.mark.parametrize("attack", sorted(STEERING))
 def test_steering_files_do_not_reach_the_rows_own_test_command(env, attack) -> None:
     files = {"argym_forge.py": FORGE, **STEERING[attack]}
-    command = "".join(f"mkdir -p \"$(dirname '{p}')\" && cat > '{p}' <<'ARGYM_EOF'\n{t}ARGYM_EOF\n"
-                      for p, t in files.items())
+    command = "".join(
+        f"mkdir -p \"$(dirname '{p}')\" && cat > '{p}' <<'ARGYM_EOF'\n{t}ARGYM_EOF\n"
+        for p, t in files.items()
+    )
     env.reset(seed=0)
     obs, *_ = env.step(run(command))
     assert obs[-1]["content"].startswith("Exit code: 0"), obs[-1]["content"]
     obs, reward, term, trunc, info = env.step(SUBMIT)
     v = info["verdict"]
-    assert reward == 0.0 and v["FAIL_TO_PASS"]["passed"] == 0 and set(STEERING[attack]) <= set(v["ignored_files"]), v
+    assert (
+        reward == 0.0
+        and v["FAIL_TO_PASS"]["passed"] == 0
+        and set(STEERING[attack]) <= set(v["ignored_files"])
+    ), v

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import argym
 from argym.envs.swe.instances import DATA_DIR, read_instances
 from argym.envs.swe.synth import mutations
 
-SOURCE = '''
+import argym
+
+SOURCE = """
 def f(xs, n=2):
     if not xs:
         return []
@@ -26,14 +26,21 @@ def f(xs, n=2):
 class C:
     def g(self, a):
         return a - 1
-'''
+"""
 
 
 def test_every_operator_yields_parseable_single_function_changes() -> None:
     found = list(mutations(SOURCE, "m.py"))
     ops = {m.op for m in found}
-    assert ops == {"flip_comparison", "off_by_one", "swap_arguments", "drop_branch", "change_constant",
-                   "swap_operator", "remove_return"}
+    assert ops == {
+        "flip_comparison",
+        "off_by_one",
+        "swap_arguments",
+        "drop_branch",
+        "change_constant",
+        "swap_operator",
+        "remove_return",
+    }
     assert {m.function for m in found} == {"f", "C.g"}
     for m in found:
         new = m.apply(SOURCE)
@@ -47,16 +54,32 @@ def test_every_operator_yields_parseable_single_function_changes() -> None:
 def test_synth_cli_makes_instances_the_oracle_resolves(tmp_path, need) -> None:
     need("process")
     out = tmp_path / "toolz.jsonl"
-    cli = [sys.executable, "-m", "argym.cli", "swe", "synth", str(DATA_DIR / "toolz-1.2.0.tar.gz"), "--max", "1",
-           "--seed", "7", "--out", str(out)]
-    r = subprocess.run(cli, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": "0"})
+    cli = [
+        sys.executable,
+        "-m",
+        "argym.cli",
+        "swe",
+        "synth",
+        str(DATA_DIR / "toolz-1.2.0.tar.gz"),
+        "--max",
+        "1",
+        "--seed",
+        "7",
+        "--out",
+        str(out),
+    ]
+    r = subprocess.run(
+        cli, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": "0"}
+    )
     assert r.returncode == 0, r.stderr
     assert "1 instance(s) written" in r.stdout
     (inst,) = read_instances(out)
     assert inst.repo == "pytoolz/toolz" and inst.FAIL_TO_PASS and Path(inst.sdist).is_absolute()
     with argym.make("argym/SWE-v0", tasks=str(out), split="all").unwrapped as env:
         env.reset(seed=0)
-        obs, reward, term, trunc, info = env.step('<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
+        obs, reward, term, trunc, info = env.step(
+            '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
+        )
         assert reward == 0.0
         env.reset(seed=0)
         while True:

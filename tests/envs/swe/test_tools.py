@@ -12,7 +12,8 @@ ID = None
 
 def call(env, name, **args):
     obs, reward, term, trunc, info = env.step(
-        f'<tool_call>{json.dumps({"name": name, "arguments": args})}</tool_call>')
+        f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
+    )
     assert obs[-1]["role"] == "tool" and obs[-1]["name"] == name
     return obs[-1]["content"], info
 
@@ -62,8 +63,13 @@ def test_str_replace_needs_a_unique_match_and_undo_restores(penv) -> None:
     assert "was not found" in out
     out, _ = call(penv, "str_replace", path=path, old_str="return ", new_str="return  ")
     assert "occurs" in out and "times" in out and "unique" in out
-    out, _ = call(penv, "str_replace", path=path, old_str="def groupby(key, seq):",
-                  new_str="def groupby(key, seq):  # edited")
+    out, _ = call(
+        penv,
+        "str_replace",
+        path=path,
+        old_str="def groupby(key, seq):",
+        new_str="def groupby(key, seq):  # edited",
+    )
     assert out.startswith("Edited toolz/itertoolz.py") and "# edited" in out
     out, _ = call(penv, "run", command="grep -c '# edited' toolz/itertoolz.py")
     assert out == "Exit code: 0\n1"
@@ -120,8 +126,12 @@ def test_run_times_out_and_truncates_output(penv) -> None:
 
 def test_malformed_calls_are_observations(penv) -> None:
     fresh(penv)
-    obs, reward, term, trunc, info = penv.step('<tool_call>{"name": "view", "arguments": {"pth": "x"}}</tool_call>')
-    assert obs[-1]["role"] == "tool" and "Invalid arguments for 'view'" in obs[-1]["content"] and reward == 0.0
+    obs, reward, term, trunc, info = penv.step(
+        '<tool_call>{"name": "view", "arguments": {"pth": "x"}}</tool_call>'
+    )
+    assert (
+        obs[-1]["role"] == "tool" and "Invalid arguments for 'view'" in obs[-1]["content"] and reward == 0.0
+    )
     obs, *_ = penv.step('<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>')
     assert "Unknown tool 'rm_rf'" in obs[-1]["content"]
     obs, *_ = penv.step("I think the bug is in groupby.")

@@ -7,17 +7,30 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from argym.agents.renderer import ChatRenderer
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.config import load_config
 from argym.algorithms.sft import oracle_sequences
 
 REPO = Path(__file__).resolve().parents[3]
-TINY = ["policy.tiny.hidden_size=32", "policy.tiny.num_layers=1", "policy.tiny.intermediate_size=64",
-        "policy.tiny.num_heads=2", "warm_start.steps=2", "warm_start.tasks=2", "warm_start.batch_size=2",
-        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=32", "eval.episodes=2",
-        "eval.every=0", "algorithm.micro_batch_size=4", "steps=2", "checkpoint_every=2", "env.kwargs.max_turns=2"]
+TINY = [
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=2",
+    "warm_start.tasks=2",
+    "warm_start.batch_size=2",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_new_tokens=32",
+    "eval.episodes=2",
+    "eval.every=0",
+    "algorithm.micro_batch_size=4",
+    "steps=2",
+    "checkpoint_every=2",
+    "env.kwargs.max_turns=2",
+]
 
 
 def test_oracle_trajectories_mask_tool_outputs(need) -> None:

@@ -16,11 +16,11 @@ import sys
 import types
 
 import pytest
-
-import argym
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
 from argym.envs.tools.calls import ToolCall, format_calls
+
+import argym
 
 FULL = os.environ.get("ARGYM_TEST_FULL") == "1"
 PER_CATEGORY = None if FULL else 60
@@ -63,8 +63,10 @@ def _perturbations(task):
     if not calls:  # irrelevance: any call is wrong
         fn = task.meta["functions"][0]["name"] if task.meta["functions"] else "lookup"
         return [("a call", [(fn, {})])]
-    out = [("wrong function", [(calls[0][0] + "_other", calls[0][1])] + calls[1:]),
-           ("extra call", calls + [calls[0]])]
+    out = [
+        ("wrong function", [(calls[0][0] + "_other", calls[0][1])] + calls[1:]),
+        ("extra call", calls + [calls[0]]),
+    ]
     docs = {f["name"]: f for f in task.meta["functions"]}
     name, args = calls[0]
     required = [p for p in (docs[name]["parameters"].get("required") or []) if p in args]
@@ -113,8 +115,14 @@ def test_irrelevance_wants_no_call_and_unreadable_calls_fail():
 
 
 def test_int_is_accepted_for_float_but_not_bool_for_int():
-    fn = {"name": "f", "parameters": {"type": "dict", "required": ["x", "n"],
-                                      "properties": {"x": {"type": "float"}, "n": {"type": "integer"}}}}
+    fn = {
+        "name": "f",
+        "parameters": {
+            "type": "dict",
+            "required": ["x", "n"],
+            "properties": {"x": {"type": "float"}, "n": {"type": "integer"}},
+        },
+    }
     truth = [{"f": {"x": [2.0], "n": [3]}}]
     assert check_calls([fn], [("f", {"x": 2, "n": 3})], truth).valid
     assert not check_calls([fn], [("f", {"x": 2.0, "n": True})], truth).valid
@@ -122,7 +130,10 @@ def test_int_is_accepted_for_float_but_not_bool_for_int():
 
 
 def test_parallel_calls_match_in_any_order_and_strings_loosely():
-    fn = {"name": "w", "parameters": {"type": "dict", "required": ["city"], "properties": {"city": {"type": "string"}}}}
+    fn = {
+        "name": "w",
+        "parameters": {"type": "dict", "required": ["city"], "properties": {"city": {"type": "string"}}},
+    }
     truth = [{"w": {"city": ["New York, NY"]}}, {"w": {"city": ["Paris"]}}]
     assert check_calls([fn], [("w", {"city": "paris"}), ("w", {"city": "new york ny"})], truth).valid
     assert not check_calls([fn], [("w", {"city": "Paris"}), ("w", {"city": "Paris"})], truth).valid
@@ -134,13 +145,23 @@ def test_tasks_carry_json_schema_tools():
     assert params["type"] == "object" and task.meta["functions"][0]["parameters"]["type"] == "dict"
     env = argym.make("argym/ToolCall-v0", tasks="bfcl/simple")
     obs, _ = env.reset(options={"task": task})
-    assert obs[0]["role"] == "system" and '"calculate_triangle_area"' in obs[0]["content"] and obs[1]["role"] == "user"
+    assert (
+        obs[0]["role"] == "system"
+        and '"calculate_triangle_area"' in obs[0]["content"]
+        and obs[1]["role"] == "user"
+    )
 
 
 def test_bfcl_sources_and_the_unsatisfiable_entries():
     src = bfcl.bfcl_source(["simple", "live_simple"], per_category=3)
-    assert [t.id for t in src.tasks] == ["simple_python_0", "simple_python_1", "simple_python_2",
-                                         "live_simple_0-0-0", "live_simple_1-1-0", "live_simple_2-2-0"]
+    assert [t.id for t in src.tasks] == [
+        "simple_python_0",
+        "simple_python_1",
+        "simple_python_2",
+        "live_simple_0-0-0",
+        "live_simple_1-1-0",
+        "live_simple_2-2-0",
+    ]
     ids = {t.id for c in CATEGORIES for t in bfcl.load_category(c)}
     assert not ids & bfcl.UNSATISFIABLE
     with pytest.raises(argym.ConfigError, match="Unknown BFCL category 'weird'"):
@@ -164,19 +185,43 @@ def test_cli_fetch_unpacks_the_wheel_and_eval_reports_the_oracle(tmp_path):
         (tmp_path / "wheels").mkdir()
         shutil.copy(wheel, tmp_path / "wheels")
     argym_cli = [sys.executable, "-m", "argym.cli"]
-    out = subprocess.run([*argym_cli, "data", "fetch", "bfcl"], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*argym_cli, "data", "fetch", "bfcl"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
-    assert (tmp_path / "bfcl" / bfcl.BFCL_VERSION / "bfcl_eval" / "data" / "BFCL_v4_simple_python.json").is_file()
-    out = subprocess.run([*argym_cli, "eval", "argym/ToolCall-v0", "tasks=bfcl/parallel", "--agent", "oracle",
-                          "--episodes", "10", "--out", str(tmp_path / "r.json")], env=env, capture_output=True,
-                         text=True, timeout=300)
+    assert (
+        tmp_path / "bfcl" / bfcl.BFCL_VERSION / "bfcl_eval" / "data" / "BFCL_v4_simple_python.json"
+    ).is_file()
+    out = subprocess.run(
+        [
+            *argym_cli,
+            "eval",
+            "argym/ToolCall-v0",
+            "tasks=bfcl/parallel",
+            "--agent",
+            "oracle",
+            "--episodes",
+            "10",
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads((tmp_path / "r.json").read_text())
-    assert result["n"] == 10 and result["mean"] == 1.0 and result["grader_versions"]["bfcl-eval"] == bfcl.BFCL_VERSION
+    assert (
+        result["n"] == 10
+        and result["mean"] == 1.0
+        and result["grader_versions"]["bfcl-eval"] == bfcl.BFCL_VERSION
+    )
     assert len(result["grader_versions"]["argym-bfcl-checker"]) == 12
 
 
 # ---- against bfcl_eval's own checker -----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def bfcl_ast_checker():
@@ -184,8 +229,11 @@ def bfcl_ast_checker():
     used only to rename dotted function names for some API models) is replaced by a registry that renames nothing."""
     root = str(bfcl.bfcl_root().parent)
     stub = types.ModuleType("bfcl_eval.constants.model_config")
-    stub.MODEL_CONFIG_MAPPING = type("NoRenaming", (dict,), {
-        "__missing__": lambda self, key: types.SimpleNamespace(underscore_to_dot=False)})()
+    stub.MODEL_CONFIG_MAPPING = type(
+        "NoRenaming",
+        (dict,),
+        {"__missing__": lambda self, key: types.SimpleNamespace(underscore_to_dot=False)},
+    )()
     saved = {k: v for k, v in sys.modules.items() if k.startswith("bfcl_eval")}
     sys.path.insert(0, root)
     sys.modules["bfcl_eval.constants.model_config"] = stub
@@ -207,8 +255,14 @@ def _bfcl_verdict(checker, language, task, calls) -> bool:
     if truth is None:  # BFCL grades irrelevance by "no call decoded", outside the AST checker
         return not calls
     output = [{name: copy.deepcopy(args)} for name, args in calls]
-    result = checker.ast_checker(task.meta["functions"], output, copy.deepcopy(truth), language,
-                                 bfcl.CATEGORIES[task.meta["category"]], "argym")
+    result = checker.ast_checker(
+        task.meta["functions"],
+        output,
+        copy.deepcopy(truth),
+        language,
+        bfcl.CATEGORIES[task.meta["category"]],
+        "argym",
+    )
     return bool(result["valid"])
 
 
@@ -231,10 +285,16 @@ def test_unsatisfiable_entries_fail_bfcl_eval_too(bfcl_ast_checker):
         category = task_id.rsplit("_", 1)[0]
         stem = bfcl.CATEGORIES[category]
         row = next(json.loads(ln) for ln in (data / f"BFCL_v4_{stem}.json").open() if f'"{task_id}"' in ln)
-        truth = next(json.loads(ln)["ground_truth"] for ln in (data / "possible_answer" / f"BFCL_v4_{stem}.json").open()
-                     if f'"{task_id}"' in ln)
-        task = argym.Task(id=task_id, prompt=(), meta={"functions": row["function"], "ground_truth": truth,
-                                                     "category": category})
+        truth = next(
+            json.loads(ln)["ground_truth"]
+            for ln in (data / "possible_answer" / f"BFCL_v4_{stem}.json").open()
+            if f'"{task_id}"' in ln
+        )
+        task = argym.Task(
+            id=task_id,
+            prompt=(),
+            meta={"functions": row["function"], "ground_truth": truth, "category": category},
+        )
         calls = bfcl.oracle_calls(task)
         assert not _bfcl_verdict(checker, language, task, calls), task_id
         assert not check_calls(row["function"], calls, truth).valid

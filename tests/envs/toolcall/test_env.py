@@ -12,16 +12,18 @@ import signal
 import time
 
 import pytest
-
-import argym
 from argym.agents.scripted import OracleAgent, RandomAgent
 from argym.envs.executors import Executors
 from argym.envs.sandbox.base import Sandbox, SandboxError
 from argym.envs.toolcall.executable import KINDS, executable_source, make_task
 from argym.envs.toolcall.tools import tool_pool
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                                 reason="bubblewrap is not installed (apt-get install bubblewrap)")
+import argym
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (apt-get install bubblewrap)",
+)
 
 
 def _call(name: str, **arguments) -> str:
@@ -81,8 +83,19 @@ def test_a_worked_episode_with_real_tools(env):
     obs, reward, terminated, truncated, info = env.step(_call("kv_get", key=key))
     assert obs[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "kv_get", "content": store[key]}
     assert (reward, terminated, truncated) == (0.0, False, False) and info["verdict"]["format_ok"]
-    obs, *_ = env.step({"role": "assistant", "content": "", "tool_calls": [
-        {"id": "abc", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6 * (3 + 4)"}'}}]})
+    obs, *_ = env.step(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "abc",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"expression": "6 * (3 + 4)"}'},
+                }
+            ],
+        }
+    )
     assert obs[-1]["tool_call_id"] == "abc" and obs[-1]["content"] == "42"
     _, _, terminated, _, info = env.step(f"The total is {int(task.answer):,}.")  # right, but not saved yet
     assert terminated and not info["success"] and info["verdict"]["correct"] is True
@@ -104,13 +117,19 @@ def test_wrong_final_answer_scores_zero(env):
 def test_weekday_answers_must_name_one_day(env):
     task = _task("anniversary_weekday")
     other = next(d for d in ("Monday", "Tuesday") if d != task.answer)
-    for text, ok in ((f"It was a {task.answer}.", True), (f"{task.answer} or {other}", False), ("no idea", False)):
+    for text, ok in (
+        (f"It was a {task.answer}.", True),
+        (f"{task.answer} or {other}", False),
+        ("no idea", False),
+    ):
         env.reset(options={"task": task})
         assert env.step(text)[4]["success"] is ok
 
 
 def test_shaping_weights_add_format_and_call_parts():
-    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", format_weight=0.1, call_weight=-0.01)
+    env = argym.make(
+        "argym/ToolCall-v0", tasks="executable(test_size=5)", format_weight=0.1, call_weight=-0.01
+    )
     env.reset(options={"task": _task("order_total")})
     _, reward, _, _, info = env.step(_call("kv_get", key="nope") + _call("calculator", expression="1+1"))
     assert info["reward_parts"] == {"format": 0.0, "calls": -0.02} and reward == pytest.approx(-0.02)
@@ -124,26 +143,34 @@ BIG = "x" * 1_000_000
 DEEP = "[" * 5000 + "]" * 5000
 
 
-@pytest.mark.parametrize("action, expected", [
-    ('{"name": "calculator", "arguments": {"expression": "1+1"', "not valid JSON"),
-    ('{"name": "calculator", "arguments": {"expression": "1+1"}} thanks!', "Text after the tool call JSON"),
-    (_call("fly", to="moon"), "Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set."),
-    (_call("kv_get"), "missing required argument 'key'"),
-    (_call("calculator", expression=12), "argument 'expression' must be string, got a number"),
-    (_call("kv_get", key="a", extra=1), "unknown argument 'extra'"),
-    (_call("calculator", expression="1+1") * 10_000, "10,000 tool calls; at most 32"),
-    ('{"name": "kv_get", "arguments": {"key": ' + DEEP + "}}", "nested too deeply"),
-    (_call("kv_get", key=BIG), "over the limit of 100,000 characters"),
-    (_call("calculator", expression="1/0"), "calculator failed: Division by zero."),
-    (_call("calculator", expression="__import__('os').system('true')"), "calculator failed: Unsupported"),
-    (_call("calculator", expression="9**9**9"), "calculator failed: The power is too large."),
-    (_call("kv_get", key="price:unobtainium"), "kv_get failed: No key 'price:unobtainium'"),
-])
+@pytest.mark.parametrize(
+    "action, expected",
+    [
+        ('{"name": "calculator", "arguments": {"expression": "1+1"', "not valid JSON"),
+        (
+            '{"name": "calculator", "arguments": {"expression": "1+1"}} thanks!',
+            "Text after the tool call JSON",
+        ),
+        (_call("fly", to="moon"), "Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set."),
+        (_call("kv_get"), "missing required argument 'key'"),
+        (_call("calculator", expression=12), "argument 'expression' must be string, got a number"),
+        (_call("kv_get", key="a", extra=1), "unknown argument 'extra'"),
+        (_call("calculator", expression="1+1") * 10_000, "10,000 tool calls; at most 32"),
+        ('{"name": "kv_get", "arguments": {"key": ' + DEEP + "}}", "nested too deeply"),
+        (_call("kv_get", key=BIG), "over the limit of 100,000 characters"),
+        (_call("calculator", expression="1/0"), "calculator failed: Division by zero."),
+        (_call("calculator", expression="__import__('os').system('true')"), "calculator failed: Unsupported"),
+        (_call("calculator", expression="9**9**9"), "calculator failed: The power is too large."),
+        (_call("kv_get", key="price:unobtainium"), "kv_get failed: No key 'price:unobtainium'"),
+    ],
+)
 def test_bad_calls_become_error_observations(env, action, expected):
     env.reset(options={"task": _task("order_total")})
     obs, reward, terminated, truncated, info = env.step(action)
     assert not terminated and not truncated and reward == 0.0 and not info["infra_failure"]
-    assert expected in obs[-1]["content"] and obs[-1]["content"].startswith(("Error:", "Your tool call could not"))
+    assert expected in obs[-1]["content"] and obs[-1]["content"].startswith(
+        ("Error:", "Your tool call could not")
+    )
     assert not info["verdict"]["format_ok"] and any(expected in e for e in info["verdict"]["errors"])
     obs, reward, terminated, *_ = env.step(_call("calculator", expression="2+3"))  # the episode goes on
     assert obs[-1]["content"] == "5" and not terminated
@@ -152,13 +179,22 @@ def test_bad_calls_become_error_observations(env, action, expected):
 def test_valid_calls_in_a_turn_run_even_when_another_is_bad(env):
     env.reset(options={"task": _task("order_total")})
     obs, *_ = env.step(_call("calculator", expression="2*21") + _call("fly"))
-    assert [m["content"] for m in obs[-2:]] == ["42", "Error: Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set."]
+    assert [m["content"] for m in obs[-2:]] == [
+        "42",
+        "Error: Unknown tool 'fly'. Available tools: calculator, kv_get, kv_set.",
+    ]
 
 
-@pytest.mark.parametrize("expression, expected", [
-    ("round(1, -10**8)", "ndigits must be an integer"), ("round(1, -10**7)", "ndigits must be an integer"),
-    ("-" * 999 + "1", "nested too deeply"), ("1e999 - 1e999", "out of range"), ("99 ** 99 ** 99", "too large"),
-])
+@pytest.mark.parametrize(
+    "expression, expected",
+    [
+        ("round(1, -10**8)", "ndigits must be an integer"),
+        ("round(1, -10**7)", "ndigits must be an integer"),
+        ("-" * 999 + "1", "nested too deeply"),
+        ("1e999 - 1e999", "out of range"),
+        ("99 ** 99 ** 99", "too large"),
+    ],
+)
 def test_hostile_calculator_calls_return_at_once_with_a_clear_observation(env, expression, expected):
     env.reset(options={"task": _task("order_total")})
     t0 = time.perf_counter()
@@ -170,7 +206,9 @@ def test_hostile_calculator_calls_return_at_once_with_a_clear_observation(env, e
 
 def test_stateless_tools_run_in_worker_processes():
     with tool_pool(workers=1) as pool:
-        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", executors=Executors(tools=pool))
+        env = argym.make(
+            "argym/ToolCall-v0", tasks="executable(test_size=5)", executors=Executors(tools=pool)
+        )
         env.reset(options={"task": _task("order_total")})
         obs, *_ = env.step(_call("calculator", expression="6*7"))
         assert obs[-1]["content"] == "42"
@@ -180,8 +218,12 @@ def test_stateless_tools_run_in_worker_processes():
 
 def test_a_tool_past_its_deadline_is_the_agents_failure_and_the_episode_goes_on():
     with tool_pool(workers=1) as pool:
-        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", timeout_s=0.5,
-                         executors=Executors(tools=pool))
+        env = argym.make(
+            "argym/ToolCall-v0",
+            tasks="executable(test_size=5)",
+            timeout_s=0.5,
+            executors=Executors(tools=pool),
+        )
         env.reset(options={"task": _task("order_total")})
         env.step(_call("calculator", expression="1+1"))
         (worker,) = pool._all
@@ -197,7 +239,9 @@ def test_a_tool_past_its_deadline_is_the_agents_failure_and_the_episode_goes_on(
 
 def test_a_tool_worker_that_dies_is_an_infrastructure_failure():
     with tool_pool(workers=1) as pool:
-        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", executors=Executors(tools=pool))
+        env = argym.make(
+            "argym/ToolCall-v0", tasks="executable(test_size=5)", executors=Executors(tools=pool)
+        )
         env.reset(options={"task": _task("order_total")})
         env.step(_call("calculator", expression="1+1"))
         (worker,) = pool._all
@@ -236,6 +280,7 @@ def test_turn_limit_ends_with_reward_zero():
 
 
 # ---- tasks, splits, snapshots ---------------------------------------------------------------------
+
 
 def test_tasks_are_seeded_and_splits_disjoint():
     src = executable_source(test_size=100)
@@ -276,7 +321,9 @@ class _BrokenSandbox(Sandbox):
 
 
 def test_a_sandbox_that_fails_is_an_infrastructure_failure():
-    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)", sandbox=_BrokenSandbox())
+    env = argym.make(
+        "argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)", sandbox=_BrokenSandbox()
+    )
     env.reset(options={"task": _task("prime_count")})
     _, reward, terminated, _, info = env.step(_call("python", code="print(1)"))
     assert info["infra_failure"] and terminated and reward == 0.0
@@ -286,13 +333,17 @@ def test_a_sandbox_that_fails_is_an_infrastructure_failure():
 def test_schemas_can_be_left_to_the_agents_template():
     env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", schemas_in_prompt=False)
     obs, _ = env.reset(options={"task": _task("order_total")})
-    assert obs[0]["content"].startswith("Tools: kv_get, kv_set, calculator.") and '"parameters"' not in obs[0]["content"]
+    assert (
+        obs[0]["content"].startswith("Tools: kv_get, kv_set, calculator.")
+        and '"parameters"' not in obs[0]["content"]
+    )
     assert env.unwrapped.task.tools[0]["function"]["name"] == "kv_get"  # what the rollout engine renders with
 
 
 def test_a_real_sandbox_whose_bubblewrap_fails_is_an_infrastructure_failure(broken_bwrap_sandbox):
-    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)",
-                     sandbox=broken_bwrap_sandbox)
+    env = argym.make(
+        "argym/ToolCall-v0", tasks="executable(test_size=3,kinds=prime_count)", sandbox=broken_bwrap_sandbox
+    )
     env.reset(options={"task": _task("prime_count")})
     _, reward, terminated, _, info = env.step(_call("python", code="print(1)"))
     assert info["infra_failure"] and terminated and reward == 0.0

@@ -24,12 +24,26 @@ QWEN_TOOLS = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
 )
-TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
-CALL = {"role": "assistant", "content": "", "tool_calls": [
-    {"id": "c1", "type": "function", "function": {"name": "add", "arguments": json.dumps({"a": 1, "b": 2})}}]}
-CONVERSATION = [{"role": "user", "content": "1+2?"}, CALL,
-                {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "3"},
-                {"role": "assistant", "content": "3"}]
+TOOLS = [
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+]
+CALL = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "add", "arguments": json.dumps({"a": 1, "b": 2})},
+        }
+    ],
+}
+CONVERSATION = [
+    {"role": "user", "content": "1+2?"},
+    CALL,
+    {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "3"},
+    {"role": "assistant", "content": "3"},
+]
 
 
 def test_fallback_writes_calls_as_hermes_tags_the_env_reads_back():
@@ -44,7 +58,11 @@ def test_fallback_writes_calls_as_hermes_tags_the_env_reads_back():
     ids, mask = conversation_ids(renderer, CONVERSATION, tools=TOOLS)
     policy = tok.decode([i for i, m in zip(ids, mask) if m])
     env = tok.decode([i for i, m in zip(ids, mask) if not m])
-    assert "<tool_call>" in policy and "<|im_start|>tool\n3<|im_end|>" in env and "tool" not in policy.replace("tool_call", "")
+    assert (
+        "<tool_call>" in policy
+        and "<|im_start|>tool\n3<|im_end|>" in env
+        and "tool" not in policy.replace("tool_call", "")
+    )
 
 
 def test_native_template_renders_its_own_tools_and_calls():
@@ -56,7 +74,12 @@ def test_native_template_renders_its_own_tools_and_calls():
     assert prompt.startswith("<|im_start|>system\n# Tools\n<tools>") and '"name": "add"' in prompt
     ids, mask = conversation_ids(renderer, CONVERSATION, tools=TOOLS)
     full = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
-    assert tok.decode(ids) == full.rstrip("\n")  # token-exact with the template rendering the whole conversation
+    assert tok.decode(ids) == full.rstrip(
+        "\n"
+    )  # token-exact with the template rendering the whole conversation
     policy = tok.decode([i for i, m in zip(ids, mask) if m])
-    assert policy == '\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|>3<|im_end|>'
+    assert (
+        policy
+        == '\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|>3<|im_end|>'
+    )
     assert "<tool_response>" not in policy

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from argym.agents.renderer import ChatRenderer
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.config import load_config
@@ -16,12 +15,28 @@ from argym.algorithms.sft import oracle_sequences
 REPO = Path(__file__).resolve().parents[3]
 # order_total tasks: kv_get, calculator and kv_set, no sandbox; a policy this small still needs many warm-start steps
 # before it writes a readable call, so the rollouts sample at a low temperature
-TINY = ["policy.tiny.hidden_size=64", "policy.tiny.num_layers=2", "policy.tiny.intermediate_size=128",
-        "policy.tiny.num_heads=2", "warm_start.steps=200", "warm_start.tasks=32",
-        "warm_start.batch_size=8", "warm_start.lr=0.005", "rollout.tasks_per_step=2", "rollout.group_size=2",
-        "rollout.max_new_tokens=96", "rollout.temperature=0.2",
-        "algorithm.temperature=0.2", "eval.episodes=2", "eval.every=0", "algorithm.micro_batch_size=4", "steps=2",
-        "checkpoint_every=2", "env.kwargs.tasks=executable(test_size=4,kinds=order_total)", "env.kwargs.max_turns=3"]
+TINY = [
+    "policy.tiny.hidden_size=64",
+    "policy.tiny.num_layers=2",
+    "policy.tiny.intermediate_size=128",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=200",
+    "warm_start.tasks=32",
+    "warm_start.batch_size=8",
+    "warm_start.lr=0.005",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_new_tokens=96",
+    "rollout.temperature=0.2",
+    "algorithm.temperature=0.2",
+    "eval.episodes=2",
+    "eval.every=0",
+    "algorithm.micro_batch_size=4",
+    "steps=2",
+    "checkpoint_every=2",
+    "env.kwargs.tasks=executable(test_size=4,kinds=order_total)",
+    "env.kwargs.max_turns=3",
+]
 
 
 def test_oracle_trajectories_mask_tool_results():
@@ -51,4 +66,6 @@ def test_two_grpo_steps_through_real_tool_executions(tmp_path, fit_two_steps) ->
                 tool_turns += 1
                 assert m["content"] in tok.decode(t.token_ids) and m["content"] not in policy_text
         assert "<|im_start|>tool" not in policy_text
-    assert tool_turns > 0, [t.messages[2:] for t in seen]  # the warm-started policy called tools that really ran
+    assert tool_turns > 0, [
+        t.messages[2:] for t in seen
+    ]  # the warm-started policy called tools that really ran

@@ -7,12 +7,12 @@ import warnings
 from fractions import Fraction
 
 import pytest
-from gymnasium.utils.env_checker import check_env
-
-import argym
 from argym.agents.scripted import OracleAgent
 from argym.envs.wrappers import DecomposeReasoner, NotCheckable, check_subquestion, safe_eval
 from argym.envs.wrappers.decompose import FINAL_PROMPT
+from gymnasium.utils.env_checker import check_env
+
+import argym
 
 TASKS = "arithmetic(digits=2,ops=+*,terms=3)"
 
@@ -36,8 +36,11 @@ def oracle_actions(env, seed=0):
     """The oracle's actions on the episode of `seed` (sub-answers as the oracle gives them)."""
     env.reset(seed=seed)
     steps = env.get_wrapper_attr("known_steps")
-    return ["\n".join(s["expr"] for s in steps), *[str(s["value"]) for s in steps],
-            f"\\boxed{{{env.unwrapped.task.answer}}}"]
+    return [
+        "\n".join(s["expr"] for s in steps),
+        *[str(s["value"]) for s in steps],
+        f"\\boxed{{{env.unwrapped.task.answer}}}",
+    ]
 
 
 def test_wrapper_passes_check_env():
@@ -63,7 +66,11 @@ def test_oracle_episode_gets_outcome_plus_full_process_reward():
     assert len(rewards) == 1 + len(steps) + 1 and rewards[:-1] == [0.0] * (len(rewards) - 1)
     assert [i["step_score"] for i in infos[1:-1]] == [1.0] * len(steps)
     assert infos[-1]["reward_parts"] == {"outcome": 1.0, "process": pytest.approx(0.5)}
-    assert rewards[-1] == pytest.approx(1.5) and infos[-1]["success"] and infos[-1]["step_rewards"] == [1.0] * len(steps)
+    assert (
+        rewards[-1] == pytest.approx(1.5)
+        and infos[-1]["success"]
+        and infos[-1]["step_rewards"] == [1.0] * len(steps)
+    )
     assert obs[-2]["content"] == FINAL_PROMPT
 
 
@@ -79,7 +86,7 @@ def test_step_rewards_and_min_form_on_scripted_episodes():
     assert last[1][4]["step_score"] == 0.0 and last[-1][4]["step_rewards"][0] == 0.0
     assert last[-1][4]["reward_parts"]["outcome"] == 1.0 and last[-1][4]["reward_parts"]["process"] < 1e-3
     # padding: three extra trivial sub-questions, all answered right, change nothing
-    padded = [good[0] + "\n1 + 1\n2 + 2\n3 + 3", *good[1:1 + len(steps)], "2", "4", "6", good[-1]]
+    padded = [good[0] + "\n1 + 1\n2 + 2\n3 + 3", *good[1 : 1 + len(steps)], "2", "4", "6", good[-1]]
     pad_last = play(env, padded)[-1]
     assert pad_last[4]["step_rewards"] == [1.0] * (len(steps) + 3)
     assert pad_last[1] == pytest.approx(full[1]) == pytest.approx(1.5)
@@ -102,7 +109,9 @@ def test_uncheckable_subquestions_are_rejected_with_a_reason():
     assert "intermediate quantities" in rejected["1 + 1"] and "bare number" in rejected["42"]
     assert "repeats" in rejected[first]
     assert [a["text"] for a in info["verdict"]["accepted"]] == [first]
-    assert "Rejected '1 / 0': it divides by zero." in obs[-1]["content"] and obs[-1]["content"].endswith(f"{first} =")
+    assert "Rejected '1 / 0': it divides by zero." in obs[-1]["content"] and obs[-1]["content"].endswith(
+        f"{first} ="
+    )
     assert env.get_wrapper_attr("step_scores") == [0.0] * 6 and (r, term, trunc) == (0.0, False, False)
 
 
@@ -110,8 +119,10 @@ def test_named_quantities_of_word_problems_are_checkable():
     env = argym.make("argym/DecomposeReasoner-v0", tasks="word_problems")
     env.reset(seed=1)
     steps = env.get_wrapper_attr("known_steps")
-    obs, *_ , info = env.step(steps[0]["name"])
-    assert info["verdict"]["accepted"][0]["kind"] == "quantity" and obs[-1]["content"] == f"{steps[0]['name']} ="
+    obs, *_, info = env.step(steps[0]["name"])
+    assert (
+        info["verdict"]["accepted"][0]["kind"] == "quantity" and obs[-1]["content"] == f"{steps[0]['name']} ="
+    )
     _, _, _, _, info = env.step(f"It is {steps[0]['value']}.")
     assert info["step_score"] == 1.0
 
@@ -147,8 +158,12 @@ def test_snapshot_restores_the_exact_state_in_a_fresh_instance():
 def test_safe_eval_is_exact_and_bounded():
     assert safe_eval("38 * 12 + 7") == 463 and safe_eval("(1 + 2) / 4") == Fraction(3, 4)
     assert safe_eval("0.1 + 0.2") == Fraction(3, 10) and safe_eval("-3 × 2") == -6
-    for bad, reason in [("__import__('os')", "only numbers"), ("9" * 20 + " * " + "9" * 20, "too large"),
-                        ("1 +", "not an arithmetic"), ("x" * 300, "longer than")]:
+    for bad, reason in [
+        ("__import__('os')", "only numbers"),
+        ("9" * 20 + " * " + "9" * 20, "too large"),
+        ("1 +", "not an arithmetic"),
+        ("x" * 300, "longer than"),
+    ]:
         with pytest.raises(NotCheckable, match=reason):
             safe_eval(bad)
     with pytest.raises(NotCheckable, match="quantities"):
@@ -179,12 +194,17 @@ def test_wrapper_kwargs_are_checked():
 
 def test_oracle_decomposition_asks_a_repeated_step_once():
     from argym.envs.math.arithmetic import evaluation_steps
+
     from argym.types import Task
 
     steps = evaluation_steps([8, 4, 8, 4], ["*", "+", "*"])
     assert [s["expr"] for s in steps] == ["8 * 4", "8 * 4", "8 * 4 + 8 * 4"]
-    task = Task(id="twice", prompt=({"role": "user", "content": "What is 8 * 4 + 8 * 4? Put the final answer in \\boxed{}."},),
-                answer="64", meta={"steps": steps})
+    task = Task(
+        id="twice",
+        prompt=({"role": "user", "content": "What is 8 * 4 + 8 * 4? Put the final answer in \\boxed{}."},),
+        answer="64",
+        meta={"steps": steps},
+    )
     env = make()
     obs, _ = env.reset(options={"task": task})
     agent = OracleAgent()

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
-import argym
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.word_problems import TEMPLATES, word_problem_source
 from argym.envs.wrappers import safe_eval
 
+import argym
 
-@pytest.mark.parametrize("source", [arithmetic_source(digits=2, ops="+-*", terms=5), word_problem_source(max_number=15)])
+
+@pytest.mark.parametrize(
+    "source", [arithmetic_source(digits=2, ops="+-*", terms=5), word_problem_source(max_number=15)]
+)
 def test_every_step_evaluates_to_its_value_and_the_last_is_the_answer(source):
     for task in source.take("train", 200):
         steps = task.meta["steps"]
