@@ -10,6 +10,12 @@ import difflib
 from gymnasium.error import ResetNeeded
 
 
+def did_you_mean(name: str, choices: list[str] | tuple[str, ...], n: int = 3) -> str:
+    """`" Did you mean: a, b?"` for the choices close to `name` (a typo), else `""`: the tail of an error."""
+    close = difflib.get_close_matches(str(name), list(choices), n=n, cutoff=0.4)
+    return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
 class ArgymError(Exception):
     """Base class of every error argym raises on purpose."""
 
@@ -26,8 +32,7 @@ class UnknownEnvError(ArgymError, KeyError):
     """An env id that is not registered; the message lists the close matches."""
 
     def __init__(self, env_id: str, known: list[str]):
-        close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.4)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        hint = did_you_mean(env_id, known)
         super().__init__(
             f"No environment {env_id!r} is registered.{hint} "
             f"Registered argym envs: {', '.join(sorted(known))} (`argym envs` lists them)."

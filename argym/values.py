@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from argym.errors import ConfigError
+
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -31,3 +33,17 @@ def parse_value(text: str) -> Any:
     except yaml.YAMLError:
         return text
     return value if value is None or isinstance(value, (str, int, float, bool)) else text
+
+
+def parse_pair(text: str, example: str = "max_attempts=3", dotted: bool = False) -> tuple[str, Any]:
+    """``"key=value"`` → ``("key", parse_value("value"))``; `ConfigError` naming `example` otherwise.
+
+    The key is a Python identifier, or with `dotted` a dotted path of them (``algorithm.lr``), so a
+    stray word or a value without its key is refused rather than read as something else.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    parts = key.split(".") if dotted else [key]
+    if not sep or not all(p.isidentifier() for p in parts):
+        raise ConfigError(f"expected key=value (e.g. {example}), got {text!r}.")
+    return key, parse_value(raw)

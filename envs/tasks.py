@@ -25,7 +25,7 @@ import numpy as np
 
 from argym.errors import ConfigError, TaskNotFoundError
 from argym.types import Task
-from argym.values import parse_value
+from argym.values import parse_pair
 
 SPLITS = ("train", "test", "all")
 
@@ -213,10 +213,11 @@ def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
     kwargs: dict[str, Any] = {}
     if args and args.strip():
         for part in args.split(","):
-            if "=" not in part:
-                raise ConfigError(f"Task source argument {part.strip()!r} in {spec!r} is not key=value.")
-            k, v = part.split("=", 1)
-            kwargs[k.strip()] = parse_value(v)
+            try:
+                key, value = parse_pair(part, example="digits=2")
+            except ConfigError as e:
+                raise ConfigError(f"Task source {spec!r}: {e}") from None
+            kwargs[key] = value
     return name, kwargs
 
 

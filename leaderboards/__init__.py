@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from argym.errors import ConfigError
 from argym.leaderboards.board import Board, Row, parse_date, rank
 from argym.leaderboards.store import ENV_VAR, SCHEMA_VERSION, Store, StoreError, default_path
 from argym.leaderboards.submission import BoardKey, Submission, SubmissionError, validate
+
+from argym.errors import ConfigError
 
 DB = str | os.PathLike[str] | None
 _ABSENT = object()
@@ -35,27 +36,59 @@ def submit(result: Any, *, db: DB = None) -> dict[str, Any]:
         return store.submit(result)
 
 
-def boards(env_id: str | None = None, split: str | None = None, *, db: DB = None, key: str | None = None,
-           env_kwargs: dict[str, Any] | None = None, best_per_agent: bool = False, agent: str | None = None,
-           since: Any = None, until: Any = None) -> list[Board]:
+def boards(
+    env_id: str | None = None,
+    split: str | None = None,
+    *,
+    db: DB = None,
+    key: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    best_per_agent: bool = False,
+    agent: str | None = None,
+    since: Any = None,
+    until: Any = None,
+) -> list[Board]:
     """Every board, each with its ranked rows; optionally only those of one env, split, key prefix, or
     whose env kwargs include `env_kwargs` (``{"max_attempts": 2}`` keeps the boards with max_attempts=2)."""
     since, until = parse_date(since, "since"), parse_date(until, "until")  # a bad date fails even on no rows
     with Store(db) as store:
         out = []
         for b in store.boards():
-            if (env_id and b["env_id"] != env_id) or (split and b["split"] != split) or \
-                    (key and not b["key"].startswith(key)) or \
-                    any(b["kwargs"].get(k, _ABSENT) != v for k, v in (env_kwargs or {}).items() if k != "split"):
+            if (
+                (env_id and b["env_id"] != env_id)
+                or (split and b["split"] != split)
+                or (key and not b["key"].startswith(key))
+                or any(
+                    b["kwargs"].get(k, _ABSENT) != v for k, v in (env_kwargs or {}).items() if k != "split"
+                )
+            ):
                 continue
-            rows = rank(store.rows(b["key"]), best_per_agent=best_per_agent, agent=agent, since=since, until=until)
-            out.append(Board(key=b["key"], env_id=b["env_id"], split=b["split"], label=b["label"], spec=b["spec"],
-                             env_kwargs=b["kwargs"], rows=rows))
+            rows = rank(
+                store.rows(b["key"]), best_per_agent=best_per_agent, agent=agent, since=since, until=until
+            )
+            out.append(
+                Board(
+                    key=b["key"],
+                    env_id=b["env_id"],
+                    split=b["split"],
+                    label=b["label"],
+                    spec=b["spec"],
+                    env_kwargs=b["kwargs"],
+                    rows=rows,
+                )
+            )
         return out
 
 
-def board(env_id: str, split: str = "test", *, db: DB = None, key: str | None = None,
-          env_kwargs: dict[str, Any] | None = None, **filters: Any) -> list[Row]:
+def board(
+    env_id: str,
+    split: str = "test",
+    *,
+    db: DB = None,
+    key: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    **filters: Any,
+) -> list[Row]:
     """The ranked rows of `env_id`'s board on `split`.
 
     An env has one board per board key (env kwargs, task set, graders,
@@ -66,8 +99,10 @@ def board(env_id: str, split: str = "test", *, db: DB = None, key: str | None = 
     found = boards(env_id, split, db=db, key=key, env_kwargs=env_kwargs, **filters)
     if len(found) > 1:
         listing = "; ".join(f"{b.key}: {b.label}" for b in found)
-        raise ConfigError(f"{len(found)} boards match {env_id!r} split {split!r}; pass key= or env_kwargs= "
-                          f"to pick one: {listing}")
+        raise ConfigError(
+            f"{len(found)} boards match {env_id!r} split {split!r}; pass key= or env_kwargs= "
+            f"to pick one: {listing}"
+        )
     return found[0].rows if found else []
 
 
@@ -77,5 +112,20 @@ def submission(sub_id: int, *, db: DB = None) -> dict[str, Any] | None:
         return store.submission(sub_id)
 
 
-__all__ = ["Board", "BoardKey", "ENV_VAR", "Row", "SCHEMA_VERSION", "Store", "StoreError", "Submission",
-           "SubmissionError", "board", "boards", "default_path", "submission", "submit", "validate"]
+__all__ = [
+    "ENV_VAR",
+    "SCHEMA_VERSION",
+    "Board",
+    "BoardKey",
+    "Row",
+    "Store",
+    "StoreError",
+    "Submission",
+    "SubmissionError",
+    "board",
+    "boards",
+    "default_path",
+    "submission",
+    "submit",
+    "validate",
+]

@@ -11,7 +11,7 @@ filters select by agent (substring) and submission date.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from argym.errors import ConfigError
@@ -66,8 +66,15 @@ class Board:
     rows: list[Row]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "env_id": self.env_id, "split": self.split, "label": self.label,
-                "spec": self.spec, "env_kwargs": self.env_kwargs, "rows": [r.to_dict() for r in self.rows]}
+        return {
+            "key": self.key,
+            "env_id": self.env_id,
+            "split": self.split,
+            "label": self.label,
+            "spec": self.spec,
+            "env_kwargs": self.env_kwargs,
+            "rows": [r.to_dict() for r in self.rows],
+        }
 
 
 def _sort_key(r: dict[str, Any]) -> tuple:
@@ -76,22 +83,30 @@ def _sort_key(r: dict[str, Any]) -> tuple:
 
 def parse_date(value: str | datetime | None, what: str) -> datetime | None:
     if value is None or isinstance(value, datetime):
-        return value if value is None or value.tzinfo else value.replace(tzinfo=timezone.utc)  # type: ignore[union-attr]
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)  # type: ignore[union-attr]
     try:
         d = datetime.fromisoformat(str(value))
     except ValueError as e:
         raise ConfigError(f"{what} must be a date like 2026-11-30 or 2026-11-30T12:00, got {value!r}.") from e
-    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+    return d if d.tzinfo else d.replace(tzinfo=UTC)
 
 
-def rank(raw: list[dict[str, Any]], *, best_per_agent: bool = False, agent: str | None = None,
-         since: str | datetime | None = None, until: str | datetime | None = None) -> list[Row]:
+def rank(
+    raw: list[dict[str, Any]],
+    *,
+    best_per_agent: bool = False,
+    agent: str | None = None,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+) -> list[Row]:
     """Filter and rank a board's stored rows (`Store.rows`)."""
     lo, hi = parse_date(since, "since"), parse_date(until, "until")
     rows = [r for r in raw if agent is None or agent.lower() in r["agent"].lower()]
     if lo or hi:
+
         def when(r: dict[str, Any]) -> datetime:
             return parse_date(r["submitted_at"], "submitted_at")  # type: ignore[return-value]
+
         rows = [r for r in rows if (lo is None or when(r) >= lo) and (hi is None or when(r) <= hi)]
     rows.sort(key=_sort_key)
     if best_per_agent:
@@ -105,11 +120,30 @@ def rank(raw: list[dict[str, Any]], *, best_per_agent: bool = False, agent: str 
     out: list[Row] = []
     for i, r in enumerate(rows):
         leader = rows[0]
-        out.append(Row(rank=i + 1, id=r["id"], agent=r["agent"], score=r["score"], ci_low=r["ci_low"],
-                       ci_high=r["ci_high"], n=r["n"], n_tasks=r["n_tasks"], samples_per_task=r["samples_per_task"],
-                       mean_reward=r["mean_reward"], infra_failures=r["infra_failures"],
-                       submitted_at=r["submitted_at"], seed=r["seed"],
-                       overlaps_leader=i > 0 and r["ci_high"] >= leader["ci_low"] and r["ci_low"] <= leader["ci_high"],
-                       pass_at_k=r["pass_at_k"], agent_info=r["agent_info"], training_run=r["training_run"],
-                       argym_version=r["argym_version"], git_commit=r["git_commit"], wall_s=r["wall_s"]))
+        out.append(
+            Row(
+                rank=i + 1,
+                id=r["id"],
+                agent=r["agent"],
+                score=r["score"],
+                ci_low=r["ci_low"],
+                ci_high=r["ci_high"],
+                n=r["n"],
+                n_tasks=r["n_tasks"],
+                samples_per_task=r["samples_per_task"],
+                mean_reward=r["mean_reward"],
+                infra_failures=r["infra_failures"],
+                submitted_at=r["submitted_at"],
+                seed=r["seed"],
+                overlaps_leader=i > 0
+                and r["ci_high"] >= leader["ci_low"]
+                and r["ci_low"] <= leader["ci_high"],
+                pass_at_k=r["pass_at_k"],
+                agent_info=r["agent_info"],
+                training_run=r["training_run"],
+                argym_version=r["argym_version"],
+                git_commit=r["git_commit"],
+                wall_s=r["wall_s"],
+            )
+        )
     return out

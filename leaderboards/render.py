@@ -17,6 +17,8 @@ from typing import Any
 
 from argym.leaderboards.board import Board, Row
 
+from argym.files import write_atomic
+
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:1100px;
  padding:0 1rem;color:#1d2330;background:#fafbfc}
@@ -50,21 +52,27 @@ def fmt_ci(r: Row) -> str:
 
 def _bar(r: Row) -> str:
     lo, hi, s = (100 * v for v in (r.ci_low, r.ci_high, r.score))
-    return (f'<div class="bar" title="{r.score:.3f} {fmt_ci(r)}"><i style="left:{lo:.1f}%;width:{hi - lo:.1f}%">'
-            f'</i><b style="left:calc({s:.1f}% - 1px)"></b></div>')
+    return (
+        f'<div class="bar" title="{r.score:.3f} {fmt_ci(r)}"><i style="left:{lo:.1f}%;width:{hi - lo:.1f}%">'
+        f'</i><b style="left:calc({s:.1f}% - 1px)"></b></div>'
+    )
 
 
 def _page(title: str, body: str, extra_class: str = "") -> str:
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            f'content="width=device-width,initial-scale=1"><title>{_e(title)}</title><style>{CSS}</style>'
-            f'</head><body class="{extra_class}">{body}</body></html>\n')
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+        f'content="width=device-width,initial-scale=1"><title>{_e(title)}</title><style>{CSS}</style>'
+        f'</head><body class="{extra_class}">{body}</body></html>\n'
+    )
 
 
 def board_table(b: Board, link: Callable[[Row], str]) -> str:
     """One board as an HTML table; `link(row)` is the href of a row's detail."""
-    head = ('<tr><th class="num">#</th><th>agent</th><th class="num">score</th><th class="num">95% interval</th>'
-            '<th></th><th class="num">n</th><th class="num">tasks &times; k</th><th class="num">mean reward</th>'
-            "<th>pass@k</th><th>submitted</th></tr>")
+    head = (
+        '<tr><th class="num">#</th><th>agent</th><th class="num">score</th><th class="num">95% interval</th>'
+        '<th></th><th class="num">n</th><th class="num">tasks &times; k</th><th class="num">mean reward</th>'
+        "<th>pass@k</th><th>submitted</th></tr>"
+    )
     rows = []
     for r in b.rows:
         cls = "leader" if r.rank == 1 else ("tied" if r.overlaps_leader else "")
@@ -75,28 +83,41 @@ def board_table(b: Board, link: Callable[[Row], str]) -> str:
             f'<td class="num">{r.score:.3f}</td><td class="num">{fmt_ci(r)}</td><td>{_bar(r)}</td>'
             f'<td class="num">{r.n}</td><td class="num">{r.n_tasks} &times; {r.samples_per_task}</td>'
             f'<td class="num">{r.mean_reward:.3f}</td><td>{pk}</td><td>{_e(r.submitted_at[:16].replace("T", " "))}</td>'
-            f"</tr>")
-    return (f'<section class="board" id="board-{_e(b.key)}"><h2>{_e(b.label)}</h2>'
-            f'<div class="key">board {_e(b.key)} &middot; task set {_e(b.spec.get("task_set", ""))} &middot; graders '
-            f'{_e(json.dumps(b.spec.get("grader_versions", {})))}</div>'
-            f'<table class="rows"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></section>')
+            f"</tr>"
+        )
+    return (
+        f'<section class="board" id="board-{_e(b.key)}"><h2>{_e(b.label)}</h2>'
+        f'<div class="key">board {_e(b.key)} &middot; task set {_e(b.spec.get("task_set", ""))} &middot; graders '
+        f"{_e(json.dumps(b.spec.get('grader_versions', {})))}</div>"
+        f'<table class="rows"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></section>'
+    )
 
 
 def detail_html(sub: dict[str, Any], anchor: str = "", back: str = "") -> str:
     """A submission's provenance and per-episode results, as an HTML fragment."""
     board = sub["board"]
     facts = {
-        "submission": sub["id"], "agent": sub["agent"], "agent kind": sub["agent_info"].get("kind", ""),
-        "model": sub["agent_info"].get("model", ""), "weights fingerprint": sub["agent_info"].get("fingerprint", ""),
+        "submission": sub["id"],
+        "agent": sub["agent"],
+        "agent kind": sub["agent_info"].get("kind", ""),
+        "model": sub["agent_info"].get("model", ""),
+        "weights fingerprint": sub["agent_info"].get("fingerprint", ""),
         "training run": json.dumps(sub["training_run"]) if sub["training_run"] else "",
         "score": f"{sub['score']:.4f}",
         f"{round(sub['confidence'] * 100)}% interval": f"[{sub['ci_low']:.4f}, {sub['ci_high']:.4f}]",
-        "mean reward": f"{sub['mean_reward']:.4f}", "episodes (scored)": sub["n"],
-        "infra failures": sub["infra_failures"], "pass@k": json.dumps(sub["pass_at_k"]) if sub["pass_at_k"] else "",
-        "env": board["env_id"], "env kwargs": json.dumps(sub.get("env_kwargs", board["env_kwargs"])),
-        "split": board["split"], "task set (split)": board["task_set"], "tasks evaluated": sub.get("task_hash", ""),
+        "mean reward": f"{sub['mean_reward']:.4f}",
+        "episodes (scored)": sub["n"],
+        "infra failures": sub["infra_failures"],
+        "pass@k": json.dumps(sub["pass_at_k"]) if sub["pass_at_k"] else "",
+        "env": board["env_id"],
+        "env kwargs": json.dumps(sub.get("env_kwargs", board["env_kwargs"])),
+        "split": board["split"],
+        "task set (split)": board["task_set"],
+        "tasks evaluated": sub.get("task_hash", ""),
         "graders": json.dumps(board["grader_versions"]),
-        "sampling": json.dumps(board["sampling"]), "seed": sub["seed"], "argym": sub["argym_version"],
+        "sampling": json.dumps(board["sampling"]),
+        "seed": sub["seed"],
+        "argym": sub["argym_version"],
         "git commit": sub.get("git_commit") or "",
         "wall time (s)": sub.get("wall_s") if sub.get("wall_s") is not None else "",
         "submitted": sub["submitted_at"],
@@ -108,45 +129,62 @@ def detail_html(sub: dict[str, Any], anchor: str = "", back: str = "") -> str:
             cls, word = "infra", "infra failure"
         else:
             cls, word = ("ok", "pass") if e["success"] else ("bad", "fail")
-        eps.append(f'<tr><td>{_e(e["task_id"])}</td><td class="num">{e["sample"]}</td><td class="{cls}">{word}</td>'
-                   f'<td class="num">{e["reward"]:.3f}</td><td class="num">{e["turns"]}</td>'
-                   f'<td class="num">{e["tokens"]}</td></tr>')
+        eps.append(
+            f'<tr><td>{_e(e["task_id"])}</td><td class="num">{e["sample"]}</td><td class="{cls}">{word}</td>'
+            f'<td class="num">{e["reward"]:.3f}</td><td class="num">{e["turns"]}</td>'
+            f'<td class="num">{e["tokens"]}</td></tr>'
+        )
     back_link = f'<p><a href="{_e(back)}">&larr; all boards</a></p>' if back else ""
     anchor = anchor or f"sub-{sub['id']}"
-    return (f'<section class="detail" id="{_e(anchor)}">{back_link}'
-            f'<h2>Submission {sub["id"]}: {_e(sub["agent"])}</h2><dl>{dl}</dl>'
-            f'<table class="episodes"><thead><tr><th>task</th><th>sample</th><th>result</th><th>reward</th>'
-            f'<th>turns</th><th>tokens</th></tr></thead><tbody>{"".join(eps)}</tbody></table></section>')
+    return (
+        f'<section class="detail" id="{_e(anchor)}">{back_link}'
+        f"<h2>Submission {sub['id']}: {_e(sub['agent'])}</h2><dl>{dl}</dl>"
+        f'<table class="episodes"><thead><tr><th>task</th><th>sample</th><th>result</th><th>reward</th>'
+        f"<th>turns</th><th>tokens</th></tr></thead><tbody>{''.join(eps)}</tbody></table></section>"
+    )
 
 
-LEGEND = ('<p class="legend">Ranked by score (success rate), ties broken by the interval\'s lower bound. '
-          '&asymp; marks a row whose 95% interval overlaps the leader\'s. Click an agent for its provenance and '
-          'per-episode results.</p>')
+LEGEND = (
+    '<p class="legend">Ranked by score (success rate), ties broken by the interval\'s lower bound. '
+    "&asymp; marks a row whose 95% interval overlaps the leader's. Click an agent for its provenance and "
+    "per-episode results.</p>"
+)
 
 
 def filter_form(query: dict[str, str]) -> str:
     """A GET form for the served page's filters (agent, dates, best per agent); no script needed."""
+
     def field(name: str, label: str, kind: str = "text") -> str:
-        return (f'<label>{label} <input name="{name}" type="{kind}" value="{_e(query.get(name) or "")}" '
-                f'size="14"></label> ')
+        return (
+            f'<label>{label} <input name="{name}" type="{kind}" value="{_e(query.get(name) or "")}" '
+            f'size="14"></label> '
+        )
+
     best = " checked" if query.get("best") in ("1", "true", "yes", "on") else ""
-    return (f'<form class="filters" method="get" action="/">{field("env", "env")}{field("agent", "agent")}'
-            f'{field("since", "since", "date")}{field("until", "until", "date")}'
-            f'<label><input name="best" type="checkbox" value="1"{best}> best per agent</label> '
-            f'<button type="submit">filter</button> <a href="/">clear</a></form>')
+    return (
+        f'<form class="filters" method="get" action="/">{field("env", "env")}{field("agent", "agent")}'
+        f"{field('since', 'since', 'date')}{field('until', 'until', 'date')}"
+        f'<label><input name="best" type="checkbox" value="1"{best}> best per agent</label> '
+        f'<button type="submit">filter</button> <a href="/">clear</a></form>'
+    )
 
 
-def boards_html(boards: list[Board], details: list[dict[str, Any]] | None = None,
-                link: Callable[[Row], str] = lambda r: f"#sub-{r.id}", title: str = "argym leaderboards",
-                query: dict[str, str] | None = None) -> str:
+def boards_html(
+    boards: list[Board],
+    details: list[dict[str, Any]] | None = None,
+    link: Callable[[Row], str] = lambda r: f"#sub-{r.id}",
+    title: str = "argym leaderboards",
+    query: dict[str, str] | None = None,
+) -> str:
     """The boards page. With `details` (a static export) every submission's detail is in the page;
     with `query` (the server) a filter form is on top."""
     n = sum(len(b.rows) for b in boards)
-    body = [f"<h1>{_e(title)}</h1><p class=\"sub\">{len(boards)} board(s), {n} submission(s)</p>", LEGEND]
+    body = [f'<h1>{_e(title)}</h1><p class="sub">{len(boards)} board(s), {n} submission(s)</p>', LEGEND]
     if query is not None:
         body.append(filter_form(query))
-    body += [board_table(b, link) for b in boards] or ["<p>No submissions yet: run <code>argym eval ENV "
-                                                       "--agent SPEC --submit</code>.</p>"]
+    body += [board_table(b, link) for b in boards] or [
+        "<p>No submissions yet: run <code>argym eval ENV --agent SPEC --submit</code>.</p>"
+    ]
     body += [detail_html(d, back="#") for d in details or []]
     return _page(title, "".join(body))
 
@@ -157,12 +195,7 @@ def submission_page(sub: dict[str, Any], back: str = "/") -> str:
 
 def write_html(path: str | Path, boards: list[Board], details: list[dict[str, Any]]) -> Path:
     """Write the static, offline page (renamed into place, so a reader never sees half of it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(boards_html(boards, details), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, boards_html(boards, details))
 
 
 def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
@@ -176,8 +209,9 @@ def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     shown = [b for b in boards if b.rows] or boards
     heights = [max(1.2, 0.35 * min(len(b.rows), top) + 0.9) for b in shown] or [1.2]
-    fig, axes = plt.subplots(len(heights), 1, figsize=(9, sum(heights)), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(heights), 1, figsize=(9, sum(heights)), squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
     for ax, b in zip(axes[:, 0], shown):
         rows = b.rows[:top][::-1]  # leader at the top
         ys = list(range(len(rows)))
@@ -192,11 +226,10 @@ def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("success rate (95% interval)")
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    try:
+        return write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    finally:
+        plt.close(fig)
 
 
 def print_boards(boards: list[Board], console: Any = None) -> None:
@@ -212,19 +245,46 @@ def print_boards(boards: list[Board], console: Any = None) -> None:
 
     for b in boards:
         has_k = any(r.pass_at_k for r in b.rows)
-        table = Table(title=b.label, caption=f"board {b.key} · ≈ interval overlaps the leader's",
-                      title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-        cols = [("#", "right"), ("agent", "left"), ("score", "right"), ("95% interval", "right"), ("n", "right")] + \
-               ([("tasks×k", "right"), ("pass@k", "left")] if has_k else []) + \
-               [("reward", "right"), ("date", "left"), ("id", "right")]
+        table = Table(
+            title=b.label,
+            caption=f"board {b.key} · ≈ interval overlaps the leader's",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1),
+        )
+        cols = (
+            [("#", "right"), ("agent", "left"), ("score", "right"), ("95% interval", "right"), ("n", "right")]
+            + ([("tasks×k", "right"), ("pass@k", "left")] if has_k else [])
+            + [("reward", "right"), ("date", "left"), ("id", "right")]
+        )
         for col, just in cols:
-            table.add_column(col, justify=just, no_wrap=col != "agent",  # type: ignore[arg-type]
-                             min_width=14 if col == "agent" else None, overflow="fold")
+            table.add_column(
+                col,
+                justify=just,
+                no_wrap=col != "agent",  # type: ignore[arg-type]
+                min_width=14 if col == "agent" else None,
+                overflow="fold",
+            )
         for r in b.rows:
             mark = "≈" if r.overlaps_leader else ""
-            pk = [f"{r.n_tasks}×{r.samples_per_task}", " ".join(f"{k}={v:.3f}" for k, v in r.pass_at_k.items())] \
-                if has_k else []
-            table.add_row(f"{r.rank}{mark}", r.display_agent, f"{r.score:.3f}", fmt_ci(r), str(r.n), *pk,
-                          f"{r.mean_reward:.3f}", r.submitted_at[:10], str(r.id),
-                          style="bold" if r.rank == 1 else None)
+            pk = (
+                [
+                    f"{r.n_tasks}×{r.samples_per_task}",
+                    " ".join(f"{k}={v:.3f}" for k, v in r.pass_at_k.items()),
+                ]
+                if has_k
+                else []
+            )
+            table.add_row(
+                f"{r.rank}{mark}",
+                r.display_agent,
+                f"{r.score:.3f}",
+                fmt_ci(r),
+                str(r.n),
+                *pk,
+                f"{r.mean_reward:.3f}",
+                r.submitted_at[:10],
+                str(r.id),
+                style="bold" if r.rank == 1 else None,
+            )
         console.print(table)

@@ -39,9 +39,11 @@ log = logging.getLogger(__name__)
 
 # The pages need inline CSS (a <style> block and style attributes) and nothing else: no script, no
 # outside resource; forms submit only to this server.
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
-       "base-uri 'none'; frame-ancestors 'none'")
-MAX_ID = 2 ** 63 - 1  # SQLite's largest INTEGER: a longer id names no submission
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+MAX_ID = 2**63 - 1  # SQLite's largest INTEGER: a longer id names no submission
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -76,17 +78,21 @@ class _Handler(BaseHTTPRequestHandler):
         if api:
             self._json({"error": f"no {what}"}, HTTPStatus.NOT_FOUND)
         else:
-            self._send(HTTPStatus.NOT_FOUND, f"<!doctype html><title>not found</title><p>No {html.escape(what)}. "
-                       f'<a href="/">All boards</a></p>', "text/html")
+            self._send(
+                HTTPStatus.NOT_FOUND,
+                f"<!doctype html><title>not found</title><p>No {html.escape(what)}. "
+                f'<a href="/">All boards</a></p>',
+                "text/html",
+            )
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         """Route the request; an unexpected fault is logged and answered with a 500, never a dropped connection."""
         self._responded = False
         try:
             self._route()
         except (BrokenPipeError, ConnectionResetError):  # the client went away: nobody to answer
             return
-        except Exception as e:  # noqa: BLE001 -- the last line of defence, by design
+        except Exception as e:
             log.exception("board server: %s %r failed", self.command, self.path)
             if self._responded:  # a response already started: it cannot be replaced, only cut
                 self.close_connection = True
@@ -95,15 +101,23 @@ class _Handler(BaseHTTPRequestHandler):
             if urlparse(self.path).path.startswith("/api/"):
                 self._json({"error": f"internal error: {reason}"}, HTTPStatus.INTERNAL_SERVER_ERROR)
             else:
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, "<!doctype html><title>internal error</title>"
-                           f"<p>Internal error: {html.escape(reason)}. See the server log.</p>", "text/html")
+                self._send(
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    "<!doctype html><title>internal error</title>"
+                    f"<p>Internal error: {html.escape(reason)}. See the server log.</p>",
+                    "text/html",
+                )
 
     def _route(self) -> None:
         url = urlparse(self.path)
         path = unquote(url.path).rstrip("/") or "/"
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        filters = {"agent": q.get("agent"), "since": q.get("since"), "until": q.get("until"),
-                   "best_per_agent": q.get("best") in ("1", "true", "yes", "on")}
+        filters = {
+            "agent": q.get("agent"),
+            "since": q.get("since"),
+            "until": q.get("until"),
+            "best_per_agent": q.get("best") in ("1", "true", "yes", "on"),
+        }
         try:
             if path == "/":
                 found = load_boards(db=self.db, env_id=q.get("env"), split=q.get("split"), **filters)
@@ -119,8 +133,13 @@ class _Handler(BaseHTTPRequestHandler):
                 elif not found:
                     self._not_found(f"board {m.group(1)}", True)
                 else:
-                    self._json({"error": f"key prefix {m.group(1)} matches {len(found)} boards",
-                                "keys": [b.key for b in found]}, HTTPStatus.BAD_REQUEST)
+                    self._json(
+                        {
+                            "error": f"key prefix {m.group(1)} matches {len(found)} boards",
+                            "keys": [b.key for b in found],
+                        },
+                        HTTPStatus.BAD_REQUEST,
+                    )
             elif m := re.fullmatch(r"/(api/)?submissions/([0-9]+)", path):
                 digits = m.group(2).lstrip("0") or "0"
                 sub_id = int(digits) if len(digits) <= len(str(MAX_ID)) else MAX_ID + 1
@@ -148,7 +167,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = _read_only
 
 
-def make_server(db: str | Path | None = None, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:
+def make_server(
+    db: str | Path | None = None, host: str = "127.0.0.1", port: int = 8765
+) -> ThreadingHTTPServer:
     """A server bound to `host:port` (port 0 picks a free one: see ``server.server_address``)."""
     with Store(db) as store:  # create or migrate the file once, up front
         path = store.path
@@ -158,8 +179,9 @@ def make_server(db: str | Path | None = None, host: str = "127.0.0.1", port: int
     return server
 
 
-def serve_in_thread(db: str | Path | None = None, host: str = "127.0.0.1",
-                    port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+def serve_in_thread(
+    db: str | Path | None = None, host: str = "127.0.0.1", port: int = 0
+) -> tuple[ThreadingHTTPServer, str]:
     """Start a server in a daemon thread; returns it and its base URL (tests, notebooks)."""
     server = make_server(db, host, port)
     threading.Thread(target=server.serve_forever, daemon=True).start()

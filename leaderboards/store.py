@@ -17,20 +17,21 @@ kept beside it (``*.v1.bak``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import contextlib
 import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from argym.leaderboards.submission import Submission, SubmissionError, canonical, validate
+
 from argym.errors import ArgymError
-from argym.leaderboards.submission import BoardKey, Submission, SubmissionError, canonical, validate
 
 SCHEMA_VERSION = 2
 ENV_VAR = "ARGYM_LEADERBOARD"
@@ -89,7 +90,7 @@ def default_path() -> Path:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _retry(fn: Callable[[], T], attempts: int = 50) -> T:
@@ -98,7 +99,7 @@ def _retry(fn: Callable[[], T], attempts: int = 50) -> T:
         try:
             return fn()
         except sqlite3.OperationalError as e:
-            if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
+            if ("locked" not in str(e) and "busy" not in str(e)) or i == attempts - 1:
                 raise
             time.sleep(min(0.5, 0.01 * 2 ** min(i, 6)) * (0.5 + random.random()))
     raise AssertionError("unreachable")
@@ -119,14 +120,16 @@ class Store:
             _retry(self._open_schema)
         except sqlite3.DatabaseError as e:
             self._conn.close()
-            raise StoreError(f"{self.path} is not a usable argym leaderboard ({e}). Point --db or "
-                             f"${ENV_VAR} at another file, or move this one away.") from e
+            raise StoreError(
+                f"{self.path} is not a usable argym leaderboard ({e}). Point --db or "
+                f"${ENV_VAR} at another file, or move this one away."
+            ) from e
 
     # ---- lifecycle ------------------------------------------------------------------
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -152,8 +155,10 @@ class Store:
         if version == SCHEMA_VERSION:
             return
         if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} was written by a newer argym (schema {version}; this argym reads up "
-                             f"to {SCHEMA_VERSION}). Upgrade argym: pip install -U argym.")
+            raise StoreError(
+                f"{self.path} was written by a newer argym (schema {version}; this argym reads up "
+                f"to {SCHEMA_VERSION}). Upgrade argym: pip install -U argym."
+            )
         backup = self.path.with_name(self.path.name + ".v1.bak")
         if version == 1 and not backup.exists():  # SQLite's backup API: consistent even with a WAL
             with contextlib.closing(sqlite3.connect(backup)) as dst:
@@ -163,7 +168,9 @@ class Store:
             if version == 0:
                 tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
                 if tables:
-                    raise StoreError(f"{self.path} holds tables but no argym schema version; not touching it.")
+                    raise StoreError(
+                        f"{self.path} holds tables but no argym schema version; not touching it."
+                    )
                 _run_script(db, SCHEMA_V2)
             elif version == 1:
                 _migrate_v1(db)
@@ -202,10 +209,14 @@ class Store:
         if r is None:
             return None
         out = _row(r)
-        eps = self._conn.execute("SELECT task_id, sample, success, reward, turns, tokens, infra_failure "
-                                 "FROM episodes WHERE submission_id = ? ORDER BY idx", (int(sub_id),)).fetchall()
-        out["episodes"] = [{**dict(e), "success": bool(e["success"]), "infra_failure": bool(e["infra_failure"])}
-                           for e in eps]
+        eps = self._conn.execute(
+            "SELECT task_id, sample, success, reward, turns, tokens, infra_failure "
+            "FROM episodes WHERE submission_id = ? ORDER BY idx",
+            (int(sub_id),),
+        ).fetchall()
+        out["episodes"] = [
+            {**dict(e), "success": bool(e["success"]), "infra_failure": bool(e["infra_failure"])} for e in eps
+        ]
         return out
 
     def count(self) -> int:
@@ -223,23 +234,64 @@ def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[
     old = db.execute("SELECT id FROM submissions WHERE uid = ?", (sub.uid,)).fetchone()
     if old is not None:
         return {"id": int(old[0]), "board": key.key, "label": key.label(), "created": False}
-    db.execute("INSERT OR IGNORE INTO boards (key, env_id, split, label, spec, kwargs) VALUES (?, ?, ?, ?, ?, ?)",
-               (key.key, key.env_id, key.split, key.label(), canonical(key.spec()),
-                canonical(key.display_kwargs or key.env_kwargs)))
+    db.execute(
+        "INSERT OR IGNORE INTO boards (key, env_id, split, label, spec, kwargs) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            key.key,
+            key.env_id,
+            key.split,
+            key.label(),
+            canonical(key.spec()),
+            canonical(key.display_kwargs or key.env_kwargs),
+        ),
+    )
     info = sub.agent_info
     cur = db.execute(
         "INSERT INTO submissions (uid, board_key, submitted_at, agent, agent_kind, model, fingerprint, score, "
         "ci_low, ci_high, confidence, mean_reward, n, n_tasks, infra_failures, seed, argym_version, git_commit, "
         "wall_s, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (sub.uid, key.key, submitted_at, sub.agent, info.get("kind"), info.get("model"), info.get("fingerprint"),
-         sub.score, sub.ci_low, sub.ci_high, sub.confidence, sub.mean_reward, sub.n, sub.n_tasks,
-         sub.infra_failures, sub.seed, sub.argym_version, sub.git_commit, sub.wall_s, canonical(sub.provenance())))
+        (
+            sub.uid,
+            key.key,
+            submitted_at,
+            sub.agent,
+            info.get("kind"),
+            info.get("model"),
+            info.get("fingerprint"),
+            sub.score,
+            sub.ci_low,
+            sub.ci_high,
+            sub.confidence,
+            sub.mean_reward,
+            sub.n,
+            sub.n_tasks,
+            sub.infra_failures,
+            sub.seed,
+            sub.argym_version,
+            sub.git_commit,
+            sub.wall_s,
+            canonical(sub.provenance()),
+        ),
+    )
     sub_id = int(cur.lastrowid)
     db.executemany(
         "INSERT INTO episodes (submission_id, idx, task_id, sample, success, reward, turns, tokens, infra_failure) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(sub_id, i, e["task_id"], e["sample"], int(e["success"]), e["reward"], e["turns"], e["tokens"],
-          int(e["infra_failure"])) for i, e in enumerate(sub.episodes)])
+        [
+            (
+                sub_id,
+                i,
+                e["task_id"],
+                e["sample"],
+                int(e["success"]),
+                e["reward"],
+                e["turns"],
+                e["tokens"],
+                int(e["infra_failure"]),
+            )
+            for i, e in enumerate(sub.episodes)
+        ],
+    )
     return {"id": sub_id, "board": key.key, "label": key.label(), "created": True}
 
 
@@ -273,7 +325,9 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
         try:
             sub = validate(result, check_env=False)
         except SubmissionError as e:
-            raise StoreError(f"cannot migrate version-1 submission {r['id']}: {e} The file is unchanged; "
-                             f"a copy is beside it (*.v1.bak).") from e
+            raise StoreError(
+                f"cannot migrate version-1 submission {r['id']}: {e} The file is unchanged; "
+                f"a copy is beside it (*.v1.bak)."
+            ) from e
         _insert(db, sub, r["created"])
     db.execute("DROP TABLE submissions_v1")

@@ -26,7 +26,6 @@ given are used.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -34,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from argym.errors import ArgymError
+from argym.errors import ArgymError, did_you_mean
 from argym.stats import pass_at_k, success_interval
 
 TOLERANCE = 1e-6
@@ -64,9 +63,16 @@ class BoardKey:
     """The kwargs as submitted (tasks included), for the label only; not part of the key."""
 
     def spec(self) -> dict[str, Any]:
-        return {"env_id": self.env_id, "env_kwargs": self.env_kwargs, "split": self.split,
-                "task_set": self.task_set, "grader_versions": self.grader_versions, "metric": self.metric,
-                "samples_per_task": self.samples_per_task, "sampling": self.sampling}
+        return {
+            "env_id": self.env_id,
+            "env_kwargs": self.env_kwargs,
+            "split": self.split,
+            "task_set": self.task_set,
+            "grader_versions": self.grader_versions,
+            "metric": self.metric,
+            "samples_per_task": self.samples_per_task,
+            "sampling": self.sampling,
+        }
 
     @property
     def key(self) -> str:
@@ -81,7 +87,9 @@ class BoardKey:
         """One line for a human: env, kwargs, split, metric, sampling."""
         kw = " ".join(f"{k}={v}" for k, v in sorted((self.display_kwargs or self.env_kwargs).items()))
         s = self.sampling
-        samp = f"T={s.get('temperature', '?')}" + (f" top_p={s['top_p']}" if s.get("top_p", 1.0) != 1.0 else "")
+        samp = f"T={s.get('temperature', '?')}" + (
+            f" top_p={s['top_p']}" if s.get("top_p", 1.0) != 1.0 else ""
+        )
         k = f" k={self.samples_per_task}" if self.samples_per_task > 1 else ""
         return f"{self.env_id} {kw}".strip() + f" | split={self.split} | {self.metric}{k} | {samp}"
 
@@ -113,13 +121,27 @@ class Submission:
 
     def provenance(self) -> dict[str, Any]:
         """Everything but the episodes, as stored beside the row."""
-        return {"board": self.key.spec(), "env_kwargs": self.env_kwargs, "task_hash": self.task_hash,
-                "agent": self.agent, "agent_info": self.agent_info,
-                "score": self.score, "ci_low": self.ci_low, "ci_high": self.ci_high,
-                "confidence": self.confidence, "mean_reward": self.mean_reward, "n": self.n,
-                "n_tasks": self.n_tasks, "infra_failures": self.infra_failures, "pass_at_k": self.pass_at_k,
-                "seed": self.seed, "training_run": self.training_run, "argym_version": self.argym_version,
-                "git_commit": self.git_commit, "wall_s": self.wall_s}
+        return {
+            "board": self.key.spec(),
+            "env_kwargs": self.env_kwargs,
+            "task_hash": self.task_hash,
+            "agent": self.agent,
+            "agent_info": self.agent_info,
+            "score": self.score,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "confidence": self.confidence,
+            "mean_reward": self.mean_reward,
+            "n": self.n,
+            "n_tasks": self.n_tasks,
+            "infra_failures": self.infra_failures,
+            "pass_at_k": self.pass_at_k,
+            "seed": self.seed,
+            "training_run": self.training_run,
+            "argym_version": self.argym_version,
+            "git_commit": self.git_commit,
+            "wall_s": self.wall_s,
+        }
 
     @property
     def uid(self) -> str:
@@ -133,9 +155,26 @@ def canonical(obj: Any) -> str:
 
 # ---- field checks ----------------------------------------------------------------------
 
-REQUIRED = ("env_id", "env_kwargs", "split", "task_hash", "grader_versions", "samples_per_task", "sampling",
-            "n", "n_tasks", "mean", "ci_low", "ci_high", "mean_reward", "infra_failures", "seed", "agent",
-            "argym_version", "episodes")
+REQUIRED = (
+    "env_id",
+    "env_kwargs",
+    "split",
+    "task_hash",
+    "grader_versions",
+    "samples_per_task",
+    "sampling",
+    "n",
+    "n_tasks",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "mean_reward",
+    "infra_failures",
+    "seed",
+    "agent",
+    "argym_version",
+    "episodes",
+)
 EPISODE_FIELDS = ("task_id", "success", "reward", "turns", "tokens")
 
 
@@ -174,7 +213,9 @@ def _dict(d: dict[str, Any], name: str) -> dict[str, Any]:
     try:
         return json.loads(canonical(v))
     except (TypeError, ValueError) as e:
-        raise SubmissionError(f"{name!r} must hold plain JSON values (finite numbers, strings, lists, maps): {e}.")
+        raise SubmissionError(
+            f"{name!r} must hold plain JSON values (finite numbers, strings, lists, maps): {e}."
+        ) from None
 
 
 def _bool(d: dict[str, Any], name: str, where: str) -> bool:
@@ -190,16 +231,19 @@ def _check_env(env_id: str) -> None:
     import argym  # noqa: F401  (registers argym's envs)
 
     if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.4)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise SubmissionError(f"Unknown env {env_id!r}: it is not registered, so its results cannot be ranked."
-                              f"{hint} (`argym envs` lists the registered envs.)")
+        hint = did_you_mean(env_id, list(gym.registry))
+        raise SubmissionError(
+            f"Unknown env {env_id!r}: it is not registered, so its results cannot be ranked."
+            f"{hint} (`argym envs` lists the registered envs.)"
+        )
 
 
 def _close(name: str, submitted: float, recomputed: float) -> None:
     if abs(submitted - recomputed) > TOLERANCE:
-        raise SubmissionError(f"{name!r} is {submitted:.6g} but its episodes give {recomputed:.6g}: the summary "
-                              f"does not match the per-episode results. Submit the evaluation result unchanged.")
+        raise SubmissionError(
+            f"{name!r} is {submitted:.6g} but its episodes give {recomputed:.6g}: the summary "
+            f"does not match the per-episode results. Submit the evaluation result unchanged."
+        )
 
 
 def validate(result: Any, *, check_env: bool = True) -> Submission:
@@ -207,12 +251,16 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
     if hasattr(result, "to_dict") and not isinstance(result, dict):
         result = result.to_dict()
     if not isinstance(result, dict):
-        raise SubmissionError(f"A submission is an evaluation result (a dict or an object with .to_dict()), "
-                              f"got {type(result).__name__}.")
+        raise SubmissionError(
+            f"A submission is an evaluation result (a dict or an object with .to_dict()), "
+            f"got {type(result).__name__}."
+        )
     missing = [f for f in REQUIRED if f not in result]
     if missing:
-        raise SubmissionError(f"The submission lacks provenance field(s) {', '.join(missing)}; submit an "
-                              f"`argym eval` result (EvalResult.to_dict()) from this argym version.")
+        raise SubmissionError(
+            f"The submission lacks provenance field(s) {', '.join(missing)}; submit an "
+            f"`argym eval` result (EvalResult.to_dict()) from this argym version."
+        )
     env_id = _str(result, "env_id")
     if check_env:
         _check_env(env_id)
@@ -230,12 +278,22 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
     shown = {**defaults, **env_kwargs}
     shown.pop("split", None)
     key_kwargs = {n: v for n, v in shown.items() if n != "tasks"} if split_hash else env_kwargs
-    key = BoardKey(env_id=env_id, env_kwargs=key_kwargs, split=split, task_set=split_hash or task_hash,
-                   grader_versions=grader_versions, metric=METRIC, samples_per_task=k, sampling=sampling,
-                   display_kwargs=shown)
+    key = BoardKey(
+        env_id=env_id,
+        env_kwargs=key_kwargs,
+        split=split,
+        task_set=split_hash or task_hash,
+        grader_versions=grader_versions,
+        metric=METRIC,
+        samples_per_task=k,
+        sampling=sampling,
+        display_kwargs=shown,
+    )
 
-    submitted = {name: _float(result, name, unit=name != "mean_reward")
-                 for name in ("mean", "ci_low", "ci_high", "mean_reward")}
+    submitted = {
+        name: _float(result, name, unit=name != "mean_reward")
+        for name in ("mean", "ci_low", "ci_high", "mean_reward")
+    }
     n, n_tasks = _int(result, "n", minimum=1), _int(result, "n_tasks", minimum=1)
     infra = _int(result, "infra_failures")
     confidence = _float(result, "confidence", unit=True) if "confidence" in result else 0.95
@@ -251,11 +309,17 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         absent = [f for f in EPISODE_FIELDS if f not in e]
         if absent:
             raise SubmissionError(f"{where}lacks {', '.join(absent)}.")
-        episodes.append({"task_id": _str(e, "task_id", where),
-                         "sample": _int({"sample": e.get("sample", 0)}, "sample", where),
-                         "success": _bool(e, "success", where), "reward": _float(e, "reward", where),
-                         "turns": _int(e, "turns", where), "tokens": _int(e, "tokens", where),
-                         "infra_failure": _bool(e, "infra_failure", where)})
+        episodes.append(
+            {
+                "task_id": _str(e, "task_id", where),
+                "sample": _int({"sample": e.get("sample", 0)}, "sample", where),
+                "success": _bool(e, "success", where),
+                "reward": _float(e, "reward", where),
+                "turns": _int(e, "turns", where),
+                "tokens": _int(e, "tokens", where),
+                "infra_failure": _bool(e, "infra_failure", where),
+            }
+        )
 
     # recompute the summary from the episodes (agents/evaluate.py's `score`, with argym.stats)
     scored = [e for e in episodes if not e["infra_failure"]]
@@ -263,13 +327,19 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         raise SubmissionError("Every episode is an infrastructure failure; there is no score to rank.")
     tasks = {e["task_id"] for e in episodes}
     if len(episodes) != n_tasks * k or len(tasks) != n_tasks:
-        raise SubmissionError(f"{len(episodes)} episodes over {len(tasks)} tasks do not match n_tasks={n_tasks} "
-                              f"x samples_per_task={k}: the summary does not match the per-episode results.")
+        raise SubmissionError(
+            f"{len(episodes)} episodes over {len(tasks)} tasks do not match n_tasks={n_tasks} "
+            f"x samples_per_task={k}: the summary does not match the per-episode results."
+        )
     if n != len(scored) or infra != len(episodes) - len(scored):
-        raise SubmissionError(f"n={n}, infra_failures={infra}, but the episodes hold {len(scored)} scored and "
-                              f"{len(episodes) - len(scored)} infrastructure failures: the summary does not "
-                              f"match the per-episode results.")
-    mean, low, high = success_interval([e["success"] for e in scored], [e["task_id"] for e in scored], confidence)
+        raise SubmissionError(
+            f"n={n}, infra_failures={infra}, but the episodes hold {len(scored)} scored and "
+            f"{len(episodes) - len(scored)} infrastructure failures: the summary does not "
+            f"match the per-episode results."
+        )
+    mean, low, high = success_interval(
+        [e["success"] for e in scored], [e["task_id"] for e in scored], confidence
+    )
     mean_reward = sum(e["reward"] for e in scored) / len(scored)
     for name, value in (("mean", mean), ("ci_low", low), ("ci_high", high), ("mean_reward", mean_reward)):
         _close(name, submitted[name], value)
@@ -285,7 +355,7 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
     given = result.get("pass_at_k") or {}
     if not isinstance(given, dict):
         raise SubmissionError(f"'pass_at_k' must be a mapping, got {given!r}.")
-    for name, value in given.items():
+    for name in given:
         if name not in pass_k:
             raise SubmissionError(f"'pass_at_k' has {name!r}, which {k} sample(s) per task cannot give.")
         _close(f"pass_at_k.{name}", _float(given, name, "pass_at_k: ", unit=True), pass_k[name])
@@ -296,9 +366,25 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
     git_commit = result.get("git_commit") or ""
     if not isinstance(git_commit, str):
         raise SubmissionError(f"'git_commit' must be a string, got {git_commit!r}.")
-    return Submission(key=key, env_kwargs=env_kwargs, task_hash=task_hash, agent=_str(result, "agent"),
-                      agent_info=agent_info, score=mean, ci_low=low,
-                      ci_high=high, confidence=confidence, mean_reward=mean_reward, n=len(scored),
-                      n_tasks=n_tasks, infra_failures=infra, pass_at_k=pass_k, seed=_int(result, "seed"),
-                      training_run=training_run, argym_version=_str(result, "argym_version"),
-                      git_commit=git_commit, wall_s=wall_s, episodes=episodes)
+    return Submission(
+        key=key,
+        env_kwargs=env_kwargs,
+        task_hash=task_hash,
+        agent=_str(result, "agent"),
+        agent_info=agent_info,
+        score=mean,
+        ci_low=low,
+        ci_high=high,
+        confidence=confidence,
+        mean_reward=mean_reward,
+        n=len(scored),
+        n_tasks=n_tasks,
+        infra_failures=infra,
+        pass_at_k=pass_k,
+        seed=_int(result, "seed"),
+        training_run=training_run,
+        argym_version=_str(result, "argym_version"),
+        git_commit=git_commit,
+        wall_s=wall_s,
+        episodes=episodes,
+    )

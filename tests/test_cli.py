@@ -182,3 +182,16 @@ def test_bad_yaml_config_exits_2(tmp_path):
     config.write_text("a: [1\n")
     out = run("train", str(config))
     assert out.returncode == 2 and "YAML" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_train_reads_the_recipe_from_config_or_the_first_argument_never_from_an_override(tmp_path):
+    """A path that holds "=" is an override unless --config names it; a second recipe is refused."""
+    odd = tmp_path / "lr=1e-3.yaml"
+    odd.write_text("a: [1\n")  # unreadable YAML: reaching the reader proves the file was taken as the recipe
+    out = run("train", "--config", str(odd))
+    assert out.returncode == 2 and "YAML" in out.stderr, out.stderr
+    out = run("train", str(odd))
+    assert out.returncode == 2 and "expected key=value" in out.stderr and "YAML" not in out.stderr
+    out = run("train", "grpo_math", "dapo")
+    assert out.returncode == 2 and "'dapo'" in out.stderr and "key=value" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -22,7 +22,6 @@ past the deadline scores 0; a scorer that raises is an infrastructure failure.
 
 from __future__ import annotations
 
-import difflib
 import math
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 from argym.envs.math.verifier import BOXED_INSTRUCTION, strip_math_delimiters
 from argym.envs.tasks import ProceduralSource, TaskSource
 
-from argym.errors import ConfigError, MissingDependencyError
+from argym.errors import ConfigError, MissingDependencyError, did_you_mean
 from argym.types import Task
 
 SCORER_KIND = "reasoning_gym"
@@ -52,8 +51,7 @@ def reasoning_gym_source(name: str, test_size: int = 500, **kwargs: Any) -> Proc
     rg = _rg()
     known = sorted(rg.factory.DATASETS)
     if name not in known:
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        hint = did_you_mean(name, known)
         raise ConfigError(
             f"reasoning-gym has no dataset {name!r}.{hint} It has {len(known)}, e.g. "
             f"{', '.join(known[:8])}, ..."

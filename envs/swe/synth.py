@@ -23,6 +23,8 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +36,8 @@ from argym.envs.swe.instances import Instance
 from argym.envs.swe.project import build_repo, git, sdist_tree
 from argym.envs.swe.workspace import DEFAULT_LIMITS, ProcessWorkspace
 from argym.envs.tasks import split_of
+
+from argym.errors import ConfigError
 
 REPOS = {
     "toolz": "pytoolz/toolz",
@@ -74,6 +78,24 @@ class Mutation:
     def apply(self, text: str) -> str:
         old = text.split("\n")
         return "\n".join(old[: self.first - 1] + list(self.lines) + old[self.last :])
+
+
+def download_sdist(requirement: str, directory: Path) -> Path:
+    """Download `requirement`'s source distribution (``pip download --no-binary :all:``) into `directory`.
+
+    An sdist, not a wheel: the mutations need the project's own tests, which wheels leave out.
+    """
+    dest = directory.resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    before = set(dest.glob("*.tar.gz"))
+    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", requirement]
+    r = subprocess.run([*argv, "-d", str(dest)], capture_output=True, text=True)
+    got = sorted(set(dest.glob("*.tar.gz")) - before) or sorted(
+        dest.glob(f"{requirement.split('=')[0].replace('-', '_')}*.tar.gz")
+    )
+    if r.returncode != 0 or not got:
+        raise ConfigError(f"Could not download the sdist of {requirement!r}: {r.stderr.strip()[-500:]}")
+    return got[-1]
 
 
 def _replace_segment(lines: list[str], node: ast.expr, new: str) -> tuple[int, int, tuple[str, ...]] | None:

@@ -12,9 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 import argym.leaderboards as lb
+import pytest
 from argym.leaderboards.server import serve_in_thread
 
 pytestmark = pytest.mark.slow
@@ -41,10 +40,18 @@ def driver():
         _missing("headless Chromium or chromedriver is not installed")
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,900", "--no-first-run"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--no-first-run",
+    ):
         opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(executable_path=chromedriver), options=opts)  # no selenium-manager download
+    drv = webdriver.Chrome(
+        service=Service(executable_path=chromedriver), options=opts
+    )  # no selenium-manager download
     drv.set_page_load_timeout(30)
     yield drv
     drv.quit()
@@ -100,9 +107,8 @@ def test_board_page_in_headless_chromium(driver, artifacts, result, lb_db):
 
 
 def test_static_export_detail_opens_offline(driver, artifacts, result, tmp_path):
-    from selenium.webdriver.common.by import By
-
     from argym.leaderboards.render import write_html
+    from selenium.webdriver.common.by import By
 
     lb.submit(result([True] * 7 + [False] * 3, agent="tiny:runs/quickstart"))
     found = lb.boards()

@@ -17,8 +17,18 @@ def test_eval_submit_then_board_show_and_export(lb_db, tmp_path):
     out = run("eval", "argym/Math-v0", "--agent", "oracle", "--episodes", "5", "--submit")
     assert out.returncode == 0, out.stderr
     assert "submitted as #1 on board" in out.stdout and str(lb_db) in out.stdout.replace("\n", "")
-    out = run("eval", "argym/Math-v0", "max_attempts=2", "--agent", "random", "--episodes", "5", "--submit",
-              "--db", str(lb_db))
+    out = run(
+        "eval",
+        "argym/Math-v0",
+        "max_attempts=2",
+        "--agent",
+        "random",
+        "--episodes",
+        "5",
+        "--submit",
+        "--db",
+        str(lb_db),
+    )
     assert out.returncode == 0, out.stderr
 
     out = run("board")

@@ -9,9 +9,8 @@ import logging
 import socket
 from urllib.parse import urlparse
 
-import pytest
-
 import argym.leaderboards as lb
+import pytest
 from argym.leaderboards.server import serve_in_thread
 
 SCRIPT = "<script>alert(1)</script>"
@@ -55,8 +54,15 @@ def test_a_reflected_path_is_escaped(server):
 
 
 def test_every_response_carries_the_security_headers(server):
-    for path, want in [("/", 200), ("/api/boards", 200), ("/submissions/1", 200), ("/api/submissions/1", 200),
-                       ("/nope", 404), ("/api/nope", 404), ("/api/boards?since=nope", 400)]:
+    for path, want in [
+        ("/", 200),
+        ("/api/boards", 200),
+        ("/submissions/1", 200),
+        ("/api/submissions/1", 200),
+        ("/nope", 404),
+        ("/api/nope", 404),
+        ("/api/boards?since=nope", 400),
+    ]:
         status, headers, _ = _request(server, path)
         assert status == want, path
         _assert_hardened(headers)
@@ -65,8 +71,10 @@ def test_every_response_carries_the_security_headers(server):
     _assert_hardened(headers)
     # the base class's own error pages (an unknown method, a header line too long) get them too
     host, port = server.rsplit(":", 1)
-    for request, code in [(b"BREW /" + SCRIPT.encode() + b" HTTP/1.1\r\n\r\n", b"501"),
-                          (b"GET / HTTP/1.1\r\nX: " + b"y" * 70000 + b"\r\n\r\n", b"431")]:
+    for request, code in [
+        (b"BREW /" + SCRIPT.encode() + b" HTTP/1.1\r\n\r\n", b"501"),
+        (b"GET / HTTP/1.1\r\nX: " + b"y" * 70000 + b"\r\n\r\n", b"431"),
+    ]:
         with socket.create_connection((host, int(port)), timeout=10) as s:
             s.sendall(request)
             raw = b""
@@ -86,9 +94,21 @@ def test_an_id_past_sqlites_integers_is_a_404(server):
 
 
 MALFORMED = [
-    "/%", "/%ZZ", "/%00", "/?%=%&&=&since=%", "/?since=0001-01-01T00:00%2B14:00", "/api/boards?until=99999-01-01",
-    "/submissions/-1", "/submissions/1e5", "/submissions/%D9%A1", "/api/boards/" + "a" * 65, "/api/boards/%FF",
-    "//", "/..%2F..%2Fetc%2Fpasswd", "/?" + "&".join(f"k{i}=v" for i in range(2000)), "/api/submissions/%20",
+    "/%",
+    "/%ZZ",
+    "/%00",
+    "/?%=%&&=&since=%",
+    "/?since=0001-01-01T00:00%2B14:00",
+    "/api/boards?until=99999-01-01",
+    "/submissions/-1",
+    "/submissions/1e5",
+    "/submissions/%D9%A1",
+    "/api/boards/" + "a" * 65,
+    "/api/boards/%FF",
+    "//",
+    "/..%2F..%2Fetc%2Fpasswd",
+    "/?" + "&".join(f"k{i}=v" for i in range(2000)),
+    "/api/submissions/%20",
 ]
 
 
@@ -112,7 +132,9 @@ def test_an_unexpected_fault_is_a_logged_escaped_500(tmp_path, caplog):
         with caplog.at_level(logging.ERROR, logger="argym.leaderboards.server"):
             status, headers, body = _request(netloc, "/")
             assert status == 500 and headers.get_content_type() == "text/html"
-            assert "StoreError" in body and "&lt;img src=x onerror=alert(1)&gt;" in body and "<img" not in body
+            assert (
+                "StoreError" in body and "&lt;img src=x onerror=alert(1)&gt;" in body and "<img" not in body
+            )
             _assert_hardened(headers)
             status, headers, body = _request(netloc, "/api/boards")
             assert status == 500 and "not a usable argym leaderboard" in json.loads(body)["error"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sqlite3
 
-import pytest
-
 import argym.leaderboards as lb
-from argym.errors import ConfigError
+import pytest
 from argym.leaderboards.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreError, default_path
+
+from argym.errors import ConfigError
 
 
 def test_eval_submit_board_round_trip(lb_db):
@@ -39,8 +39,12 @@ def test_same_tasks_spelled_differently_and_longer_runs_share_a_board():
     from argym.agents.evaluate import evaluate
 
     a = evaluate("argym/Math-v0", {}, "oracle", episodes=4)
-    b = evaluate("argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 1}, "random",
-                 episodes=7)
+    b = evaluate(
+        "argym/Math-v0",
+        {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 1},
+        "random",
+        episodes=7,
+    )
     c = evaluate("argym/Math-v0", {"tasks": "arithmetic(digits=3,ops=+,terms=2)"}, "oracle", episodes=4)
     assert a.task_hash != b.task_hash and a.split_hash == b.split_hash != c.split_hash
     keys = [lb.submit(r)["board"] for r in (a, b, c)]
@@ -69,10 +73,10 @@ def test_different_env_kwargs_land_on_different_boards(result):
 
 
 def test_ranking_ties_overlap_best_per_agent_and_filters(result):
-    lb.submit(result([True] * 8 + [False] * 2, agent="a"))                     # 0.8, n=10
-    lb.submit(result(([True] * 8 + [False] * 2) * 10, agent="b"))              # 0.8, n=100: narrower, ranks first
-    lb.submit(result([True] * 2 + [False] * 98, agent="c"))                    # far below
-    lb.submit(result([True] * 1 + [False] * 9, agent="a", seed=1))             # a's worse run
+    lb.submit(result([True] * 8 + [False] * 2, agent="a"))  # 0.8, n=10
+    lb.submit(result(([True] * 8 + [False] * 2) * 10, agent="b"))  # 0.8, n=100: narrower, ranks first
+    lb.submit(result([True] * 2 + [False] * 98, agent="c"))  # far below
+    lb.submit(result([True] * 1 + [False] * 9, agent="a", seed=1))  # a's worse run
     rows = lb.board("argym/Math-v0")
     assert [(r.agent, r.n) for r in rows] == [("b", 100), ("a", 10), ("a", 10), ("c", 100)]
     assert [r.rank for r in rows] == [1, 2, 3, 4]
@@ -105,18 +109,32 @@ def test_default_path_honours_env_vars(monkeypatch, tmp_path, lb_db):
 
 
 def test_version_1_file_is_migrated_not_lost(lb_db, result):
-    old = [result([True] * 6 + [False] * 4, agent="old-a"),
-           result([True] * 3 + [False] * 7, agent="old-b", env_kwargs={"max_attempts": 2})]
+    old = [
+        result([True] * 6 + [False] * 4, agent="old-a"),
+        result([True] * 3 + [False] * 7, agent="old-b", env_kwargs={"max_attempts": 2}),
+    ]
     for r in old:  # results from before grader versions and agent provenance
         for f in ("grader_versions", "agent_info", "training_run", "git_commit", "wall_s"):
             r.pop(f)
     conn = sqlite3.connect(lb_db)
     conn.executescript(SCHEMA_V1)
     for r in old:
-        conn.execute("INSERT INTO submissions (env_id, split, env_kwargs, agent, mean, ci_low, ci_high, n, created, "
-                     "result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (r["env_id"], r["split"], json.dumps(r["env_kwargs"]), r["agent"], r["mean"], r["ci_low"],
-                      r["ci_high"], r["n"], "2026-01-02T03:04:05+00:00", json.dumps(r)))
+        conn.execute(
+            "INSERT INTO submissions (env_id, split, env_kwargs, agent, mean, ci_low, ci_high, n, created, "
+            "result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                r["env_id"],
+                r["split"],
+                json.dumps(r["env_kwargs"]),
+                r["agent"],
+                r["mean"],
+                r["ci_low"],
+                r["ci_high"],
+                r["n"],
+                "2026-01-02T03:04:05+00:00",
+                json.dumps(r),
+            ),
+        )
     conn.execute("PRAGMA user_version=1")
     conn.commit()
     conn.close()

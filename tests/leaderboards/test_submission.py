@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 import argym.leaderboards as lb
+import pytest
 from argym.leaderboards import store as store_mod
 from argym.leaderboards.store import Store
 
@@ -26,11 +25,16 @@ def _set(path: str, value):
             del d[last]
         else:
             d[last] = value
+
     return change
 
 
 BAD = [
-    ("unknown env", _set("env_id", "argym/Mth-v0"), "Unknown env 'argym/Mth-v0'.*Did you mean: argym/Math-v0"),
+    (
+        "unknown env",
+        _set("env_id", "argym/Mth-v0"),
+        "Unknown env 'argym/Mth-v0'.*Did you mean: argym/Math-v0",
+    ),
     ("mean not from episodes", _set("mean", 0.9), "'mean' is 0.9 but its episodes give 0.5"),
     ("interval not from episodes", _set("ci_low", 0.01), "'ci_low'.*does not match"),
     ("reward not from episodes", _set("mean_reward", 0.7), "'mean_reward'.*does not match"),
@@ -71,7 +75,9 @@ def test_a_failure_mid_write_leaves_nothing_partial(result, lb_db, monkeypatch):
     real = store_mod._insert
 
     def insert_then_crash(db, sub, at):  # board, submission and episode rows go in, then the write fails
-        db.execute("INSERT INTO boards (key, env_id, split, label, spec, kwargs) VALUES ('x', 'e', 's', 'l', '{}', '{}')")
+        db.execute(
+            "INSERT INTO boards (key, env_id, split, label, spec, kwargs) VALUES ('x', 'e', 's', 'l', '{}', '{}')"
+        )
         real(db, sub, at)
         raise RuntimeError("disk on fire")
 

@@ -7,9 +7,8 @@ import re
 import urllib.error
 import urllib.request
 
-import pytest
-
 import argym.leaderboards as lb
+import pytest
 from argym.leaderboards.render import boards_html, print_boards, write_html, write_plot
 from argym.leaderboards.server import serve_in_thread
 
@@ -37,7 +36,7 @@ def test_static_html_is_self_contained(two_boards, tmp_path):
     path = write_html(tmp_path / "board.html", two_boards, details)
     page = path.read_text()
     assert page.count('<tr class="') == 3 and page.count('class="detail"') == 3
-    assert "hf:models/strong &lt;b&gt;" in page and "<b>\"" not in page  # escaped
+    assert "hf:models/strong &lt;b&gt;" in page and '<b>"' not in page  # escaped
     assert 'href="#sub-1"' in page and 'id="sub-1"' in page and "task#9" in page
     # nothing loads from elsewhere: no URLs, scripts, stylesheets, images or fonts
     assert not re.search(r"https?://|<script|<link|<img|@import|url\(", page)
@@ -71,8 +70,10 @@ def test_server_pages_and_json_api(two_boards, lb_db):
         assert sorted(len(b["rows"]) for b in boards) == [1, 2]
         main = next(b for b in boards if len(b["rows"]) == 2)
         status, _, body = _get(f"{base}/api/boards/{main['key']}")
-        assert status == 200 and [r["agent"] for r in json.loads(body)["rows"]] == ["hf:models/strong <b>",
-                                                                                   "tiny:runs/quickstart"]
+        assert status == 200 and [r["agent"] for r in json.loads(body)["rows"]] == [
+            "hf:models/strong <b>",
+            "tiny:runs/quickstart",
+        ]
         assert _get(f"{base}/api/boards/{main['key'][:4]}")[0] == 200  # a key prefix is enough
         status, ctype, page = _get(base + "/")
         assert (status, ctype) == (200, "text/html") and 'href="/submissions/1"' in page
@@ -98,9 +99,35 @@ def test_server_pages_and_json_api(two_boards, lb_db):
 def _result_like(boards):
     from argym.stats import success_interval
 
-    eps = [{"task_id": "q", "sample": 0, "success": True, "reward": 1.0, "turns": 1, "tokens": 1, "infra_failure": False}]
+    eps = [
+        {
+            "task_id": "q",
+            "sample": 0,
+            "success": True,
+            "reward": 1.0,
+            "turns": 1,
+            "tokens": 1,
+            "infra_failure": False,
+        }
+    ]
     m, lo, hi = success_interval([True], ["q"])
-    return {"env_id": "argym/Math-v0", "env_kwargs": {"tasks": "x.jsonl"}, "split": "all", "n": 1, "n_tasks": 1,
-            "samples_per_task": 1, "mean": m, "ci_low": lo, "ci_high": hi, "mean_reward": 1.0, "infra_failures": 0,
-            "seed": 0, "agent": "oracle", "sampling": {}, "task_hash": "abc", "argym_version": "0.1.0",
-            "grader_versions": {}, "episodes": eps}
+    return {
+        "env_id": "argym/Math-v0",
+        "env_kwargs": {"tasks": "x.jsonl"},
+        "split": "all",
+        "n": 1,
+        "n_tasks": 1,
+        "samples_per_task": 1,
+        "mean": m,
+        "ci_low": lo,
+        "ci_high": hi,
+        "mean_reward": 1.0,
+        "infra_failures": 0,
+        "seed": 0,
+        "agent": "oracle",
+        "sampling": {},
+        "task_hash": "abc",
+        "argym_version": "0.1.0",
+        "grader_versions": {},
+        "episodes": eps,
+    }
