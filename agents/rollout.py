@@ -18,6 +18,7 @@ and the other episodes go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -131,6 +132,7 @@ class RolloutEngine:
         max_total_tokens: int = 2048,
         executors: Any = None,
         step_threads: int = 16,
+        make_env: Callable[[str, dict[str, Any]], Any] | None = None,
     ):
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
@@ -138,6 +140,9 @@ class RolloutEngine:
         self.sampling = sampling or SamplingParams()
         self.max_total_tokens = max_total_tokens
         self.executors = executors
+        # how an env instance is built: here (`argym.make`), or hosted elsewhere behind the same
+        # reset/step/close calls (`argym.cluster.RayEnvPool.make`: a Ray actor's env, with deadlines)
+        self._make_env = make_env or _make_local
         self._envs: list[Any] = []
         self._threads = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="argym-step")
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
@@ -147,7 +152,7 @@ class RolloutEngine:
             kwargs = dict(self.env_kwargs)
             if self.executors is not None:
                 kwargs["executors"] = self.executors
-            self._envs.append(argym.make(self.env_id, **kwargs))
+            self._envs.append(self._make_env(self.env_id, kwargs))
         return self._envs[i]
 
     @property
@@ -296,6 +301,10 @@ class RolloutEngine:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _make_local(env_id: str, kwargs: dict[str, Any]) -> Any:
+    return argym.make(env_id, **kwargs)
 
 
 def _last_assistant(messages: list[Message]) -> int:

@@ -37,11 +37,12 @@ from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.value import Critic, ValueModel
+from argym.cluster import connect
 
 from argym.errors import ConfigError
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster")
 
 
 def seed_everything(seed: int) -> None:
@@ -174,12 +175,14 @@ class Trainer:
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
+        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
         self.engine = RolloutEngine(
             cfg.env.id,
             {**cfg.env.kwargs, "split": "train"},
             self.generator,
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
+            make_env=self.cluster.envs.make if self.cluster is not None else None,
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
@@ -350,6 +353,8 @@ class Trainer:
             metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
         metrics.update(sampling_metrics)
         metrics.update(self.strategy_metrics)
+        if self.cluster is not None:
+            metrics.update(self.cluster.metrics())
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update(
@@ -396,6 +401,8 @@ class Trainer:
 
     def close(self) -> None:
         self.engine.close()
+        if self.cluster is not None:
+            self.cluster.close()
         if isinstance(self.strategy, ProgramRunner):
             self.strategy.close()
         if self.generator is not self.policy:
