@@ -37,8 +37,8 @@ from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.value import Critic, ValueModel
-from argym.cluster import connect
 
+from argym.cluster import connect
 from argym.errors import ConfigError
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.

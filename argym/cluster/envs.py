@@ -176,7 +176,10 @@ class RayEnvPool:
         return [self.call(w, "pid", timeout=self.start_timeout_s) for w in list(self._workers)]
 
     def metrics(self) -> dict[str, float]:
-        return {"cluster/workers_replaced": float(self.replaced), "cluster/episodes_lost": float(self.lost_episodes)}
+        return {
+            "cluster/workers_replaced": float(self.replaced),
+            "cluster/episodes_lost": float(self.lost_episodes),
+        }
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Close every worker's envs (their sandboxes go with them), then end the actors."""

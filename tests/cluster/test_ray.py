@@ -25,10 +25,10 @@ from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import ClusterConfig, load_config
 from argym.algorithms.trainer import Trainer
-from argym.cluster import RayEnvPool, RemoteEnv, connect
 from rich.console import Console
 
 import argym
+from argym.cluster import RayEnvPool, RemoteEnv, connect
 from argym.errors import ConfigError, MissingDependencyError
 
 # the faulty env below is defined here: Ray's workers cannot import this test module, so it travels by value
@@ -54,13 +54,14 @@ SMALL = [
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray of 2 CPUs for this module; once shut down, none of its processes is left."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
     ray.init(num_cpus=2, include_dashboard=False)
     yield
+    package = str(Path(ray.__file__).parent)  # its daemons' binaries and its workers' scripts live there
+    ours = [p for p in psutil.Process().children(recursive=True) if any(package in a for a in p.cmdline())]
+    assert ours, "Ray's processes are found"
     ray.shutdown()
-    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    _, alive = psutil.wait_procs(started, timeout=20)
-    assert not alive, f"processes left behind by Ray: {[p.pid for p in alive]}"
+    _, alive = psutil.wait_procs(ours, timeout=20)
+    assert not alive, f"processes left behind by Ray: {[(p.pid, p.cmdline()) for p in alive]}"
 
 
 def _fit(overrides: list[str]) -> tuple[list, dict[str, torch.Tensor], Trainer]:
@@ -83,6 +84,7 @@ def _fit(overrides: list[str]) -> tuple[list, dict[str, torch.Tensor], Trainer]:
     return rollouts, {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}, trainer
 
 
+@pytest.mark.slow  # a Ray start (10-25 s on 2 busy cores), its workers' starts and two small runs
 def test_ray_env_workers_train_exactly_as_in_process(ray_cluster, tmp_path):
     local, local_weights, _ = _fit([f"out_dir={tmp_path / 'local'}"])
     remote, remote_weights, trainer = _fit(
@@ -126,6 +128,7 @@ def _kill_when_written(pid_file: Path, deadline: float) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # worker starts, a deadline of 6 s and replacements
 def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_on(ray_cluster, tmp_path):
     deadline_s = 6.0
     pool = RayEnvPool(workers=3, cpus_per_worker=0.5, call_timeout_s=deadline_s, start_timeout_s=120)
