@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from functools import partial
@@ -25,6 +26,7 @@ from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import ClusterConfig, load_config
 from argym.algorithms.trainer import Trainer
+from argym.envs.sandbox.process import ProcessSandbox
 from rich.console import Console
 
 import argym
@@ -102,11 +104,17 @@ def test_ray_env_workers_train_exactly_as_in_process(ray_cluster, tmp_path):
 
 
 class Faulty(gym.Wrapper):
-    """Math-v0 whose step hangs forever (``hang``) or waits to be SIGKILLed after writing its pid (``kill``)."""
+    """Math-v0 whose step hangs forever (``hang``) or waits to be SIGKILLed after writing its pid (``kill``);
+    it holds a process sandbox, as a Code env does, owned by the worker that built it."""
 
     def __init__(self, env, mode: str, pid_file: str):
         super().__init__(env)
         self.mode, self.pid_file = mode, pid_file
+        self.sandbox = ProcessSandbox(slots=1, allow_weak=True)
+
+    def close(self):
+        self.sandbox.close()
+        super().close()
 
     def step(self, action):
         if self.mode == "kill":
@@ -120,9 +128,16 @@ def faulty_math(mode: str, pid_file: str) -> gym.Env:
     return Faulty(argym.make("argym/Math-v0", tasks="arithmetic(digits=2,ops=+,terms=2)"), mode, pid_file)
 
 
-def _kill_when_written(pid_file: Path, deadline: float) -> None:
+def _sandbox_dirs(pids: list[int]) -> list[Path]:
+    """The process sandboxes' folders owned by `pids` (named ``argym-sandbox-<owner pid>-…``)."""
+    return [d for pid in pids for d in Path(tempfile.gettempdir()).glob(f"argym-sandbox-{pid}-*")]
+
+
+def _kill_when_written(pid_file: Path, deadline: float, pids: list[int], seen: list) -> None:
+    """SIGKILL the worker whose pid `pid_file` receives; `seen` gets the workers' sandbox folders just before."""
     while time.monotonic() < deadline:
         if pid_file.is_file() and pid_file.read_text():
+            seen.extend(_sandbox_dirs(pids))
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
             return
         time.sleep(0.05)
@@ -146,7 +161,10 @@ def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_o
         pids = pool.pids()
         rng = np.random.default_rng(0)
         tasks = [engine.task_source.sample(rng, "train") for _ in range(3)]
-        killer = threading.Thread(target=_kill_when_written, args=(pid_file, time.monotonic() + 60))
+        sandboxes: list[Path] = []
+        killer = threading.Thread(
+            target=_kill_when_written, args=(pid_file, time.monotonic() + 60, pids, sandboxes)
+        )
         killer.start()
         t0 = time.monotonic()
         trajs = engine.run(tasks, group_size=1, seed=0)
@@ -156,6 +174,7 @@ def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_o
         engine.close()
         pool.close()
         raise
+    assert len(sandboxes) == 3, "each worker's env held a sandbox while it ran"
     assert took < deadline_s + 4, f"the step took {took:.1f} s against a {deadline_s} s deadline"
     assert [t.infra_failure for t in trajs] == [True, True, False]
     assert "deadline" in trajs[0].infos[-1]["infra_error"]
@@ -179,6 +198,8 @@ def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_o
     assert new_pids[2] == pids[2] and not set(new_pids[:2]) & set(pids)
     _, alive = psutil.wait_procs([psutil.Process(p) for p in new_pids if psutil.pid_exists(p)], timeout=10)
     assert not alive, "closing the pool ends every worker process"
+    # the killed workers' sandboxes were swept by their replacements' sandboxes, the others closed with the pool
+    assert _sandbox_dirs(pids + new_pids) == []
 
 
 def test_without_an_address_nothing_imports_ray(monkeypatch):
