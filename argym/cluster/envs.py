@@ -101,6 +101,13 @@ class RayEnvPool:
         from argym.cluster.connect import import_ray
 
         self._ray = import_ray()
+        cpus = self._ray.cluster_resources().get("CPU", 0)
+        if cpus_per_worker > cpus:
+            raise ConfigError(
+                f"cluster.cpus_per_worker is {cpus_per_worker:g} but the Ray cluster has {cpus:g} CPUs in all: "
+                f"no env worker could ever start. Lower cluster.cpus_per_worker, or add CPUs (cluster.num_cpus "
+                f"for a local Ray, or more nodes)."
+            )
         self._actor_class = self._ray.remote(EnvWorker).options(
             num_cpus=cpus_per_worker, max_concurrency=THREADS_PER_WORKER, max_restarts=0
         )
@@ -111,6 +118,7 @@ class RayEnvPool:
         self._slots = itertools.count()
         self.replaced = 0  # workers killed and replaced (timed out or died)
         self.lost_episodes = 0  # episodes ended as infrastructure failures by a lost worker
+        self._reported = (0, 0)  # the two counts at the last `metrics()`
 
     def _start(self, index: int) -> _Worker:
         return _Worker(index, self._actor_class.remote(), next(self._incarnations))
@@ -176,10 +184,11 @@ class RayEnvPool:
         return [self.call(w, "pid", timeout=self.start_timeout_s) for w in list(self._workers)]
 
     def metrics(self) -> dict[str, float]:
-        return {
-            "cluster/workers_replaced": float(self.replaced),
-            "cluster/episodes_lost": float(self.lost_episodes),
-        }
+        """Workers replaced and episodes lost since the last call (one training step's worth)."""
+        with self._lock:
+            now = (self.replaced, self.lost_episodes)
+            (replaced, lost), self._reported = (now[0] - self._reported[0], now[1] - self._reported[1]), now
+        return {"cluster/workers_replaced": float(replaced), "cluster/episodes_lost": float(lost)}
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Close every worker's envs (their sandboxes go with them), then end the actors."""

@@ -101,6 +101,8 @@ def test_ray_env_workers_train_exactly_as_in_process(ray_cluster, tmp_path):
         torch.testing.assert_close(local_weights[k], remote_weights[k], rtol=0, atol=0, msg=k)
     metrics = (tmp_path / "ray" / "metrics.jsonl").read_text()
     assert '"cluster/workers_replaced": 0.0' in metrics
+    with pytest.raises(ConfigError, match="cpus_per_worker is 3 but the Ray cluster has 2 CPUs"):
+        RayEnvPool(workers=1, cpus_per_worker=3)
 
 
 class Faulty(gym.Wrapper):
@@ -180,7 +182,7 @@ def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_o
     assert "deadline" in trajs[0].infos[-1]["infra_error"]
     assert "died" in trajs[1].infos[-1]["infra_error"]
     assert trajs[2].turns == 1 and not trajs[2].infos[-1]["infra_failure"]
-    assert pool.replaced == 2 and pool.lost_episodes == 2
+    assert pool.metrics() == {"cluster/workers_replaced": 2.0, "cluster/episodes_lost": 2.0}
     _, alive = psutil.wait_procs([psutil.Process(p) for p in pids[:2] if psutil.pid_exists(p)], timeout=10)
     assert not alive, "the hung and the killed worker's processes are gone"
 
@@ -189,6 +191,7 @@ def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_o
     try:
         again = fresh.run(tasks, group_size=1, seed=0)
         new_pids = pool.pids()
+        assert pool.metrics() == {"cluster/workers_replaced": 0.0, "cluster/episodes_lost": 0.0}
     finally:
         fresh.close()
         engine.close()
