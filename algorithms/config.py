@@ -25,6 +25,7 @@ from argym.algorithms.decomposer import DecomposerConfig
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.r3l.retry import R3LConfig
 from argym.algorithms.sampling import SamplingConfig
+from argym.algorithms.strategies import STRATEGIES
 from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError
@@ -191,10 +192,7 @@ class TrainConfig:
                 f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
                 f"Set both."
             )
-        if self.rollout.strategy not in ("plain", "r3l", "decomposer", "program"):
-            raise ConfigError(
-                f"rollout.strategy must be plain, r3l, decomposer or program, got {self.rollout.strategy!r}."
-            )
+        STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
         if self.agent.program and self.rollout.strategy != "program":
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
