@@ -26,6 +26,7 @@ from argym.agents.policy import SamplingParams
 from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+from argym.algorithms.advantages import ADVANTAGES
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.learner import Learner
@@ -129,7 +130,7 @@ class Trainer:
         # VAPO: a value model on the policy's architecture with its own weights and lr
         critic = (
             Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
-            if cfg.algorithm.advantage == "gae"
+            if ADVANTAGES.get(cfg.algorithm.advantage).needs_values
             else None
         )
         self.learner = Learner(
