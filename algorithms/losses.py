@@ -47,6 +47,7 @@ register_kl = KL_ESTIMATORS.register
 get_kl = KL_ESTIMATORS.get
 
 AGGREGATIONS: Registry = Registry("loss aggregation mode")
+register_aggregation = AGGREGATIONS.register
 
 
 # --------------------------------------------------------------------------- policy losses

@@ -100,7 +100,26 @@ class Registry(Generic[T]):
 
 
 def catalog() -> dict[str, list[str]]:
-    """Every registry's kind → its registered names (argym's own parts, plus any a user module added)."""
+    """Every registry's kind → its registered names (argym's own parts, plus any a user module added).
+
+    Envs are gymnasium's registry (`gymnasium.register`); listed are argym's and a user's,
+    not the ones gymnasium ships (CartPole, ...: not text envs).
+    """
+    import gymnasium as gym
+
+    from argym.registration import register_envs
+
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
-    return {kind: reg.names() for kind, reg in _ALL.items()}
+    register_envs()
+    envs = sorted(
+        i for i, spec in gym.registry.items() if not _module_of(spec.entry_point).startswith("gymnasium")
+    )
+    return {"env": envs, **{kind: reg.names() for kind, reg in _ALL.items()}}
+
+
+def _module_of(entry_point: object) -> str:
+    """The module an env's entry point (``"pkg.mod:Cls"`` or a class/function) lives in."""
+    if isinstance(entry_point, str):
+        return entry_point.partition(":")[0]
+    return str(getattr(entry_point, "__module__", ""))
