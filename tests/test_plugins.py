@@ -285,3 +285,21 @@ def test_the_catalog_lists_every_kind_and_user_parts():
 def test_a_name_is_taken_once():
     with pytest.raises(ValueError, match="already registered"):
         register_strategy("plain")(lambda cfg, engine, policy: None)
+
+
+def test_the_lower_layers_registries_import_no_torch_and_no_learner(tmp_path):
+    """A config names a sandbox, an agent spec, a reward or a strategy without loading torch."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; import argym.registry, argym.envs.sandbox, argym.agents.spec, argym.rewards.compose; "
+        "low = sorted(m for m in sys.modules if m.startswith('argym.algorithms')); "
+        "import argym.algorithms.strategies; "
+        "print(json.dumps({'algorithms': low, 'torch': 'torch' in sys.modules}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"algorithms": [], "torch": False}
