@@ -163,9 +163,7 @@ class Trainer:
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
-        self.strategy = build_strategy(
-            cfg, self.engine, self.policy
-        )  # rollout.strategy, by name (strategies.py)
+        self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
         if critic is not None and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
             self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 

@@ -65,8 +65,8 @@ class RewardConfig:
     """Which reward components are trained on and how (the `reward:` section of a recipe)."""
 
     weights: dict[str, float] = field(default_factory=lambda: {"outcome": 1.0})
-    """Component → weight: outcome, format, overlong, process, sar or a registered one; 0 = logged only. A recipe's weights are
-    merged into the default {outcome: 1}, so `outcome: 0` trains without it."""
+    """Component → weight: outcome, format, overlong, process, sar or a registered one; 0 = logged only.
+    A recipe's weights are merged into the default {outcome: 1}, so `outcome: 0` trains without it."""
     prm: str = "rule"
     """The process reward model: rule | hf:PATH (a sequence-classification checkpoint, e.g. an AgentPRM) | a registered name."""
     credit: str = "min"
