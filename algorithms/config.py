@@ -122,7 +122,8 @@ class RolloutConfig:
     """Token budget of one episode (prompt, turns and env replies)."""
     strategy: str = "plain"
     """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)
-    | program (your agent program through argym's endpoint, the `agent` section)."""
+    | program (your agent program through argym's endpoint, the `agent` section) | one a user registered
+    (`argym.algorithms.strategies.register_strategy`)."""
     backend: str = "hf"
     """Who generates: hf (transformers, eager), hf-compiled (transformers' static KV cache + torch.compile),
     vllm (vLLM's offline engine, `rollout.vllm`; the learner's weights are loaded into it after every update)."""
