@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from argym.algorithms.registry import Registry
 from torch import Tensor
+
+from argym.registry import Registry
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch
