@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from argym.errors import ConfigError
-from argym.registry import Registry, did_you_mean
+from argym.registry import Registry, unknown_name
 
 AgentLoader = Callable[[str, int], Any]
 """`(arg, seed) -> agent`: `arg` is the spec after ``KIND:`` ("" when there is none)."""
@@ -49,7 +49,7 @@ def load_agent(spec: str, seed: int = 0) -> Any:
     kind, _, arg = spec.partition(":")
     if kind not in AGENT_SPECS:
         raise ConfigError(
-            f"{did_you_mean(kind, AGENT_SPECS.names(), 'agent spec')} Write KIND or KIND:ARG (got {spec!r})."
+            f"{unknown_name(kind, AGENT_SPECS.names(), 'agent spec')} Write KIND or KIND:ARG (got {spec!r})."
         )
     return AGENT_SPECS.get(kind)(arg, seed)
 

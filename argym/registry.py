@@ -13,12 +13,11 @@ agents, algorithms) can hold a registry without pulling torch or a higher layer 
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
@@ -38,11 +37,9 @@ BUILTIN_MODULES = (
 """Modules whose import registers argym's own parts (`catalog` imports them first)."""
 
 
-def did_you_mean(name: str, known: list[str], what: str) -> str:
+def unknown_name(name: str, known: list[str], what: str) -> str:
     """``"Unknown <what> 'x'. Did you mean: y? Registered: a, b."``: the one wording of a bad name."""
-    close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.4)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return f"Unknown {what} {name!r}.{hint} Registered: {', '.join(known) or '(none)'}."
+    return f"Unknown {what} {name!r}.{did_you_mean(name, known)} Registered: {', '.join(known) or '(none)'}."
 
 
 class Registry(Generic[T]):
@@ -78,12 +75,12 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except (KeyError, TypeError):
-            raise ConfigError(did_you_mean(name, self.names(), self.kind)) from None
+            raise ConfigError(unknown_name(name, self.names(), self.kind)) from None
 
     def check(self, name: str, where: str) -> None:
         """Raise `ConfigError` naming the config field `where` unless `name` is registered."""
         if name not in self:
-            raise ConfigError(f"{where}: {did_you_mean(name, self.names(), self.kind)}")
+            raise ConfigError(f"{where}: {unknown_name(name, self.names(), self.kind)}")
 
     def names(self) -> list[str]:
         return sorted(self._items)

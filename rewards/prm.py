@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from argym.rewards.steps import Step, render_text, split_steps, step_prefix
 
 from argym.errors import ConfigError
-from argym.registry import Registry, did_you_mean
+from argym.registry import Registry, unknown_name
 from argym.types import Trajectory
 
 
@@ -282,6 +282,6 @@ def load_prm(spec: str) -> ProcessRewardModel:
     if spec in PRMS:
         return PRMS.get(spec)()
     raise ConfigError(
-        f"reward.prm: {did_you_mean(spec, PRMS.names(), 'PRM')} "
+        f"reward.prm: {unknown_name(spec, PRMS.names(), 'PRM')} "
         "Or hf:PATH (a Hugging Face sequence-classification checkpoint, e.g. an AgentPRM)."
     )
