@@ -52,13 +52,13 @@ class EnvWorker:
             old.close()
         self._envs[slot] = factory()
 
-    def reset(self, slot: int, seed: int | None, options: dict[str, Any] | None) -> tuple:
+    def reset(self, slot: int, seed: int | None, options: dict[str, Any] | None) -> Any:
         return self._envs[slot].reset(seed=seed, options=options)
 
-    def step(self, slot: int, action: Any) -> tuple:
+    def step(self, slot: int, action: Any) -> Any:
         return self._envs[slot].step(action)
 
-    def call(self, slot: int, name: str, args: tuple) -> Any:
+    def call(self, slot: int, name: str, args: tuple[Any, ...]) -> Any:
         """``env.get_wrapper_attr(name)(*args)``: `snapshot`, `restore` and the like, through wrappers."""
         return self._envs[slot].get_wrapper_attr(name)(*args)
 
@@ -237,7 +237,7 @@ class RemoteEnv:
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[list[Message], dict]:
+    ) -> tuple[list[Message], dict[str, Any]]:
         self._episode_on = None
         worker = self._built()
         obs, info = self.pool.call(worker, "reset", self.slot, seed, options)
@@ -252,8 +252,9 @@ class RemoteEnv:
             result = self.pool.call(worker, "step", self.slot, action)
         except InfrastructureError as e:
             return self._lost(str(e))
-        self._obs = result[0]
-        return result
+        obs, reward, terminated, truncated, info = result
+        self._obs = obs
+        return obs, reward, terminated, truncated, info
 
     def _lost(self, why: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         self._episode_on = None
