@@ -151,7 +151,13 @@ class RayEnvPool:
             return ray.get(getattr(worker.actor, method).remote(*args), timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             why = f"env worker {worker.index}: {method} took longer than its deadline of {timeout:g} s"
-        except ray.exceptions.RayActorError as e:
+        except (
+            ray.exceptions.RayActorError,  # its process died (SIGKILL, OOM, crash) or is unreachable
+            ray.exceptions.ActorUnschedulableError,
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.ObjectLostError,
+        ) as e:
             why = f"env worker {worker.index} died during {method}: {type(e).__name__}"
         self._replace(worker, why)
         raise InfrastructureError(why)
