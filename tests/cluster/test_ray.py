@@ -58,12 +58,24 @@ def ray_cluster():
     """A local Ray of 2 CPUs for this module; once shut down, none of its processes is left."""
     ray.init(num_cpus=2, include_dashboard=False)
     yield
-    package = str(Path(ray.__file__).parent)  # its daemons' binaries and its workers' scripts live there
-    ours = [p for p in psutil.Process().children(recursive=True) if any(package in a for a in p.cmdline())]
+    ours = _ray_processes()
     assert ours, "Ray's processes are found"
     ray.shutdown()
     _, alive = psutil.wait_procs(ours, timeout=20)
     assert not alive, f"processes left behind by Ray: {[(p.pid, p.cmdline()) for p in alive]}"
+
+
+def _ray_processes() -> list[psutil.Process]:
+    """This process's descendants that run Ray's code (its daemons' binaries and workers' scripts live in its
+    package), not other helpers such as the in-process envs' grading workers."""
+    package, found = str(Path(ray.__file__).parent), []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if any(package in a for a in p.cmdline()):
+                found.append(p)
+        except psutil.Error:  # it exited meanwhile
+            pass
+    return found
 
 
 def _fit(overrides: list[str]) -> tuple[list, dict[str, torch.Tensor], Trainer]:
@@ -103,6 +115,11 @@ def test_ray_env_workers_train_exactly_as_in_process(ray_cluster, tmp_path):
     assert '"cluster/workers_replaced": 0.0' in metrics
     with pytest.raises(ConfigError, match="cpus_per_worker is 3 but the Ray cluster has 2 CPUs"):
         RayEnvPool(workers=1, cpus_per_worker=3)
+    # where the envs run does not change a run: the in-process one resumes on Ray (a changed `cluster` allowed)
+    _, resumed, trainer = _fit(
+        [f"out_dir={tmp_path / 'local'}", "steps=4", "cluster.address=local", "cluster.cpus_per_worker=0.5"]
+    )
+    assert trainer.step == 4 and any(not torch.equal(resumed[k], local_weights[k]) for k in resumed)
 
 
 class Faulty(gym.Wrapper):
