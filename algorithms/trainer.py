@@ -100,6 +100,19 @@ def build_generator(cfg: TrainConfig, policy: HFPolicy, run_dir: Path) -> Any:
     return generator
 
 
+def run_agent_spec(cfg: TrainConfig, run_dir: Path) -> str:
+    """The agent spec that reloads what this run evaluates: the board records it, and `argym eval` takes it.
+
+    The policy's kind and the backend that generates name it (``tiny:``, ``hf:`` or ``vllm:`` over the
+    run directory), and an agent program wraps it as ``program:MODULE:FN@SPEC``.
+    """
+    kind = "vllm" if cfg.rollout.backend == "vllm" else cfg.policy.kind
+    spec = f"{kind}:{run_dir}"
+    if cfg.rollout.strategy == "program" and cfg.agent.program:
+        spec = f"program:{cfg.agent.program}@{spec}"
+    return spec
+
+
 class Trainer:
     """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split."""
 
@@ -276,7 +289,7 @@ class Trainer:
             cfg.env.id,
             cfg.env.kwargs,
             agent,
-            agent_spec=f"tiny:{self.run_dir}",
+            agent_spec=run_agent_spec(cfg, self.run_dir),
             split="test",
             episodes=episodes or cfg.eval.episodes,
             seed=cfg.seed,
