@@ -238,7 +238,6 @@ class TrainConfig:
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
                 "set rollout.strategy=program to train the program."
             )
-
         if self.cluster.address is not None and self.rollout.strategy == "program":
             raise ConfigError(
                 "cluster.address is set but rollout.strategy is 'program', whose agent program runs its own "

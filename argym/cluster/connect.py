@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from argym.errors import MissingDependencyError
+from argym.errors import ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
     from argym.algorithms.config import ClusterConfig
@@ -36,7 +36,13 @@ class Cluster:
         if self.started and config.address == "local":
             ray.init(num_cpus=config.num_cpus, num_gpus=config.num_gpus, include_dashboard=False)
         elif self.started:
-            ray.init(address=config.address)
+            try:
+                ray.init(address=config.address)
+            except ConnectionError as e:
+                raise ConfigError(
+                    f"cluster.address is {config.address!r} but no Ray cluster answers there ({e}). Start one "
+                    f"(`ray start --head` on the head node), or set cluster.address=local to start Ray here."
+                ) from None
         self._ray = ray
         self.envs: RayEnvPool = RayEnvPool(
             config.env_workers, config.cpus_per_worker, config.env_timeout_s, config.start_timeout_s

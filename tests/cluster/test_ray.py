@@ -7,6 +7,7 @@ import dataclasses
 import io
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -227,6 +228,19 @@ def test_without_an_address_nothing_imports_ray(monkeypatch):
     assert connect(ClusterConfig()) is None
     with pytest.raises(MissingDependencyError, match=r"argym\[ray\]"):
         connect(ClusterConfig(address="local"))
+
+
+def test_an_address_with_no_cluster_is_a_config_error():
+    # in a fresh interpreter: this one may hold the module's local Ray, which `connect` would join
+    code = (
+        "import types; from argym.cluster import connect; "
+        "connect(types.SimpleNamespace(address='auto', num_cpus=None, num_gpus=None))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0
+    assert "ConfigError: cluster.address is 'auto' but no Ray cluster answers there" in out.stderr
+    assert "ray start --head" in out.stderr
 
 
 def test_cluster_config_errors():
