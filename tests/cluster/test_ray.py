@@ -7,7 +7,6 @@ import dataclasses
 import io
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,14 +24,14 @@ from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-from argym.algorithms.config import ClusterConfig, load_config
+from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
 from argym.envs.sandbox.process import ProcessSandbox
 from rich.console import Console
 
 import argym
-from argym.cluster import RayEnvPool, RemoteEnv, connect
-from argym.errors import ConfigError, MissingDependencyError
+from argym.cluster import RayEnvPool, RemoteEnv
+from argym.errors import ConfigError
 
 # the faulty env below is defined here: Ray's workers cannot import this test module, so it travels by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -221,32 +220,3 @@ def test_a_killed_worker_and_a_hung_env_end_as_infra_failures_and_the_run_goes_o
     assert not alive, "closing the pool ends every worker process"
     # the killed workers' sandboxes were swept by their replacements' sandboxes, the others closed with the pool
     assert _sandbox_dirs(pids + new_pids) == []
-
-
-def test_without_an_address_nothing_imports_ray(monkeypatch):
-    monkeypatch.setitem(sys.modules, "ray", None)  # as if `argym[ray]` were not installed
-    assert connect(ClusterConfig()) is None
-    with pytest.raises(MissingDependencyError, match=r"argym\[ray\]"):
-        connect(ClusterConfig(address="local"))
-
-
-def test_an_address_with_no_cluster_is_a_config_error():
-    # in a fresh interpreter: this one may hold the module's local Ray, which `connect` would join
-    code = (
-        "import types; from argym.cluster import connect; "
-        "connect(types.SimpleNamespace(address='auto', num_cpus=None, num_gpus=None))"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode != 0
-    assert "ConfigError: cluster.address is 'auto' but no Ray cluster answers there" in out.stderr
-    assert "ray start --head" in out.stderr
-
-
-def test_cluster_config_errors():
-    with pytest.raises(ConfigError, match="env_workers"):
-        ClusterConfig(address="local", env_workers=0)
-    with pytest.raises(ConfigError, match="cluster.address"):
-        ClusterConfig(address=" ")
-    with pytest.raises(ConfigError, match="program"):
-        load_config(None, ["cluster.address=auto", "rollout.strategy=program", "agent.program=x.py"])
