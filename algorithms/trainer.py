@@ -39,6 +39,7 @@ from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.value import Critic, ValueModel
 
 from argym.errors import ConfigError
+from argym.seeding import seed_for
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
 RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
@@ -256,7 +257,7 @@ class Trainer:
         cfg = self.cfg
         t0, m, start = time.perf_counter(), {}, self.value_pretrained
         for k in range(start, cfg.algorithm.value_pretrain_steps):
-            trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
+            trajs, _ = self.collect(step=k, purpose="value_pretrain")  # seeds no RL step uses
             batch = self.learner.prepare_batch(
                 trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)), old_logprobs=False
             )
@@ -301,21 +302,23 @@ class Trainer:
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
 
-    def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
+    def collect(self, step: int | None = None, purpose: str = "rollout") -> tuple[list, dict[str, float]]:
         """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
 
         Reward components are summed first (the DAPO overlong penalty, in policy
         tokens); dynamic sampling then drops groups whose *outcome* rewards are
-        all equal and draws again until `tasks_per_step` groups are kept.
+        all equal and draws again until `tasks_per_step` groups are kept. Draw k of
+        `step` (default: the RL step) samples with `seed_for(seed, step, k, purpose)`.
         """
         cfg, sc = self.cfg, self.cfg.sampling
+        step = self.step if step is None else step
 
         def draw(k: int) -> tuple[list, list[float]]:
             tasks = [
                 self.engine.task_source.sample(self.task_rng, "train")
                 for _ in range(cfg.rollout.tasks_per_step)
             ]
-            trajs = self._rollout(tasks, seed=cfg.seed * 1_000_003 + self.step + offset + 7_919 * k)
+            trajs = self._rollout(tasks, seed=seed_for(cfg.seed, step, k, purpose))
             outcome = [t.reward for t in trajs]
             if sc.overlong:
                 trajs = apply_overlong(
