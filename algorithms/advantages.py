@@ -34,12 +34,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from argym.algorithms.registry import Registry
+from argym.algorithms.registry import ADVANTAGES
 from torch import Tensor
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch
-    from argym.algorithms.learner import LearnerConfig
+    from argym.algorithms.config import LearnerConfig
 
 
 class AdvantageFn(Protocol):
@@ -48,7 +48,6 @@ class AdvantageFn(Protocol):
     def __call__(self, rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor: ...
 
 
-ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
 register_advantage = ADVANTAGES.register
 get_advantage = ADVANTAGES.get
 

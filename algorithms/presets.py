@@ -24,7 +24,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from argym.algorithms.learner import LearnerConfig
+from argym.algorithms.config import LearnerConfig
 from argym.algorithms.sampling import SamplingConfig
 
 from argym.errors import ConfigError
