@@ -34,7 +34,7 @@ from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.config import LearnerConfig
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages
-from argym.algorithms.learner_metrics import reduce_metrics, zero_sums
+from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, zero_sums
 from argym.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
 from argym.algorithms.r3l.credit import credit_step
 from torch import Tensor, nn
@@ -207,7 +207,7 @@ class Learner:
         cfg = self.config
         n_dropped = sum(t.infra_failure for t in trajectories)
         if n_dropped == len(trajectories):
-            return {"train/infra_dropped": float(n_dropped)}
+            return all_dropped_metrics(n_dropped)
         groups = torch.tensor([t.group for t in trajectories if not t.infra_failure])  # the batch's rows
         n_minibatches = self._num_minibatches(len(groups))
         first = self._partition(groups, n_minibatches)  # epoch 1's, also π_old's path

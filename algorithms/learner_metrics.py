@@ -29,6 +29,11 @@ def zero_sums(device: torch.device) -> dict[str, Tensor]:
     return {k: torch.zeros((), device=device) for k in SUMS}
 
 
+def all_dropped_metrics(n_dropped: int) -> dict[str, float]:
+    """The metrics of an update whose every trajectory was an infrastructure failure: nothing trained."""
+    return {"train/infra_dropped": float(n_dropped)}
+
+
 def reduce_metrics(
     batch: TrainBatch,
     totals: dict[str, Tensor],
