@@ -35,10 +35,10 @@ class Registry(Generic[F]):
         """Decorator that files `fn` under `name`; a name can be taken only once."""
 
         def deco(fn: F) -> F:
-            if name in self._items:
+            owner = self._items[name].__module__ if name in self._items else self._builtins.get(name)
+            if owner is not None and (name in self._items or fn.__module__ != owner):
                 raise ValueError(
-                    f"A {self.kind} named {name!r} is already registered "
-                    f"({self._items[name].__module__}); pick another name."
+                    f"A {self.kind} named {name!r} is already registered ({owner}); pick another name."
                 )
             self._items[name] = fn
             return fn

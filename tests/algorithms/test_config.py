@@ -56,3 +56,20 @@ def test_every_built_in_name_is_registered_by_the_module_it_names(table):
     assert callable(table.get(table.names()[0]))
     with pytest.raises(ConfigError, match="Registered:"):
         table.get("no-such-part")
+
+
+def test_a_built_in_name_cannot_be_taken_before_its_module_loads():
+    code = (
+        "import sys\n"
+        "from argym.algorithms.registry import ADVANTAGES\n"
+        "assert 'argym.algorithms.advantages' not in sys.modules\n"
+        "try:\n"
+        "    ADVANTAGES.register('grpo')(lambda rewards, group_ids, config: rewards)\n"
+        "except ValueError as e:\n"
+        "    print('refused:', e)\n"
+        "print(ADVANTAGES.get('grpo').__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "refused: A advantage estimator named 'grpo' is already registered" in out.stdout
+    assert out.stdout.strip().endswith("argym.algorithms.advantages")
