@@ -54,7 +54,9 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +197,88 @@ def _chown_tree(root: str, uid: int) -> None:
                 os.lchown(os.path.join(dirpath, name), uid, uid)
             except FileNotFoundError:
                 pass
+
+
+def _program_env(extra: dict[str, str] | None) -> dict[str, str]:
+    """The whole environment a program sees: a fixed minimum, plus `extra` (the host's is never passed)."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/sandbox",
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class _Started:
+    """A run whose process is up and waiting for its stdin, with what must be released after it."""
+
+    proc: subprocess.Popen
+    uid: int | None
+    group: cgroup.TreeGroup | None
+    workdir: Path | None
+    result_r: int | None
+    """read end of the result channel (descriptor 3 inside), if requested"""
+    status_r: int | None
+    """read end of bwrap's ``--json-status-fd``"""
+    limits: Limits
+
+
+class _Pump:
+    """Moves a run's bytes: feeds stdin, reads stdout, stderr and the two channels concurrently, each
+    capped (an overflow kills the run), and waits for the exit within the timeout."""
+
+    def __init__(self, run: _Started, kill: Callable[[], None]):
+        self.run, self.kill = run, kill
+        self.out, self.err, self.res, self.status = bytearray(), bytearray(), bytearray(), bytearray()
+        self.overflow = False
+
+    def wait(self, stdin: bytes | None, timeout_s: float) -> bool:
+        """Run to the end or to `timeout_s`, then kill the whole tree; True if the timeout came first."""
+        run, cap = self.run, self.run.limits.output_bytes
+        jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+            (self._drain, (run.proc.stdout.read1, self.out, cap)),  # type: ignore[union-attr]
+            (self._drain, (run.proc.stderr.read1, self.err, cap)),  # type: ignore[union-attr]
+            (self._feed, (stdin,)),
+        ]
+        if run.result_r is not None:
+            jobs.append((self._drain, (partial(os.read, run.result_r), self.res, 1 << 20)))
+        if run.status_r is not None:
+            jobs.append((self._drain, (partial(os.read, run.status_r), self.status, 1 << 16)))
+        threads = [threading.Thread(target=f, args=a, daemon=True) for f, a in jobs]
+        for t in threads:
+            t.start()
+        exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
+        threading.Thread(target=lambda: (run.proc.wait(), exited.set()), daemon=True).start()
+        timed_out = not exited.wait(timeout=timeout_s)
+        self.kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
+        for t in threads:
+            t.join(timeout=5)
+        return timed_out
+
+    def _drain(self, read: Callable[[int], bytes], buf: bytearray, cap: int) -> None:
+        while True:
+            chunk = read(65536)
+            if not chunk:
+                return
+            room = cap - len(buf)
+            buf += chunk[: max(room, 0)]
+            if len(chunk) > room:
+                self.overflow = True
+                self.kill()
+                return
+
+    def _feed(self, stdin: bytes | None) -> None:
+        try:
+            if stdin:
+                self.run.proc.stdin.write(stdin)  # type: ignore[union-attr]
+            self.run.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
 
 
 class ProcessSandbox(Sandbox):
@@ -427,36 +511,30 @@ class ProcessSandbox(Sandbox):
         chdir: str = "/sandbox",
         extra_env: dict[str, str] | None = None,
     ) -> ExecResult:
+        """One run on `slot`: start it, hand it `stdin`, and collect what it did."""
+        started = self._start(slot, argv, files, limits, result_channel, mounts, chdir, extra_env)
+        return self._finish(started, stdin)
+
+    def _start(
+        self,
+        slot: int,
+        argv: list[str],
+        files: dict[str, bytes | str] | None,
+        limits: Limits,
+        result_channel: bool,
+        mounts: tuple[Mount, ...] = (),
+        chdir: str = "/sandbox",
+        extra_env: dict[str, str] | None = None,
+    ) -> _Started:
+        """Start `argv` on `slot` in its namespaces, limits and cgroup; it waits for its stdin."""
         uid = self.uid(slot)
-        workdir = None
-        names: list[str] = []
-        if files:
-            workdir = Path(tempfile.mkdtemp(prefix=f"slot{slot}-", dir=self._tmp))
-            for name, data in files.items():
-                if "/" in name or name in ("", ".", ".."):
-                    raise ValueError(f"file names must be plain names, got {name!r}")
-                (workdir / name).write_bytes(data.encode() if isinstance(data, str) else data)
-                names.append(name)
-            if uid is not None:
-                for p in [workdir, *workdir.iterdir()]:
-                    os.chown(p, uid, uid)
-            os.chmod(workdir, 0o700)
-        argv = [self.python if i == 0 and x == "python" else x for i, x in enumerate(argv)]
-        if argv[0] == self.python:
-            argv = [argv[0], "-I", "-S", *argv[1:]]
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/sandbox",
-            "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-        }
-        env.update(extra_env or {})
-        rfd = wfd = sfd = status_w = None
+        workdir, names = self._stage_files(slot, uid, files)
+        argv = self._interpreter_argv(argv)
+        env = _program_env(extra_env)
+        result_r = result_w = status_r = status_w = None
         if result_channel:
-            rfd, wfd = os.pipe()
-            env["ARGYM_RESULT_FD"] = str(wfd)
+            result_r, result_w = os.pipe()
+            env["ARGYM_RESULT_FD"] = str(result_w)
             env["ARGYM_OUTPUT_CAP"] = str(limits.output_bytes // 2)
         if self.bwrap is not None:
             full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
@@ -464,45 +542,14 @@ class ProcessSandbox(Sandbox):
                 full += ["--setenv", k, v]
             # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
             # (the option was added for exactly this distinction: containers/bubblewrap PR 293)
-            sfd, status_w = os.pipe()
+            status_r, status_w = os.pipe()
             full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
         else:
             full = self._weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
-        cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        group = None
-        if self._layout is not None:
-            try:
-                group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
-                group.limit(limits.memory_mb << 20, limits.processes)
-            except OSError as e:
-                raise SandboxError(
-                    f"could not set up the run's cgroup under {self._layout.memory}: {e}"
-                ) from e
-        join = group.procs_files if group is not None else []
-
-        def preexec() -> None:
-            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
-            for res, val in (
-                (resource.RLIMIT_CPU, cpu),
-                (resource.RLIMIT_AS, limits.memory_mb << 20),
-                (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-                (resource.RLIMIT_NOFILE, limits.open_files),
-                (resource.RLIMIT_CORE, 0),
-            ):
-                resource.setrlimit(res, (val, val))
-            if uid is not None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-            if uid is not None and self.bwrap is not None:  # weak mode: setpriv drops it after unshare
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            elif self.bwrap is None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
-        start = time.monotonic()
-        fds = tuple(fd for fd in (wfd, status_w) if fd is not None)
+        group = self._run_group(slot, limits)
+        inherited = tuple(fd for fd in (result_w, status_w) if fd is not None)
         try:
             proc = subprocess.Popen(
                 full,
@@ -511,86 +558,102 @@ class ProcessSandbox(Sandbox):
                 stderr=subprocess.PIPE,
                 env=env if self.bwrap is None else {},
                 cwd=cwd,
-                preexec_fn=preexec,
+                preexec_fn=self._child_setup(limits, uid, group),
                 start_new_session=True,
-                pass_fds=fds,
+                pass_fds=inherited,
             )
         except (OSError, subprocess.SubprocessError) as e:
-            for fd in (rfd, sfd):
+            for fd in (result_r, status_r):
                 if fd is not None:
                     os.close(fd)
             if group is not None:
                 group.remove()
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
             raise SandboxError(f"could not start the sandbox ({e})") from e
         finally:
-            for fd in fds:
+            for fd in inherited:
                 os.close(fd)
-        state = {"overflow": False}
-        kill = lambda: self._kill(proc, uid, group)  # noqa: E731
-        outs: dict[str, bytearray] = {
-            "out": bytearray(),
-            "err": bytearray(),
-            "res": bytearray(),
-            "status": bytearray(),
-        }
+        return _Started(proc, uid, group, workdir, result_r, status_r, limits)
 
-        def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
-            buf = outs[key]
-            while True:
-                chunk = os.read(stream, 65536) if is_fd else stream.read1(65536)
-                if not chunk:
-                    break
-                room = cap - len(buf)
-                buf += chunk[: max(room, 0)]
-                if len(chunk) > room:
-                    state["overflow"] = True
-                    kill()
-                    break
+    def _stage_files(
+        self, slot: int, uid: int | None, files: dict[str, bytes | str] | None
+    ) -> tuple[Path | None, list[str]]:
+        """Write `files` into a fresh host folder owned by the slot's uid (bound read-only into /sandbox)."""
+        if not files:
+            return None, []
+        for name in files:
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"file names must be plain names, got {name!r}")
+        workdir = Path(tempfile.mkdtemp(prefix=f"slot{slot}-", dir=self._tmp))
+        for name, data in files.items():
+            (workdir / name).write_bytes(data.encode() if isinstance(data, str) else data)
+        if uid is not None:
+            for p in [workdir, *workdir.iterdir()]:
+                os.chown(p, uid, uid)
+        os.chmod(workdir, 0o700)
+        return workdir, list(files)
 
-        threads = [
-            threading.Thread(target=reader, args=(proc.stdout, "out", limits.output_bytes), daemon=True),
-            threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True),
+    def _interpreter_argv(self, argv: list[str]) -> list[str]:
+        """``python`` as argv[0] becomes the sandbox's interpreter, isolated (-I) and without site (-S)."""
+        if argv[0] in ("python", self.python):
+            return [self.python, "-I", "-S", *argv[1:]]
+        return list(argv)
+
+    def _run_group(self, slot: int, limits: Limits) -> cgroup.TreeGroup | None:
+        """A fresh cgroup bounding the run's whole tree, or None where none can be made."""
+        if self._layout is None:
+            return None
+        try:
+            group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
+            group.limit(limits.memory_mb << 20, limits.processes)
+            return group
+        except OSError as e:
+            raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
+
+    def _child_setup(
+        self, limits: Limits, uid: int | None, group: cgroup.TreeGroup | None
+    ) -> Callable[[], None]:
+        """What the child does between fork and exec: join the run's cgroup, set the rlimits, drop to `uid`."""
+        join = group.procs_files if group is not None else []
+        cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        rlimits = [
+            (resource.RLIMIT_CPU, cpu),
+            (resource.RLIMIT_AS, limits.memory_mb << 20),
+            (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+            (resource.RLIMIT_NOFILE, limits.open_files),
+            (resource.RLIMIT_CORE, 0),
         ]
-        if rfd is not None:
-            threads.append(threading.Thread(target=reader, args=(rfd, "res", 1 << 20, True), daemon=True))
-        if sfd is not None:
-            threads.append(threading.Thread(target=reader, args=(sfd, "status", 1 << 16, True), daemon=True))
+        # RLIMIT_NPROC counts the processes of a uid: the slot's own (as root), or ours in weak mode
+        if uid is not None or self.bwrap is None:
+            rlimits.append((resource.RLIMIT_NPROC, limits.processes))
+        drop_uid = uid is not None and self.bwrap is not None  # weak mode: setpriv drops it after unshare
 
-        def writer() -> None:
-            try:
-                if stdin:
-                    proc.stdin.write(stdin)
-                proc.stdin.close()
-            except OSError:
-                pass
+        def setup() -> None:
+            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
+            for res, val in rlimits:
+                resource.setrlimit(res, (val, val))
+            if drop_uid:
+                os.setgroups([])
+                os.setgid(uid)  # type: ignore[arg-type]
+                os.setuid(uid)  # type: ignore[arg-type]
 
-        threads.append(threading.Thread(target=writer, daemon=True))
-        for t in threads:
-            t.start()
-        exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
-        threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
-        timed_out = not exited.wait(timeout=limits.timeout_s)
-        kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
-        for t in threads:
-            t.join(timeout=5)
+        return setup
+
+    def _finish(self, run: _Started, stdin: bytes | None) -> ExecResult:
+        """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
+        start = time.monotonic()
+        pump = _Pump(run, lambda: self._kill(run.proc, run.uid, run.group))
+        timed_out = pump.wait(stdin, run.limits.timeout_s)
         wall = time.monotonic() - start
-        for fd in (rfd, sfd):
-            if fd is not None:
-                os.close(fd)
-        for s in (proc.stdout, proc.stderr):
-            s.close()
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
-        oom = group is not None and group.oom_kills() > 0  # a fresh group: every kill was this run's
-        if group is not None:
-            group.remove()
-        code = proc.returncode
-        err = clean_output(bytes(outs["err"]))
+        oom = self._release_run(run)
+        code = run.proc.returncode
+        err = clean_output(bytes(pump.err))
         if (
-            sfd is not None
+            run.status_r is not None
             and not timed_out
-            and not state["overflow"]
-            and b'"exit-code"' not in outs["status"]
+            and not pump.overflow
+            and b'"exit-code"' not in pump.status
         ):
             # bwrap exited without running the command to its end (a missing mount source, an interpreter
             # it cannot exec, a namespace it may not create): the harness failed, not the program.
@@ -598,16 +661,33 @@ class ProcessSandbox(Sandbox):
                 f"bubblewrap failed before the command ran (exit {code}): {err.strip()[-500:]}"
             )
         return ExecResult(
-            stdout=clean_output(bytes(outs["out"])),
+            stdout=clean_output(bytes(pump.out)),
             stderr=err,
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
             timed_out=timed_out,
-            output_truncated=state["overflow"],
+            output_truncated=pump.overflow,
             oom=oom or "MemoryError" in err[-2000:],
             wall_s=wall,
-            result=bytes(outs["res"]) if rfd is not None else None,
+            result=bytes(pump.res) if run.result_r is not None else None,
         )
+
+    def _release_run(self, run: _Started) -> bool:
+        """Close a finished run's descriptors, remove its folder and cgroup; True if its cgroup saw an OOM kill."""
+        for fd in (run.result_r, run.status_r):
+            if fd is not None:
+                os.close(fd)
+        for s in (run.proc.stdout, run.proc.stderr, run.proc.stdin):
+            try:
+                s.close()
+            except OSError:
+                pass
+        if run.workdir is not None:
+            shutil.rmtree(run.workdir, ignore_errors=True)
+        oom = run.group is not None and run.group.oom_kills() > 0  # a fresh group: every kill was this run's
+        if run.group is not None:
+            run.group.remove()
+        return oom
 
     def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
         """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
