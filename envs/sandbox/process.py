@@ -82,8 +82,13 @@ _PREFIX = "argym-sandbox-"
 _WARNED: set[str] = set()
 
 
-def _release(tmp: Path, layout: cgroup.Layout | None) -> None:
-    """Remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any, _Started]]) -> None:
+    """Kill the warm runs, remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+    for _, started in list(warm.values()):
+        try:
+            os.killpg(started.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     if layout is not None:
         for d in {layout.memory, layout.pids} - {None}:
             for g in d.glob(f"{tmp.name}-slot*"):  # type: ignore[union-attr]
@@ -297,9 +302,16 @@ class ProcessSandbox(Sandbox):
         python: str | None = None,
         allow_weak: bool = False,
         tmp_dir: str | None = None,
+        warm: bool = True,
     ):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}.")
+        self.slots = slots
+        self.warm = warm
+        """Keep the next run of a ``run(..., warm=True)`` program started on each slot (docs/sandboxes.md)."""
+        self._warm: dict[int, tuple[Any, _Started]] = {}
+        self._warm_lock = threading.Lock()
+        self._warm_queue: queue.SimpleQueue[Any] | None = None
         self.limits = limits or Limits()
         self.root = os.geteuid() == 0
         self.bwrap = shutil.which("bwrap")
@@ -330,7 +342,7 @@ class ProcessSandbox(Sandbox):
             else "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)"
         )
         """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
-        self._release = weakref.finalize(self, _release, self._tmp, self._layout)
+        self._release = weakref.finalize(self, _release, self._tmp, self._layout, self._warm)
         self._closed = False
         if self.bwrap is not None:
             self._probe()
@@ -444,16 +456,24 @@ class ProcessSandbox(Sandbox):
         files: dict[str, bytes | str] | None = None,
         limits: Limits | None = None,
         result_channel: bool = False,
+        warm: bool = False,
     ) -> ExecResult:
         if self._closed:
             raise SandboxError("The sandbox is closed.")
         if self.bwrap is None and not self.allow_weak:
             raise SandboxUnavailable("bubblewrap is unavailable; see ProcessSandbox's docstring.")
-        slot = self._slots.get()
+        limits = limits or self.limits
+        key = (tuple(argv), limits, result_channel) if warm and self.warm and not files else None
+        slot, started = self._take_slot(key)
         try:
-            return self._run_once(slot, argv, stdin, files, limits or self.limits, result_channel)
+            was_warm = started is not None
+            if started is None:
+                started = self._start(slot, argv, files, limits, result_channel)
+            result = self._finish(started, stdin)
+            result.meta.update(slot=slot, warm=was_warm)
+            return result
         finally:
-            self._slots.put(slot)
+            self._give_back(slot, key)
 
     def run_mounted(
         self,
@@ -478,7 +498,7 @@ class ProcessSandbox(Sandbox):
             raise SandboxUnavailable(
                 "Mounting host directories needs bubblewrap (apt-get install bubblewrap)."
             )
-        slot = self._slots.get()
+        slot, _ = self._take_slot(None)
         try:
             uid = self.uid(slot)
             if uid is not None:
@@ -729,8 +749,92 @@ class ProcessSandbox(Sandbox):
             ]
         return drop
 
+    # ---- warm slots -------------------------------------------------------------------
+    def _take_slot(self, key: Any) -> tuple[int, _Started | None]:
+        """A free slot, and its warm run if it was started for `key` and is still waiting.
+
+        A warm run started for another program, or one that died while it waited, is killed
+        first (as the end of a run is), so the slot's uid and cgroup are free for this run."""
+        slot = self._slots.get()
+        with self._warm_lock:
+            held = self._warm.pop(slot, None)
+        if held is not None:
+            if held[0] == key and held[1].proc.poll() is None:
+                return slot, held[1]
+            try:
+                self._discard(held[1])
+            except BaseException:
+                self._slots.put(slot)
+                raise
+        return slot, None
+
+    def _give_back(self, slot: int, key: Any) -> None:
+        """Return `slot` to the pool; after a warm program, once the warmer has started its next run."""
+        if key is None or self._closed:
+            self._slots.put(slot)
+            return
+        with self._warm_lock:
+            if self._warm_queue is None:
+                self._warm_queue = queue.SimpleQueue()
+                # one long-lived thread starts every warm run: bwrap's --die-with-parent follows the
+                # thread that forked it (PR_SET_PDEATHSIG), so a caller's short-lived thread must not
+                threading.Thread(target=self._warmer, args=(self._warm_queue,), daemon=True).start()
+            self._warm_queue.put((slot, key))
+
+    def _warmer(self, jobs: queue.SimpleQueue[Any]) -> None:
+        """Start the next run of each slot queued here, then return the slot to the pool."""
+        while (job := jobs.get()) is not None:
+            slot, (argv, limits, result_channel) = job
+            try:
+                with self._warm_lock:
+                    if not self._closed:
+                        started = self._start(slot, list(argv), None, limits, result_channel)
+                        self._warm[slot] = (job[1], started)
+            except Exception as e:  # the slot's next run starts cold and reports what fails
+                log.debug("warm start on slot %d failed: %s", slot, e)
+            finally:
+                self._slots.put(slot)
+
+    def _discard(self, started: _Started) -> None:
+        """Kill a warm run that will not be used, and release what it holds."""
+        self._kill(started.proc, started.uid, started.group)
+        self._release_run(started)
+
+    def settle(self) -> None:
+        """Wait until every slot is free: no run and no warm start in progress (tests, benchmarks)."""
+        held = [self._slots.get() for _ in range(self.slots)]
+        for slot in held:
+            self._slots.put(slot)
+
+    def warm_pids(self, slot: int) -> set[int]:
+        """The processes of `slot`'s waiting warm run (bubblewrap and all below it); empty if it has none."""
+        with self._warm_lock:
+            held = self._warm.get(slot)
+        if held is None:
+            return set()
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+        tree, todo = set(), [held[1].proc.pid]
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo += children.get(pid, [])
+        return tree
+
     def close(self) -> None:
         self._closed = True
+        with self._warm_lock:
+            held = [started for _, started in self._warm.values()]
+            self._warm.clear()
+            if self._warm_queue is not None:
+                self._warm_queue.put(None)
+        for started in held:
+            self._discard(started)
         for uid, fd in self._leases:
             _kill_uid(uid)
             os.close(fd)  # releases the lease

@@ -38,9 +38,14 @@ def run(sandbox, body: str, prelude: str = "") -> dict:
 def host_clean(sandbox) -> None:
     """No process left behind by any slot; the sandbox still grades the right answer."""
     if getattr(sandbox, "root", False):
+        sandbox.settle()
         for slot in range(2):
             uid = sandbox.uid(slot)
-            left = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) == uid and not _zombie(p)]
+            live = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) == uid and not _zombie(p)]
+            # the slot's warm run was started after the last run's tree was killed: only it may live
+            # (read after the listing: what the booting warm run forked meanwhile is in both)
+            warm = sandbox.warm_pids(slot)
+            left = [p for p in live if int(p) not in warm and not _zombie(p)]
             assert not left, f"processes of slot uid {uid} survived: {left}"
     if sandbox.backend == "docker":
         assert sandbox.leftover_containers() == []
