@@ -291,6 +291,37 @@ def test_the_harness_cannot_be_read_or_traced(sandbox) -> None:
     host_clean(sandbox)
 
 
+SCAN_OWN_MEMORY = r"""
+import ctypes, re
+def _scan():
+    # every anonymous readable mapping (heap, stack, the allocator's arenas), read in-process
+    found = set()
+    for line in open('/proc/self/maps'):
+        parts = line.split()
+        if parts[1][0] != 'r' or (len(parts) > 5 and parts[5] not in ('[heap]', '[stack]')):
+            continue
+        lo, hi = (int(x, 16) for x in parts[0].split('-'))
+        found.update(re.findall(rb'argym-hidden-[0-9a-f]{32}', ctypes.string_at(lo, hi - lo)))
+    return found
+SELF = 'argym-hidden-' + 'ab' * 16  # the scan must find this one
+FOUND = _scan()
+"""
+
+
+def test_the_candidate_memory_never_held_the_tests(sandbox) -> None:
+    """The candidate is forked before the harness reads its job: a secret of the tests is nowhere in it."""
+    import secrets
+
+    secret = f"argym-hidden-{secrets.token_hex(16)}"
+    task = code_task("add", STUB, TESTS + f"    # {secret}\n", "add", "    return a + b\n")
+    body = "return a + b if FOUND == {SELF.encode()} else sorted(FOUND)"
+    code = f"{SCAN_OWN_MEMORY}\ndef add(a, b):\n    {body}\n"
+    v = grade(sandbox, task, f"```python\n{code}```", timeout_s=10.0)
+    assert v["kind"] == "ok", v
+    assert secret not in v["message"] + v["output"]
+    host_clean(sandbox)
+
+
 # ---- reading the host ------------------------------------------------------------------
 def _read_files(paths: list[str]) -> str:
     return (
