@@ -27,6 +27,10 @@ Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this 
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
+- **warm slots** (``warm=True``): for a program that reads all of its input
+  from stdin (``run(..., warm=True)``), each slot's next single-use run is
+  started in the background once the previous one's tree is killed, and the
+  next program is only handed its stdin (docs/sandboxes.md, "Warm slots").
 - **housekeeping**: the sandbox's temporary folder and cgroups are named with
   the owner's pid and removed at close or interpreter exit; a new sandbox
   removes those whose owner is dead (a killed process leaves them behind).
