@@ -138,6 +138,10 @@ class Sandbox(ABC):
         with ThreadPoolExecutor(max_workers=min(self.slots, len(programs))) as pool:
             return list(pool.map(one, programs))
 
+    def cool(self) -> None:
+        """Stop whatever the sandbox keeps started ahead of demand (warm runs) until the next program
+        asks for it; its owner is going idle. Nothing to stop by default."""
+
     def close(self) -> None:
         """Release slots, work dirs and containers."""
 

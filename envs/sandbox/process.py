@@ -315,6 +315,7 @@ class ProcessSandbox(Sandbox):
         """Keep the next run of a ``run(..., warm=True)`` program started on each slot (docs/sandboxes.md)."""
         self._warm: dict[int, tuple[Any, _Started]] = {}
         self._warm_lock = threading.Lock()
+        self._cooled = False
         self._warm_queue: queue.SimpleQueue[Any] | None = None
         self.limits = limits or Limits()
         self.root = os.geteuid() == 0
@@ -468,6 +469,8 @@ class ProcessSandbox(Sandbox):
             raise SandboxUnavailable("bubblewrap is unavailable; see ProcessSandbox's docstring.")
         limits = limits or self.limits
         key = (tuple(argv), limits, result_channel) if warm and self.warm and not files else None
+        if key is not None:
+            self._cooled = False
         slot, started = self._take_slot(key)
         try:
             was_warm = started is not None
@@ -791,7 +794,7 @@ class ProcessSandbox(Sandbox):
             slot, (argv, limits, result_channel) = job
             try:
                 with self._warm_lock:
-                    if not self._closed:
+                    if not (self._closed or self._cooled):
                         started = self._start(slot, list(argv), None, limits, result_channel)
                         self._warm[slot] = (job[1], started)
             except Exception as e:  # the slot's next run starts cold and reports what fails
@@ -830,15 +833,21 @@ class ProcessSandbox(Sandbox):
             todo += children.get(pid, [])
         return tree
 
+    def cool(self) -> None:
+        # under the lock: a run that takes one of these slots meanwhile waits in `_take_slot` until the
+        # slot's warm run (and every process of its uid) is gone, so the kill cannot reach that run
+        with self._warm_lock:
+            self._cooled = True
+            for _, started in self._warm.values():
+                self._discard(started)
+            self._warm.clear()
+
     def close(self) -> None:
         self._closed = True
+        self.cool()
         with self._warm_lock:
-            held = [started for _, started in self._warm.values()]
-            self._warm.clear()
             if self._warm_queue is not None:
                 self._warm_queue.put(None)
-        for started in held:
-            self._discard(started)
         for uid, fd in self._leases:
             _kill_uid(uid)
             os.close(fd)  # releases the lease

@@ -193,3 +193,22 @@ def _cpu_ticks(pids: set[int]) -> int:
         except (OSError, IndexError):
             pass
     return total
+
+
+def test_closing_a_code_env_stops_the_warm_runs_its_grading_started(one_slot) -> None:
+    from argym.envs.code.env import CodeEnv
+
+    sb, runs = one_slot
+    env = CodeEnv(tasks=[TASK], sandbox=sb)
+    env.reset(options={"task_id": TASK.id})
+    assert env.step(GOOD)[1] == 1.0
+    sb.settle()
+    tree = sb.warm_pids(0)
+    assert tree
+    env.close()  # the sandbox is shared and stays open; only its idle warm run goes
+    assert not sb.warm_pids(0)
+    time.sleep(0.2)
+    assert not [p for p in tree if _state(p) not in ("Z", "gone")]
+    assert grade(sb, TASK, GOOD, TIMEOUT_S)["kind"] == "ok"  # the next program warms the slot again
+    sb.settle()
+    assert sb.warm_pids(0)
