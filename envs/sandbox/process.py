@@ -43,7 +43,6 @@ files are visible (as to any unprivileged user).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -60,7 +59,6 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,20 +71,18 @@ from argym.envs.sandbox.base import (
     SandboxUnavailable,
     clean_output,
 )
+from argym.envs.sandbox.pump import Pump, Started, program_env
+from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
 
 log = logging.getLogger(__name__)
 
-BASE_UID = 20_000
-UID_POOL = 40_000
-"""Slots lease uids from [BASE_UID, BASE_UID + UID_POOL)."""
-_LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 _HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
 _PREFIX = "argym-sandbox-"
 """Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...`` (`disk.reap`)."""
 _WARNED: set[str] = set()
 
 
-def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any, _Started]]) -> None:
+def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any, Started]]) -> None:
     """Kill the warm runs, remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
     for _, started in list(warm.values()):
         try:
@@ -133,33 +129,6 @@ def _python_layout(python: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-def _kill_uid(uid: int, wait_s: float = 3.0, spare: int | None = None) -> int:
-    """SIGKILL every live process owned by `uid` (but `spare`) until none is left; returns the most seen.
-
-    Zombies are dead already; they wait for their parent (or the host's init) to reap them.
-    """
-    n, end = 0, time.monotonic() + wait_s
-    while True:
-        found = 0
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == spare:
-                continue
-            try:
-                if os.stat(f"/proc/{name}").st_uid != uid:
-                    continue
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        continue
-                found += 1
-                os.kill(int(name), signal.SIGKILL)
-            except (OSError, IndexError):
-                pass
-        n = max(n, found)
-        if not found or time.monotonic() > end:
-            return n
-        time.sleep(0.005)
-
-
 @dataclass(frozen=True)
 class Mount:
     """A host directory bound into the sandbox at `target` (read-only unless `writable`)."""
@@ -169,132 +138,11 @@ class Mount:
     writable: bool = False
 
 
-def _lease_uids(count: int) -> list[tuple[int, int]]:
-    """`count` uids nobody else holds, each as (uid, fd of its held lock file).
-
-    A lock is an flock on ``_LEASE_DIR/<uid>``: the kernel drops it when the fd
-    closes or the holder dies, so a crashed run never leaks a uid. A freshly
-    leased uid is swept first, in case a dead holder left processes behind.
-    """
-    os.makedirs(_LEASE_DIR, mode=0o700, exist_ok=True)
-    out: list[tuple[int, int]] = []
-    for uid in range(BASE_UID, BASE_UID + UID_POOL):
-        fd = os.open(os.path.join(_LEASE_DIR, str(uid)), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        _kill_uid(uid)
-        out.append((uid, fd))
-        if len(out) == count:
-            return out
-    for _, fd in out:
-        os.close(fd)
-    raise SandboxUnavailable(
-        f"no free sandbox uid left in [{BASE_UID}, {BASE_UID + UID_POOL}); "
-        f"close other sandboxes or remove stale locks in {_LEASE_DIR}."
-    )
-
-
-def _chown_tree(root: str, uid: int) -> None:
-    """Give `root` and everything under it to `uid` (symlinks themselves, never their targets)."""
-    os.lchown(root, uid, uid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            try:
-                os.lchown(os.path.join(dirpath, name), uid, uid)
-            except FileNotFoundError:
-                pass
-
-
-def _program_env(extra: dict[str, str] | None) -> dict[str, str]:
-    """The whole environment a program sees: a fixed minimum, plus `extra` (the host's is never passed)."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/sandbox",
-        "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-    }
-    env.update(extra or {})
-    return env
-
-
-@dataclass
-class _Started:
-    """A run whose process is up and waiting for its stdin, with what must be released after it."""
-
-    proc: subprocess.Popen
-    uid: int | None
-    group: cgroup.TreeGroup | None
-    workdir: Path | None
-    result_r: int | None
-    """read end of the result channel (descriptor 3 inside), if requested"""
-    status_r: int | None
-    """read end of bwrap's ``--json-status-fd``"""
-    limits: Limits
-
-
-class _Pump:
-    """Moves a run's bytes: feeds stdin, reads stdout, stderr and the two channels concurrently, each
-    capped (an overflow kills the run), and waits for the exit within the timeout."""
-
-    def __init__(self, run: _Started, kill: Callable[[], None]):
-        self.run, self.kill = run, kill
-        self.out, self.err, self.res, self.status = bytearray(), bytearray(), bytearray(), bytearray()
-        self.overflow = False
-
-    def wait(self, stdin: bytes | None, timeout_s: float) -> bool:
-        """Run to the end or to `timeout_s`, then kill the whole tree; True if the timeout came first."""
-        run, cap = self.run, self.run.limits.output_bytes
-        jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
-            (self._drain, (run.proc.stdout.read1, self.out, cap)),  # type: ignore[union-attr]
-            (self._drain, (run.proc.stderr.read1, self.err, cap)),  # type: ignore[union-attr]
-            (self._feed, (stdin,)),
-        ]
-        if run.result_r is not None:
-            jobs.append((self._drain, (partial(os.read, run.result_r), self.res, 1 << 20)))
-        if run.status_r is not None:
-            jobs.append((self._drain, (partial(os.read, run.status_r), self.status, 1 << 16)))
-        threads = [threading.Thread(target=f, args=a, daemon=True) for f, a in jobs]
-        for t in threads:
-            t.start()
-        exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
-        threading.Thread(target=lambda: (run.proc.wait(), exited.set()), daemon=True).start()
-        timed_out = not exited.wait(timeout=timeout_s)
-        self.kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
-        for t in threads:
-            t.join(timeout=5)
-        return timed_out
-
-    def _drain(self, read: Callable[[int], bytes], buf: bytearray, cap: int) -> None:
-        while True:
-            chunk = read(65536)
-            if not chunk:
-                return
-            room = cap - len(buf)
-            buf += chunk[: max(room, 0)]
-            if len(chunk) > room:
-                self.overflow = True
-                self.kill()
-                return
-
-    def _feed(self, stdin: bytes | None) -> None:
-        try:
-            if stdin:
-                self.run.proc.stdin.write(stdin)  # type: ignore[union-attr]
-            self.run.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-
-
 class ProcessSandbox(Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
-    the defaults of `run`. As root each slot leases its own uid (`_lease_uids`).
+    the defaults of `run`. As root each slot leases its own uid (`lease_uids`).
     """
 
     backend = "process"
@@ -313,7 +161,7 @@ class ProcessSandbox(Sandbox):
         self.slots = slots
         self.warm = warm
         """Keep the next run of a ``run(..., warm=True)`` program started on each slot (docs/sandboxes.md)."""
-        self._warm: dict[int, tuple[Any, _Started]] = {}
+        self._warm: dict[int, tuple[Any, Started]] = {}
         self._warm_lock = threading.Lock()
         self._cooled = False
         self._warm_queue: queue.SimpleQueue[Any] | None = None
@@ -335,7 +183,7 @@ class ProcessSandbox(Sandbox):
         self._slots: queue.Queue[int] = queue.Queue()
         for i in range(slots):
             self._slots.put(i)
-        self._leases = _lease_uids(slots) if self.root else []
+        self._leases = lease_uids(slots) if self.root else []
         parent = Path(tmp_dir or tempfile.gettempdir())
         disk.reap(parent, _PREFIX)
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
@@ -511,7 +359,7 @@ class ProcessSandbox(Sandbox):
             if uid is not None:
                 for m in mounts:
                     if m.writable:
-                        _chown_tree(m.source, uid)
+                        chown_tree(m.source, uid)
             return self._run_once(
                 slot,
                 argv,
@@ -552,12 +400,12 @@ class ProcessSandbox(Sandbox):
         mounts: tuple[Mount, ...] = (),
         chdir: str = "/sandbox",
         extra_env: dict[str, str] | None = None,
-    ) -> _Started:
+    ) -> Started:
         """Start `argv` on `slot` in its namespaces, limits and cgroup; it waits for its stdin."""
         uid = self.uid(slot)
         workdir, names = self._stage_files(slot, uid, files)
         argv = self._interpreter_argv(argv)
-        env = _program_env(extra_env)
+        env = program_env(extra_env)
         result_r = result_w = status_r = status_w = None
         if result_channel:
             result_r, result_w = os.pipe()
@@ -601,7 +449,7 @@ class ProcessSandbox(Sandbox):
         finally:
             for fd in inherited:
                 os.close(fd)
-        return _Started(proc, uid, group, workdir, result_r, status_r, limits)
+        return Started(proc, uid, group, workdir, result_r, status_r, limits)
 
     def _stage_files(
         self, slot: int, uid: int | None, files: dict[str, bytes | str] | None
@@ -667,10 +515,10 @@ class ProcessSandbox(Sandbox):
 
         return setup
 
-    def _finish(self, run: _Started, stdin: bytes | None) -> ExecResult:
+    def _finish(self, run: Started, stdin: bytes | None) -> ExecResult:
         """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
         start = time.monotonic()
-        pump = _Pump(run, lambda: self._kill(run.proc, run.uid, run.group))
+        pump = Pump(run, lambda: self._kill(run.proc, run.uid, run.group))
         timed_out = pump.wait(stdin, run.limits.timeout_s)
         wall = time.monotonic() - start
         oom = self._release_run(run)
@@ -699,7 +547,7 @@ class ProcessSandbox(Sandbox):
             result=bytes(pump.res) if run.result_r is not None else None,
         )
 
-    def _release_run(self, run: _Started) -> bool:
+    def _release_run(self, run: Started) -> bool:
         """Close a finished run's descriptors, remove its folder and cgroup; True if its cgroup saw an OOM kill."""
         for fd in (run.result_r, run.status_r):
             if fd is not None:
@@ -720,7 +568,7 @@ class ProcessSandbox(Sandbox):
         """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
         namespace (a killed bwrap would leave its child a zombie for the host's init)."""
         if uid is not None and proc.poll() is None:
-            _kill_uid(uid, wait_s=1.0, spare=proc.pid)
+            kill_uid(uid, wait_s=1.0, spare=proc.pid)
             try:
                 proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
@@ -734,7 +582,7 @@ class ProcessSandbox(Sandbox):
         except subprocess.TimeoutExpired:
             pass
         if uid is not None:
-            _kill_uid(uid)
+            kill_uid(uid)
         if group is not None:
             group.kill()
 
@@ -757,7 +605,7 @@ class ProcessSandbox(Sandbox):
         return drop
 
     # ---- warm slots -------------------------------------------------------------------
-    def _take_slot(self, key: Any) -> tuple[int, _Started | None]:
+    def _take_slot(self, key: Any) -> tuple[int, Started | None]:
         """A free slot, and its warm run if it was started for `key` and is still waiting.
 
         A warm run started for another program, or one that died while it waited, is killed
@@ -802,7 +650,7 @@ class ProcessSandbox(Sandbox):
             finally:
                 self._slots.put(slot)
 
-    def _discard(self, started: _Started) -> None:
+    def _discard(self, started: Started) -> None:
         """Kill a warm run that will not be used, and release what it holds."""
         self._kill(started.proc, started.uid, started.group)
         self._release_run(started)
@@ -849,7 +697,7 @@ class ProcessSandbox(Sandbox):
             if self._warm_queue is not None:
                 self._warm_queue.put(None)
         for uid, fd in self._leases:
-            _kill_uid(uid)
+            kill_uid(uid)
             os.close(fd)  # releases the lease
         self._leases = []
         self._release()
