@@ -40,6 +40,7 @@ from argym.algorithms.value import Critic, ValueModel
 
 from argym.cluster import connect
 from argym.errors import ConfigError
+from argym.seeding import seed_for
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
 RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster")
@@ -252,7 +253,7 @@ class Trainer:
         cfg = self.cfg
         t0, m, start = time.perf_counter(), {}, self.value_pretrained
         for k in range(start, cfg.algorithm.value_pretrain_steps):
-            trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
+            trajs, _ = self.collect(step=k, purpose="value_pretrain")  # seeds no RL step uses
             batch = self.learner.prepare_batch(
                 trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)), old_logprobs=False
             )
@@ -297,16 +298,18 @@ class Trainer:
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
 
-    def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
+    def collect(self, step: int | None = None, purpose: str = "rollout") -> tuple[list, dict[str, float]]:
         """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
 
         Reward components are summed first (the DAPO overlong penalty, in policy
         tokens); dynamic sampling then drops groups whose *outcome* rewards are
-        all equal and draws again until `tasks_per_step` groups are kept. The
-        strategy's metrics of every draw are combined (`combine_metrics`: counts
+        all equal and draws again until `tasks_per_step` groups are kept. Draw k of
+        `step` (default: the RL step) samples with `seed_for(seed, step, k, purpose)`.
+        The strategy's metrics of every draw are combined (`combine_metrics`: counts
         summed, rates averaged over the draws).
         """
         cfg, sc = self.cfg, self.cfg.sampling
+        step = self.step if step is None else step
         rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
 
         def draw(k: int) -> tuple[list, list[float]]:
@@ -314,7 +317,7 @@ class Trainer:
                 self.engine.task_source.sample(self.task_rng, "train")
                 for _ in range(cfg.rollout.tasks_per_step)
             ]
-            seed = cfg.seed * 1_000_003 + self.step + offset + 7_919 * k
+            seed = seed_for(cfg.seed, step, k, purpose)
             trajs, strategy_metrics = self.strategy.run(tasks, cfg.rollout.group_size, seed=seed)
             rounds.append(strategy_metrics)
             outcome = [t.reward for t in trajs]

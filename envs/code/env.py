@@ -100,6 +100,7 @@ class CodeEnv(TextEnv):
         self.partial_credit = bool(partial_credit)
         self.timeout_s = float(timeout_s)
         self._sandbox_spec = sandbox
+        self._graded_in: Sandbox | None = None
         super().__init__(
             tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode, executors=executors
         )
@@ -117,9 +118,17 @@ class CodeEnv(TextEnv):
             raise ConfigError(f"Code task {task.id!r} needs tests and meta['entry_point'].")
         return super().begin(task)
 
+    def close(self) -> None:
+        """Also stop the warm runs this env's grading left started in its (maybe shared) sandbox: an idle
+        cache, which the next grade in that sandbox starts again."""
+        if self._graded_in is not None:
+            self._graded_in.cool()
+        super().close()
+
     def respond(self, action: Message) -> Reply:
         try:
-            verdict = grade(self.sandbox, self.task, action.get("content") or "", self.timeout_s)
+            self._graded_in = self.sandbox
+            verdict = grade(self._graded_in, self.task, action.get("content") or "", self.timeout_s)
         except InfrastructureError as e:
             return Reply(
                 reward_parts={"outcome": 0.0},

@@ -144,6 +144,7 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, slots: int = 2, limits: Limits | None = None, image: str = IMAGE, client: Any = None):
         self.limits = limits or Limits()
+        self.slots = slots
         self.client = client or client_from_env()
         self.image = image
         if not image_exists(self.client, image):
@@ -178,6 +179,7 @@ class DockerSandbox(Sandbox):
         files: dict[str, bytes | str] | None = None,
         limits: Limits | None = None,
         result_channel: bool = False,
+        warm: bool = False,
     ) -> ExecResult:
         limits = limits or self.limits
         slot = self._slots.get()
