@@ -15,7 +15,8 @@ class OracleAgent:
 
     def act(self, messages: list[Message], env: Any) -> str | Message:
         try:
-            action: str | Message = env.get_wrapper_attr("oracle_action")()  # a wrapper's oracle first
+            # a wrapper's own oracle (DecomposeReasoner) first
+            action: str | Message = env.get_wrapper_attr("oracle_action")()
             return action
         except NotImplementedError:
             env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
