@@ -92,7 +92,7 @@ def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
             module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"{what}: cannot import {module_name!r} ({e}).") from e
-    fn = getattr(module, fn_name, None)
+    fn: object = getattr(module, fn_name, None)
     if not callable(fn):
         raise ConfigError(f"{what}: {module_name!r} has no function {fn_name!r}.")
     return fn
@@ -136,7 +136,7 @@ class ProgramTools:
             obs, reward, terminated, truncated, info = self._env.step(action)
             self.record(reward, terminated, truncated, info)
         last = max(i for i, m in enumerate(obs) if m.get("role") == "assistant")
-        return [dict(m) for m in obs[last + 1 :]]  # type: ignore[misc]
+        return [m.copy() for m in obs[last + 1 :]]
 
     def close(self) -> None:
         """The episode is over (finished or abandoned): `run` refuses from now on."""
@@ -179,7 +179,7 @@ class _Live:
     env: Any
     tools: ProgramTools
     key: str
-    thread: threading.Thread
+    thread: threading.Thread = dataclasses.field(init=False)
     started: float = 0.0
     result: Any = None
     error: BaseException | None = None
@@ -290,7 +290,7 @@ class ProgramRunner:
                 obs, _ = env.reset(seed=seed + i, options={"task": task})
                 shown = dataclasses.replace(task, prompt=tuple(obs))
                 record = self.endpoint.open_episode()
-                live = _Live(i, shown, t, env, ProgramTools(env, task), record.key, thread=None)  # type: ignore[arg-type]
+                live = _Live(i, shown, t, env, ProgramTools(env, task), record.key)
                 live.thread = threading.Thread(
                     target=self._call, args=(live,), daemon=True, name=f"argym-program-{i}"
                 )
