@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from argym.envs.base import Action, Reply, TextEnv
+from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.verifier import BOXED_INSTRUCTION, MathVerifier
@@ -109,11 +109,11 @@ class MathEnv(TextEnv):
             verdict=verdict,
         )
 
-    def step(self, action: Action):
-        # The turn limit is the attempt limit, which ends the task: an unreadable action
-        # on the last attempt (handled by the base class) terminates too.
-        obs, reward, terminated, truncated, info = super().step(action)
-        return obs, reward, terminated or truncated, False, info
+    def unreadable(self, problem: str) -> Reply:
+        """The turn limit is the attempt limit, which ends the task: an unreadable last attempt terminates."""
+        reply = super().unreadable(problem)
+        reply.terminated = self.turn + 1 >= self.max_attempts
+        return reply
 
     def grader_versions(self) -> dict[str, str]:
         """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else math-verify."""

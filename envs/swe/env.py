@@ -148,7 +148,6 @@ class SWEEnv(TextEnv):
         self._elapsed = 0.0
         self._oracle: list[ToolCall] = []
         self._oracle_next = 0  # the oracle's plan position: calls it has handed out this episode
-        self._time_up = False
         super().__init__(
             tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors
         )
@@ -244,11 +243,8 @@ class SWEEnv(TextEnv):
                     terminated=True,
                     verdict={"calls": results, "resolved": False, "rejected": "disk_limit"},
                 )
-            if self._elapsed > self.time_limit_s:
-                self._time_up = True
-                done = self._finish(messages, {"calls": results, "time_limit": True}, auto=True)
-                done.terminated = False  # a limit, like the turn limit: `step` truncates
-                return done
+            if self._elapsed > self.time_limit_s:  # a limit, like the turn limit: graded, then truncated
+                return _truncated(self._finish(messages, {"calls": results, "time_limit": True}, auto=True))
         if turn.errors:
             messages.append({"role": "user", "content": " ".join(turn.errors)})
         return self._maybe_last(
@@ -259,21 +255,11 @@ class SWEEnv(TextEnv):
             )
         )
 
-    def step(self, action: Any):
-        """`TextEnv.step`; past `time_limit_s` (after grading the workspace) the episode is truncated."""
-        self._time_up = False
-        obs, reward, terminated, truncated, info = super().step(action)
-        if self._time_up and not terminated:
-            truncated, self._done = True, True
-        return obs, reward, terminated, truncated, info
-
     def _maybe_last(self, reply: Reply) -> Reply:
         """On the last turn the workspace is graded as it stands (the episode is then truncated)."""
         if self.turn + 1 < self.max_turns:
             return reply
-        done = self._finish(reply.messages, reply.verdict, auto=True)
-        done.terminated = False
-        return done
+        return _truncated(self._finish(reply.messages, reply.verdict, auto=True))
 
     def _finish(self, messages: list[Message], verdict: dict[str, Any], auto: bool) -> Reply:
         instance = instance_of(self.task)
@@ -332,18 +318,14 @@ class SWEEnv(TextEnv):
 
     def restore(self, state: EnvState) -> None:
         """Restore from a real copy of the workspace (no replay of the commands)."""
-        me = f"{type(self).__module__}.{type(self).__qualname__}"
-        if state.env_class != me or not isinstance(state, SWEState):
-            raise ConfigError(f"Cannot restore a snapshot of {state.env_class} into {me}.")
+        self.check_state(state, SWEState)
+        assert isinstance(state, SWEState)
         self._open(state.task, state.workspace)
         assert self._tools is not None
         self._tools.history = copy.deepcopy(state.history)
         self._elapsed = state.elapsed_s
-        self._task, self._messages = state.task, [dict(m) for m in state.messages]  # type: ignore[misc]
-        self._actions = copy.deepcopy(state.actions)
-        self._turn, self._done, self._started = state.turn, state.done, True
         self._oracle, self._oracle_next = [], len(state.actions)
-        self.np_random.bit_generator.state = copy.deepcopy(state.rng_state)
+        self.load_episode(state)
 
     def grader_versions(self) -> dict[str, str]:
         from importlib.metadata import version
@@ -359,6 +341,12 @@ class SWEEnv(TextEnv):
     def close(self) -> None:
         self._close_workspace()
         super().close()
+
+
+def _truncated(reply: Reply) -> Reply:
+    """`reply` (the workspace graded as it stands) as the end of an episode cut by a limit."""
+    reply.terminated, reply.truncated = False, True
+    return reply
 
 
 def patch_to_calls(patch: str) -> list[ToolCall]:
