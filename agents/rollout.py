@@ -24,6 +24,7 @@ from typing import Any
 
 from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
+from argym.envs.executors import Executors
 
 import argym
 from argym.errors import InfrastructureError
@@ -120,7 +121,12 @@ class Resume:
 
 
 class RolloutEngine:
-    """Drives one env id with one agent; env instances are pooled and reused across `run` calls."""
+    """Drives one env id with one agent; env instances are pooled and reused across `run` calls.
+
+    The engine owns the `Executors` (worker pools, sandboxes) its envs share: it
+    builds them unless `executors` is given (then they stay the caller's), hands
+    them to every env it makes, and `close()` closes its envs, then them.
+    """
 
     def __init__(
         self,
@@ -129,7 +135,7 @@ class RolloutEngine:
         agent: TokenPolicy | MessageAgent,
         sampling: SamplingParams | None = None,
         max_total_tokens: int = 2048,
-        executors: Any = None,
+        executors: Executors | None = None,
         step_threads: int = 16,
     ):
         self.env_id = env_id
@@ -137,17 +143,15 @@ class RolloutEngine:
         self.agent = agent
         self.sampling = sampling or SamplingParams()
         self.max_total_tokens = max_total_tokens
-        self.executors = executors
+        self._owns_executors = executors is None
+        self.executors = executors if executors is not None else Executors()
         self._envs: list[Any] = []
         self._threads = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="argym-step")
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            kwargs = dict(self.env_kwargs)
-            if self.executors is not None:
-                kwargs["executors"] = self.executors
-            self._envs.append(argym.make(self.env_id, **kwargs))
+            self._envs.append(argym.make(self.env_id, **{**self.env_kwargs, "executors": self.executors}))
         return self._envs[i]
 
     @property
@@ -290,6 +294,8 @@ class RolloutEngine:
             env.close()
         self._envs.clear()
         self._threads.shutdown(wait=False)
+        if self._owns_executors:
+            self.executors.close()
 
     def __enter__(self) -> RolloutEngine:
         return self

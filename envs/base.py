@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from argym.envs.executors import Executors
 from argym.envs.spaces import Conversation, UnicodeText
 from argym.envs.tasks import TaskSource, check_split
 
@@ -69,6 +70,10 @@ class EnvState:
 class TextEnv(gym.Env[list[Message], Action]):
     """Base class of argym's multi-turn text environments.
 
+    `executors`: the worker pools and sandboxes the env grades with. The rollout
+    engine hands in its own (shared by all its envs); without one the env builds
+    its own, which `close()` releases. A subclass forwards the kwarg.
+
     `reset(seed=None, options=None) -> (obs, info)`:
         `obs` is the conversation so far (list of chat messages). Options:
         ``{"task_id": "..."}`` or ``{"task": Task}`` pins the task; otherwise it
@@ -101,7 +106,7 @@ class TextEnv(gym.Env[list[Message], Action]):
         split: str = "train",
         max_turns: int = 1,
         render_mode: str | None = None,
-        executors: Any = None,
+        executors: Executors | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
@@ -112,7 +117,9 @@ class TextEnv(gym.Env[list[Message], Action]):
         self.render_mode = render_mode
         self.split = check_split(split)
         self.max_turns = int(max_turns)
-        self.executors = executors
+        # the pools and sandboxes this env grades with: its rollout engine's, else its own (closed by close())
+        self._owns_executors = executors is None
+        self.executors = executors if executors is not None else Executors()
         self.tasks: TaskSource = self.load_tasks(tasks)
         self.observation_space = Conversation()
         self.action_space = UnicodeText()
@@ -276,6 +283,9 @@ class TextEnv(gym.Env[list[Message], Action]):
         return text
 
     def close(self) -> None:
+        """Release what this env holds; subclasses release their own part first, then call this."""
+        if self._owns_executors:
+            self.executors.close()
         super().close()
 
     def __enter__(self) -> TextEnv:

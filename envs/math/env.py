@@ -69,10 +69,9 @@ class MathEnv(TextEnv):
 
     @property
     def verifier(self) -> MathVerifier:
-        """Grades through `executors.verifier`, else the process-wide shared pool (never one per env)."""
+        """Grades through the executors' verifier pool: the engine's (shared by its envs), else this env's own."""
         if self._verifier is None:
-            pool = self.executors.verifier if self.executors is not None else None
-            self._verifier = MathVerifier(pool if pool is not None else Executors.default().verifier)
+            self._verifier = MathVerifier(self.executors.verifier)
         return self._verifier
 
     def load_tasks(self, tasks: Any) -> TaskSource:

@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
 from argym.envs.base import EnvState, Reply, TextEnv
+from argym.envs.executors import Executors
 from argym.envs.sandbox.base import Sandbox, make_sandbox
 from argym.envs.swe import grading
 from argym.envs.swe.instances import Instance, instance_of, swe_tasks
@@ -70,21 +70,14 @@ call submit; your changes are then graded by the repository's tests in a fresh c
 COMPACT_PROMPT = """Fix the issue in the repository at /testbed. Tools: {names}.
 Call one as <tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>; call submit when done."""
 
-_SANDBOXES: dict[str, Sandbox] = {}
-_LOCK = threading.Lock()
 
-
-def swe_sandbox(backend: str) -> Sandbox:
-    """One sandbox per backend per process (4 slots: agents' commands and graders share it)."""
-    with _LOCK:
-        if backend not in _SANDBOXES:
-            if backend == "docker":
-                _SANDBOXES[backend] = make_sandbox("docker", slots=4, image=SWE_IMAGE)
-            elif backend == "process":
-                _SANDBOXES[backend] = make_sandbox("process", slots=4)
-            else:
-                raise ConfigError(f"SWE-v0's sandbox must be 'process' or 'docker', got {backend!r}.")
-        return _SANDBOXES[backend]
+def swe_sandbox(executors: Executors, backend: str) -> Sandbox:
+    """`executors`' sandbox for SWE workspaces on `backend`, built on first use (4 slots: agents'
+    commands and graders share it). Not the code envs' one: a workspace needs mounts or the SWE image."""
+    if backend not in ("process", "docker"):
+        raise ConfigError(f"SWE-v0's sandbox must be 'process' or 'docker', got {backend!r}.")
+    extra = {"image": SWE_IMAGE} if backend == "docker" else {}
+    return executors.shared(f"swe/{backend}", lambda: make_sandbox(backend, slots=4, **extra))
 
 
 @dataclass
@@ -120,7 +113,7 @@ class SWEEnv(TextEnv):
         oracle_style: str = "hermes",
         compact_prompt: bool = False,
         render_mode: str | None = None,
-        executors: Any = None,
+        executors: Executors | None = None,
     ):
         if find_spec("swebench") is None:
             raise MissingDependencyError(
@@ -154,9 +147,10 @@ class SWEEnv(TextEnv):
 
     @property
     def sandbox(self) -> Sandbox:
+        """The `sandbox=` given, else the executors' SWE sandbox of that backend (the engine's, else this env's own)."""
         if isinstance(self._sandbox_spec, Sandbox):
             return self._sandbox_spec
-        return swe_sandbox(str(self._sandbox_spec))
+        return swe_sandbox(self.executors, str(self._sandbox_spec))
 
     def load_tasks(self, tasks: Any) -> TaskSource:
         return swe_tasks(tasks)

@@ -23,8 +23,9 @@ DEADLINE_S = 2.0  # the bad-input tests' pool deadline: math-verify's own timeou
 
 
 @pytest.fixture(scope="module")
-def verifier() -> MathVerifier:
-    return MathVerifier(Executors.default().verifier)
+def verifier():
+    with Executors() as executors:
+        yield MathVerifier(executors.verifier)
 
 
 @pytest.fixture(scope="module")
@@ -489,10 +490,23 @@ def test_multi_turn_feedback() -> None:
     assert (reward, terminated, info["success"], len(obs)) == (1.0, True, True, 4)
 
 
-def test_envs_share_one_default_pool(fast_executors: Executors) -> None:
+def test_an_env_made_alone_owns_its_pool_and_close_releases_it(fast_executors: Executors) -> None:
     a, b = MathEnv(), MathEnv()
-    assert a.verifier.pool is b.verifier.pool is Executors.default().verifier
-    assert MathEnv(executors=fast_executors).verifier.pool is fast_executors.verifier
+    for env in (a, b):
+        env.reset(seed=0)
+        assert env.step(env.oracle_action())[1] == 1.0
+    assert a.verifier.pool is not b.verifier.pool
+    (worker,) = a.verifier.pool._all
+    a.close()
+    assert worker.proc.poll() is not None  # a's worker is gone...
+    b.reset(seed=1)
+    assert b.step(b.oracle_action())[1] == 1.0  # ...and b, whose pool is its own, still grades
+    b.close()
+    given = MathEnv(executors=fast_executors)
+    assert given.verifier.pool is fast_executors.verifier
+    given.reset(seed=0)
+    given.close()  # executors handed in stay their owner's: still running
+    assert given.step(given.oracle_action())[1] == 1.0
 
 
 def test_snapshot_restore_in_a_fresh_instance() -> None:
