@@ -33,6 +33,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from argym.envs.sandbox.base import Sandbox, make_sandbox
+
 from argym.errors import ArgymError, InfrastructureError
 
 _STARTUP_S = 120.0  # a worker that cannot import its function in this long is a harness fault
@@ -214,7 +216,10 @@ class Executors:
     """
 
     def __init__(
-        self, verifier: WorkerPool | None = None, sandbox: Any = None, tools: WorkerPool | None = None
+        self,
+        verifier: WorkerPool | None = None,
+        sandbox: Sandbox | None = None,
+        tools: WorkerPool | None = None,
     ):
         self._given_verifier, self._given_sandbox, self._given_tools = verifier, sandbox, tools
         self._built: dict[str, Any] = {}
@@ -245,12 +250,10 @@ class Executors:
 
         return self.shared("tools", tool_pool)
 
-    def sandbox_for(self, spec: Any) -> Any:
-        """The `argym.envs.sandbox.Sandbox` a code env's episodes run in: the one handed to the
+    def sandbox_for(self, spec: str | Sandbox) -> Sandbox:
+        """The sandbox a code env's episodes run in: the one handed to the
         constructor, else `spec` itself if it is a sandbox, else one of backend `spec` (``process``,
         ``process-weak``, ``docker``) built on first use."""
-        from argym.envs.sandbox.base import Sandbox, make_sandbox
-
         if self._given_sandbox is not None:
             return self._given_sandbox
         if isinstance(spec, Sandbox):
