@@ -274,6 +274,11 @@ class Executors:
         if errors:
             raise errors[0]
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Executors:
+        """A handle, not a value: a copy names the same pools (gymnasium deep-copies an env's spec,
+        whose kwargs hold the executors an engine handed in)."""
+        return self
+
     def __enter__(self) -> Executors:
         return self
 

@@ -142,3 +142,12 @@ def test_a_code_env_made_alone_builds_its_sandbox_and_close_releases_it(require_
     b.reset(seed=0)
     assert b.step(b.oracle_action())[1] == 1.0  # ...and b's, its own, still runs
     b.close()
+
+
+def test_a_wrapped_env_made_with_executors_keeps_its_spec_and_shares_them() -> None:
+    """gymnasium deep-copies a wrapper's spec, kwargs included: the copy names the same executors."""
+    with Executors() as executors:
+        env = argym.make("argym/DecomposeReasoner-v0", executors=executors)
+        assert env.spec is not None and env.spec.kwargs["executors"] is executors
+        assert env.unwrapped.executors is executors
+        env.close()
