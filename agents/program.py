@@ -46,6 +46,7 @@ from typing import Any
 from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
 from argym.agents.episodes import EpisodeRecord, normalize_message
 from argym.agents.policy import SamplingParams
+from argym.envs.executors import Executors
 
 import argym
 from argym.errors import ConfigError, InfrastructureError
@@ -188,7 +189,10 @@ class _Live:
 
 
 class ProgramRunner:
-    """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint."""
+    """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint.
+
+    Like the rollout engine, it owns the `Executors` its envs share and closes them last.
+    """
 
     def __init__(
         self,
@@ -215,6 +219,7 @@ class ProgramRunner:
         self.program, self.reward_fn = program, reward_fn
         self.deadline_s, self.concurrency = deadline_s, concurrency
         self.endpoint = PolicyEndpoint(agent, sampling, max_total_tokens, require_key=training)
+        self.executors = Executors()
         self._envs: list[Any] = []
         self.first_error = ""
 
@@ -254,8 +259,11 @@ class ProgramRunner:
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            self._envs.append(argym.make(self.env_id, **self.env_kwargs))
+            self._envs.append(self._make_env())
         return self._envs[i]
+
+    def _make_env(self) -> Any:
+        return argym.make(self.env_id, **{**self.env_kwargs, "executors": self.executors})
 
     # ---- the rollout strategy interface ------------------------------------------------------------
 
@@ -337,9 +345,7 @@ class ProgramRunner:
         tools = live.tools
         tools.close()
         if timed_out:
-            self._envs[live.index] = argym.make(
-                self.env_id, **self.env_kwargs
-            )  # the abandoned thread keeps the old one
+            self._envs[live.index] = self._make_env()  # the abandoned thread keeps the old one
         out = Trajectory(
             task_id=live.task.id,
             messages=[],
@@ -414,6 +420,7 @@ class ProgramRunner:
         for env in self._envs:
             env.close()
         self._envs.clear()
+        self.executors.close()
 
 
 def _answer_text(result: Any) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from argym.envs.base import Action, Reply, TextEnv
+from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.verifier import BOXED_INSTRUCTION, MathVerifier
@@ -69,10 +69,9 @@ class MathEnv(TextEnv):
 
     @property
     def verifier(self) -> MathVerifier:
-        """Grades through `executors.verifier`, else the process-wide shared pool (never one per env)."""
+        """Grades through the executors' verifier pool: the engine's (shared by its envs), else this env's own."""
         if self._verifier is None:
-            pool = self.executors.verifier if self.executors is not None else None
-            self._verifier = MathVerifier(pool if pool is not None else Executors.default().verifier)
+            self._verifier = MathVerifier(self.executors.verifier)
         return self._verifier
 
     def load_tasks(self, tasks: Any) -> TaskSource:
@@ -109,11 +108,11 @@ class MathEnv(TextEnv):
             verdict=verdict,
         )
 
-    def step(self, action: Action):
-        # The turn limit is the attempt limit, which ends the task: an unreadable action
-        # on the last attempt (handled by the base class) terminates too.
-        obs, reward, terminated, truncated, info = super().step(action)
-        return obs, reward, terminated or truncated, False, info
+    def unreadable(self, problem: str) -> Reply:
+        """The turn limit is the attempt limit, which ends the task: an unreadable last attempt terminates."""
+        reply = super().unreadable(problem)
+        reply.terminated = self.turn + 1 >= self.max_attempts
+        return reply
 
     def grader_versions(self) -> dict[str, str]:
         """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else math-verify."""
