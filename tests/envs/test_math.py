@@ -467,6 +467,71 @@ def test_reasoning_gym_errors() -> None:
     assert a.name == b.name == "reasoning_gym/chain_sum(max_terms=3,min_terms=2)"  # one name, one board key
 
 
+# ---- answer_format="final": the reply's last expression, as math-verify extracts it ------
+@pytest.mark.parametrize(
+    "gold, text, parsed, correct, reason, is_boxed",
+    [
+        ("129", "75 + 54 = 129, so \\boxed{129}.", "129", True, "verified", True),  # boxed
+        ("129", "75 + 54 = 129. The answer is 129.", "129", True, "verified", False),  # unboxed final number
+        ("129", "The sum is 129.\n\nCheck: 129 - 54 = 75", "75", False, "mismatch", False),  # the last one
+        ("0.5", "Half of it: $\\frac{1}{2}$", "\\frac{1}{2}", True, "verified", False),  # a fraction
+        ("1/2", "So the result is 2/4", "2/4", True, "verified", False),  # a plain fraction
+        ("7", "I do not know.", None, False, "no_answer", False),  # none
+        ("7", "", None, False, "no_answer", False),
+    ],
+)
+def test_final_answer_format(verifier, gold, text, parsed, correct, reason, is_boxed) -> None:
+    assert verifier.check(gold, text, answer_format="final") == {
+        "parsed": parsed,
+        "correct": correct,
+        "reason": reason,
+        "boxed": is_boxed,
+    }
+
+
+def test_boxed_answer_format_ignores_unboxed_answers(verifier) -> None:
+    assert verifier.check("129", "The answer is 129.") == {
+        "parsed": None,
+        "correct": False,
+        "reason": "no_boxed_answer",
+    }
+
+
+def test_final_answer_format_through_the_env() -> None:
+    env = gym.make(MATH, answer_format="final", max_attempts=2)
+    env.reset(seed=1)
+    gold = env.unwrapped.task.answer
+    obs, reward, terminated, _, info = env.step(f"It is {int(gold) + 1}.")
+    assert (reward, terminated, obs[-1]["content"]) == (0.0, False, RETRY_MESSAGE)
+    assert info["verdict"] == {
+        "parsed": str(int(gold) + 1),
+        "correct": False,
+        "reason": "mismatch",
+        "boxed": False,
+    }
+    obs, reward, terminated, _, info = env.step(f"Sorry: the answer is {gold}.")
+    assert (reward, terminated, info["success"], info["reward_parts"]) == (1.0, True, True, {"outcome": 1.0})
+    env.reset(seed=1)
+    assert env.step(env.unwrapped.oracle_action())[4]["verdict"]["boxed"] is True
+
+
+def test_final_answer_format_on_adversarial_input_stays_bounded(fast_executors) -> None:
+    env = MathEnv(answer_format="final", executors=fast_executors)
+    for text in ("$" * 10_000, "1/" * 5000, "\\frac{" * 3000, "9^" * 3000 + "9"):
+        env.reset(seed=0)
+        t0 = time.perf_counter()
+        _, reward, terminated, _, info = env.step(text)
+        assert time.perf_counter() - t0 < DEADLINE_S + 3.0
+        assert (reward, terminated, info["infra_failure"]) == (0.0, True, False), info["verdict"]
+
+
+def test_answer_format_errors() -> None:
+    with pytest.raises(argym.ConfigError, match="answer_format must be one of boxed, final, got 'latex'"):
+        MathEnv(answer_format="latex")
+    with pytest.raises(argym.ConfigError, match="reasoning-gym tasks are scored by their dataset"):
+        MathEnv(tasks="reasoning_gym/chain_sum", answer_format="final")
+
+
 # ---- the env ----------------------------------------------------------------------
 def test_oracle_and_verdict(executors: Executors) -> None:
     env = gym.make(MATH, executors=executors)
