@@ -40,6 +40,7 @@ from argym.envs.sandbox.base import (
     SandboxUnavailable,
     clean_output,
 )
+from argym.envs.sandbox.pool import ContainerPool
 
 from argym.errors import MissingDependencyError
 
@@ -127,6 +128,12 @@ def reap_orphans(client: Any) -> int:
     return n
 
 
+def _shutdown(client: Any, owner: str, pools: tuple[ContainerPool, ...]) -> None:
+    for p in pools:
+        p.close()  # no more containers made in the background
+    _remove_owned(client, owner)
+
+
 def _remove_owned(client: Any, owner: str) -> None:
     if owner.split("-")[0] != str(os.getpid()):
         return  # a forked child exiting: the containers are its parent's
@@ -137,12 +144,123 @@ def _remove_owned(client: Any, owner: str) -> None:
             pass
 
 
+def _run_box(client: Any, image: str, labels: dict[str, str], limits: Limits, cpu: int) -> Any:
+    """A started container for one run: the confinement of the module docstring, idle until used."""
+    import docker
+
+    size = f"size={limits.disk_mb}m,mode=1777"
+    try:
+        return client.containers.run(
+            image,
+            ["sleep", "infinity"],
+            detach=True,
+            network_mode="none",
+            user="0",
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=1_000_000_000,
+            pids_limit=limits.processes,
+            cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "KILL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
+            working_dir="/sandbox",
+            init=True,
+            labels=labels,
+            ulimits=[
+                docker.types.Ulimit(name=n, soft=v, hard=v)
+                for n, v in (
+                    ("cpu", cpu),
+                    ("fsize", limits.file_size_mb << 20),
+                    ("nofile", limits.open_files),
+                    ("core", 0),
+                )
+            ],
+        )  # no "as": runc itself needs more address space
+    except Exception as e:
+        raise SandboxError(f"could not start a sandbox container from {image!r}: {e}") from e
+
+
+def _session_box(
+    client: Any,
+    labels: dict[str, str],
+    owner: str,
+    limits: Limits,
+    image: str,
+    workdir: str,
+    tmp_mb: int,
+    workdir_mb: int | None,
+) -> Any:
+    """A started session container (`DockerSandbox.start_session`), idle until its first command."""
+    import docker
+
+    cpu = limits.cpu_s or int(limits.timeout_s) + 1
+    mounts = (
+        []
+        if workdir_mb is None
+        else [
+            docker.types.Mount(
+                workdir,
+                None,
+                type="volume",
+                labels={LABEL: "1", f"{LABEL}.owner": owner},
+                driver_config=docker.types.DriverConfig(
+                    "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_mb}m"}
+                ),
+            )
+        ]
+    )
+    try:
+        return client.containers.run(
+            image,
+            ["sleep", "infinity"],
+            detach=True,
+            network_mode="none",
+            user="0",
+            mounts=mounts,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=1_000_000_000,
+            pids_limit=limits.processes,
+            cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "KILL"],
+            security_opt=["no-new-privileges"],
+            tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
+            working_dir=workdir,
+            init=True,
+            labels=labels,
+            ulimits=[
+                docker.types.Ulimit(name=n, soft=v, hard=v)
+                for n, v in (
+                    ("cpu", cpu),
+                    ("fsize", limits.file_size_mb << 20),
+                    ("nofile", limits.open_files),
+                    ("core", 0),
+                    ("nproc", max(limits.processes - 16, 8)),
+                )
+            ],
+        )  # room for root's kill_user
+    except Exception as e:
+        raise SandboxError(f"could not start a session container from {image!r}: {e}") from e
+
+
 class DockerSandbox(Sandbox):
     """`slots` concurrent containers at most; see the module docstring."""
 
     backend = "docker"
 
-    def __init__(self, slots: int = 2, limits: Limits | None = None, image: str = IMAGE, client: Any = None):
+    def __init__(
+        self,
+        slots: int = 2,
+        limits: Limits | None = None,
+        image: str = IMAGE,
+        client: Any = None,
+        pool: int | None = None,
+    ):
+        """`pool`: started containers kept ready per kind (runs, sessions), made in the background so that
+        a run or a workspace does not wait for a container create and start (default: `slots`; 0: none).
+        Each is used once and removed (`argym.envs.sandbox.pool`)."""
         self.limits = limits or Limits()
         self.client = client or client_from_env()
         self.image = image
@@ -161,8 +279,13 @@ class DockerSandbox(Sandbox):
             f"{LABEL}.process": process_tag(os.getpid()) or "",
         }
         reap_orphans(self.client)
+        size = slots if pool is None else pool
+        self._run_pool = ContainerPool(size, threads=max(2, slots))
+        self._session_pool = ContainerPool(size, threads=2)
         # an env that is never closed still takes its containers with it (at garbage collection or at exit)
-        self._finalizer = weakref.finalize(self, _remove_owned, self.client, self._owner)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self.client, self._owner, (self._run_pool, self._session_pool)
+        )
 
     def leftover_containers(self) -> list[str]:
         return [
@@ -194,41 +317,18 @@ class DockerSandbox(Sandbox):
         limits: Limits,
         result_channel: bool,
     ) -> ExecResult:
-        import docker
-
-        size = f"size={limits.disk_mb}m,mode=1777"
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        try:
-            box = self.client.containers.run(
-                self.image,
-                ["sleep", "infinity"],
-                detach=True,
-                network_mode="none",
-                user="0",
-                mem_limit=f"{limits.memory_mb}m",
-                memswap_limit=f"{limits.memory_mb}m",
-                nano_cpus=1_000_000_000,
-                pids_limit=limits.processes,
-                cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"],
-                read_only=True,
-                tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
-                working_dir="/sandbox",
-                init=True,
-                labels=self._labels,
-                ulimits=[
-                    docker.types.Ulimit(name=n, soft=v, hard=v)
-                    for n, v in (
-                        ("cpu", cpu),
-                        ("fsize", limits.file_size_mb << 20),
-                        ("nofile", limits.open_files),
-                        ("core", 0),
-                    )
-                ],
-            )  # no "as": runc itself needs more address space
-        except Exception as e:
-            raise SandboxError(f"could not start a sandbox container from {self.image!r}: {e}") from e
+        spec = (
+            self.image,
+            limits.memory_mb,
+            limits.processes,
+            limits.disk_mb,
+            limits.file_size_mb,
+            limits.open_files,
+            cpu,
+        )
+        client, image, labels = self.client, self.image, self._labels  # the pool must not hold the sandbox
+        box = self._run_pool.take(spec, lambda: _run_box(client, image, labels, limits, cpu))
         start = time.monotonic()
         try:
             if files:
@@ -258,12 +358,11 @@ class DockerSandbox(Sandbox):
                 env["ARGYM_JOB_PARTS"] = str(len(chunks))
                 env.update({f"ARGYM_JOB_{i}": c for i, c in enumerate(chunks)})
             cmd = ["timeout", "-s", "KILL", f"{limits.timeout_s:g}", *argv]
-            return self._exec(box, cmd, env, user, limits, result_channel, start)
+            result = self._exec(box, cmd, env, user, limits, result_channel, start)
+            result.meta["container"] = box.id
+            return result
         finally:
-            try:
-                box.remove(force=True)
-            except Exception:
-                pass
+            self._run_pool.discard(box)  # removed in the background, never used again
 
     def start_session(
         self,
@@ -287,61 +386,22 @@ class DockerSandbox(Sandbox):
         can be committed as a snapshot; commands run as an unprivileged uid (`exec_in`'s
         `user`, the caller's files in `workdir` and the size-capped ``/tmp`` only); its
         processes are capped by an nproc rlimit below the pids limit, so `kill_user`
-        can always start. The caller removes it (``remove(force=True, v=True)``).
+        can always start. The caller ends it with `end_session` (or ``remove(force=True, v=True)``).
+        A ready one comes from the session pool when there is one of the same configuration.
         """
-        import docker
-
         limits = limits or self.limits
-        cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        mounts = (
-            []
-            if workdir_mb is None
-            else [
-                docker.types.Mount(
-                    workdir,
-                    None,
-                    type="volume",
-                    labels={LABEL: "1", f"{LABEL}.owner": self._owner},
-                    driver_config=docker.types.DriverConfig(
-                        "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_mb}m"}
-                    ),
-                )
-            ]
+        spec = (image or self.image, limits, workdir, tmp_mb, workdir_mb)
+        client, labels, owner = self.client, self._labels, self._owner  # the pool must not hold the sandbox
+        return self._session_pool.take(
+            spec,
+            lambda: _session_box(
+                client, labels, owner, limits, image or self.image, workdir, tmp_mb, workdir_mb
+            ),
         )
-        try:
-            return self.client.containers.run(
-                image or self.image,
-                ["sleep", "infinity"],
-                detach=True,
-                network_mode="none",
-                user="0",
-                mounts=mounts,
-                mem_limit=f"{limits.memory_mb}m",
-                memswap_limit=f"{limits.memory_mb}m",
-                nano_cpus=1_000_000_000,
-                pids_limit=limits.processes,
-                cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"],
-                tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
-                working_dir=workdir,
-                init=True,
-                labels=self._labels,
-                ulimits=[
-                    docker.types.Ulimit(name=n, soft=v, hard=v)
-                    for n, v in (
-                        ("cpu", cpu),
-                        ("fsize", limits.file_size_mb << 20),
-                        ("nofile", limits.open_files),
-                        ("core", 0),
-                        ("nproc", max(limits.processes - 16, 8)),
-                    )
-                ],
-            )  # room for root's kill_user
-        except Exception as e:
-            raise SandboxError(
-                f"could not start a session container from {image or self.image!r}: {e}"
-            ) from e
+
+    def end_session(self, box: Any) -> None:
+        """Remove a session container (and its work-dir volume) in the background."""
+        self._session_pool.discard(box)
 
     def exec_in(
         self,

@@ -409,7 +409,13 @@ class DockerWorkspace(Workspace):
         }
 
     def close(self) -> None:
-        self._finalizer()
+        """Remove the container; in the background where the sandbox can (`end_session`), off `reset`'s path."""
+        if self._finalizer.detach() is not None:
+            end = getattr(self.sandbox, "end_session", None)
+            if end is not None:
+                end(self.box)
+            else:
+                _remove_container(self.box, os.getpid())
 
 
 def _remove_container(box: Any, owner_pid: int) -> None:
