@@ -271,15 +271,22 @@ def _remove_snapshot_images() -> None:
 
 
 def _tar_of(tree: Path, arcroot: str, uid: int) -> bytes:
+    return _tar_of_trees([(tree, arcroot, uid)])
+
+
+def _tar_of_trees(parts: list[tuple[Path, str, int]]) -> bytes:
+    """One tar of several trees, each at its `arcroot` and owned by its uid: one `put_archive` (each call
+    costs the engine a helper process) copies them all."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        for tree, arcroot, uid in parts:
 
-        def owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid = info.gid = uid
-            info.uname = info.gname = ""
-            return info
+            def owner(info: tarfile.TarInfo, uid: int = uid) -> tarfile.TarInfo:
+                info.uid = info.gid = uid
+                info.uname = info.gname = ""
+                return info
 
-        tar.add(str(tree), arcname=arcroot, filter=owner)
+            tar.add(str(tree), arcname=arcroot, filter=owner)
     return buf.getvalue()
 
 
@@ -347,8 +354,8 @@ class DockerWorkspace(Workspace):
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
-                self.box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), self.uid))
-                self.box.put_archive("/opt/argym", _tar_of(base / ".git", "base.git", 0))
+                trees = [(base, ROOT.lstrip("/"), self.uid), (base / ".git", BASE_GIT.lstrip("/"), 0)]
+                self.box.put_archive("/", _tar_of_trees(trees))
             else:
                 with open(tree, "rb") as f:
                     self.box.put_archive("/", f)
