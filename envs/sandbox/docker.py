@@ -81,9 +81,9 @@ def cleanup(client: Any | None = None, everything: bool = False) -> int:
     if not everything:
         return reap_orphans(client)
     n = 0
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in _listed(client, LABEL):
         try:
-            c.remove(force=True, v=True)
+            client.api.remove_container(c["Id"], force=True, v=True)
             n += 1
         except Exception:
             pass
@@ -95,6 +95,13 @@ def cleanup(client: Any | None = None, everything: bool = False) -> int:
         except Exception:
             pass
     return n
+
+
+def _listed(client: Any, label: str) -> list[dict[str, Any]]:
+    """The engine's summaries (``Id``, ``Labels``) of the containers with `label`, in one call: the high-level
+    ``containers.list`` inspects each one afterwards and fails on one removed in between (pools remove
+    containers in the background, and other sandboxes share the engine)."""
+    return client.api.containers(all=True, filters={"label": label})
 
 
 def process_tag(pid: int) -> str | None:
@@ -115,13 +122,13 @@ def reap_orphans(client: Any) -> int:
     """
     mine = (process_tag(os.getpid()) or "").rsplit(":", 2)[0]
     n = 0
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.process"}):
-        tag = c.labels.get(f"{LABEL}.process", "")
+    for c in _listed(client, f"{LABEL}.process"):
+        tag = (c.get("Labels") or {}).get(f"{LABEL}.process", "")
         host, _, rest = tag.rpartition(":")[0].rpartition(":")
         if host != mine or not rest.isdigit() or process_tag(int(rest)) == tag:
             continue
         try:
-            c.remove(force=True, v=True)  # v: its tmpfs work-dir volume too
+            client.api.remove_container(c["Id"], force=True, v=True)  # v: its tmpfs work-dir volume too
             n += 1
         except Exception:
             pass
@@ -137,9 +144,9 @@ def _shutdown(client: Any, owner: str, pools: tuple[ContainerPool, ...]) -> None
 def _remove_owned(client: Any, owner: str) -> None:
     if owner.split("-")[0] != str(os.getpid()):
         return  # a forked child exiting: the containers are its parent's
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.owner={owner}"}):
+    for c in _listed(client, f"{LABEL}.owner={owner}"):
         try:
-            c.remove(force=True, v=True)
+            client.api.remove_container(c["Id"], force=True, v=True)
         except Exception:
             pass
 
@@ -280,7 +287,9 @@ class DockerSandbox(Sandbox):
         }
         reap_orphans(self.client)
         size = slots if pool is None else pool
-        self._run_pool = ContainerPool(size, threads=max(2, slots))
+        # runs: at most `slots` in use plus `size` ready or being removed; sessions are long-lived (a
+        # workspace each), so only their ready ones are bounded
+        self._run_pool = ContainerPool(size, threads=max(2, slots), bound=slots + size if size else None)
         self._session_pool = ContainerPool(size, threads=2)
         # an env that is never closed still takes its containers with it (at garbage collection or at exit)
         self._finalizer = weakref.finalize(
@@ -288,10 +297,7 @@ class DockerSandbox(Sandbox):
         )
 
     def leftover_containers(self) -> list[str]:
-        return [
-            c.id
-            for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"})
-        ]
+        return [c["Id"] for c in _listed(self.client, f"{LABEL}.owner={self._owner}")]
 
     def run(
         self,

@@ -30,12 +30,20 @@ def remove(box: Any) -> None:
 
 
 class ContainerPool:
-    """Up to `size` ready containers of one spec, made and removed by `threads` background threads."""
+    """Up to `size` ready containers of one spec, made and removed by `threads` background threads.
 
-    def __init__(self, size: int, threads: int = 2):
+    With `bound`, at most that many containers of the pool are alive at once, counting the ready
+    ones, those handed out and those not yet removed; a `take` past it waits for a removal.
+    """
+
+    def __init__(self, size: int, threads: int = 2, bound: int | None = None):
         if size < 0:
             raise ValueError(f"a container pool's size must be >= 0, got {size}")
+        if bound is not None and bound <= size:
+            raise ValueError(f"a container pool's bound ({bound}) must exceed its size ({size})")
         self.size = size
+        self.bound = bound
+        self._alive = 0  # ready + handed out + being made + waiting for or in removal
         self._threads_wanted = max(1, threads) if size else 0
         self._cond = threading.Condition()
         self._idle: list[Any] = []
@@ -59,10 +67,20 @@ class ContainerPool:
                 self._trash.extend(self._idle)
                 self._idle.clear()
             self._spec, self._make = spec, make
-            box = self._idle.pop(0) if self._idle else None
             self._start_threads()
             self._cond.notify_all()
-        return box if box is not None else make()
+            if self.bound is not None:  # room for one more, or a ready one
+                self._cond.wait_for(lambda: self._idle or self._alive < self.bound or self._closed)  # type: ignore[operator]
+            if self._idle:
+                return self._idle.pop(0)
+            self._alive += 1
+        try:
+            return make()
+        except BaseException:
+            with self._cond:
+                self._alive -= 1
+                self._cond.notify_all()
+            raise
 
     def discard(self, box: Any) -> None:
         """Remove a used container in the background (at once where there is no pool)."""
@@ -70,20 +88,41 @@ class ContainerPool:
             remove(box)
             return
         with self._cond:
-            if self._closed:
-                closed = True
-            else:
-                closed = False
+            closed = self._closed
+            if not closed:
                 self._trash.append(box)
                 self._start_threads()
                 self._cond.notify_all()
         if closed:
             remove(box)
+            with self._cond:
+                self._alive -= 1
 
     def ready(self) -> list[str]:
         """Ids of the containers ready to be handed out."""
         with self._cond:
             return [b.id for b in self._idle]
+
+    def alive(self) -> int:
+        """Containers of the pool alive now: ready, handed out, being made or not yet removed."""
+        with self._cond:
+            return self._alive
+
+    def wait_settled(self, timeout_s: float = 120.0) -> bool:
+        """Block until every discarded container is removed and the pool is full; for tests and warm-ups."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: (
+                    self._closed
+                    or (
+                        not self._trash
+                        and not self._making
+                        and self._alive == len(self._idle)
+                        and not self._wanted()
+                    )
+                ),
+                timeout=timeout_s,
+            )
 
     def wait_ready(self, n: int = 1, timeout_s: float = 120.0) -> bool:
         """Block until `n` containers are ready (or the pool is full); for tests and warm-ups."""
@@ -102,6 +141,8 @@ class ContainerPool:
             self._cond.notify_all()
         for box in boxes:
             remove(box)
+        with self._cond:
+            self._alive -= len(boxes)
         if os.getpid() == self._pid:
             for t in threads:
                 t.join(timeout=30)
@@ -114,7 +155,8 @@ class ContainerPool:
             t.start()
 
     def _wanted(self) -> bool:
-        return self._make is not None and len(self._idle) + self._making < self.size
+        room = self.bound is None or self._alive < self.bound
+        return room and self._make is not None and len(self._idle) + self._making < self.size
 
     def _work(self) -> None:
         while True:
@@ -127,8 +169,12 @@ class ContainerPool:
                 else:
                     job, box, spec, make = "make", None, self._spec, self._make
                     self._making += 1
+                    self._alive += 1
             if job == "remove":
                 remove(box)
+                with self._cond:
+                    self._alive -= 1
+                    self._cond.notify_all()
                 continue
             try:
                 box = make()  # type: ignore[misc]
@@ -139,8 +185,13 @@ class ContainerPool:
                 keep = box is not None and not self._closed and spec == self._spec
                 if keep:
                     self._idle.append(box)
+                elif box is None:
+                    self._alive -= 1
+                    if spec == self._spec:  # engine trouble: no retry loop; the next take re-arms
+                        self._make = None
                 self._cond.notify_all()
-                if box is None and spec == self._spec:  # engine trouble: no retry loop; the next take re-arms
-                    self._make = None
             if box is not None and not keep:
                 remove(box)
+                with self._cond:
+                    self._alive -= 1
+                    self._cond.notify_all()
