@@ -50,6 +50,7 @@ class ContainerPool:
         self._spec: Hashable | None = None
         self._make: Callable[[], Any] | None = None
         self._making = 0  # creations in flight in the background
+        self._removing = 0  # removals in flight in the background
         self._trash: list[Any] = []
         self._threads: list[threading.Thread] = []
         self._closed = False
@@ -109,18 +110,11 @@ class ContainerPool:
             return self._alive
 
     def wait_settled(self, timeout_s: float = 120.0) -> bool:
-        """Block until every discarded container is removed and the pool is full; for tests and warm-ups."""
+        """Block until every discarded container is removed and the pool is full (or at its bound); for
+        tests and warm-ups."""
         with self._cond:
             return self._cond.wait_for(
-                lambda: (
-                    self._closed
-                    or (
-                        not self._trash
-                        and not self._making
-                        and self._alive == len(self._idle)
-                        and not self._wanted()
-                    )
-                ),
+                lambda: self._closed or not (self._trash or self._removing or self._making or self._wanted()),
                 timeout=timeout_s,
             )
 
@@ -166,6 +160,7 @@ class ContainerPool:
                     return
                 if self._trash:  # removing first: it frees the engine's memory and pids
                     job, box = "remove", self._trash.pop()
+                    self._removing += 1
                 else:
                     job, box, spec, make = "make", None, self._spec, self._make
                     self._making += 1
@@ -174,6 +169,7 @@ class ContainerPool:
                 remove(box)
                 with self._cond:
                     self._alive -= 1
+                    self._removing -= 1
                     self._cond.notify_all()
                 continue
             try:
