@@ -7,7 +7,9 @@ inside, needs to start the candidate as ``nobody`` and to kill it),
 ``no-new-privileges``, a read-only root with size-capped tmpfs at ``/sandbox``
 and ``/tmp``, an init process, rlimits. Commands run with ``timeout -s KILL``
 inside and a host-side timer that kills the container; output is streamed
-and capped. Containers carry the label ``argym.sandbox`` and their owning
+and capped. Containers are made and started ahead of demand and removed after use by a
+`ContainerPool` (`pool=`; docs/sandboxes.md, "Container pools"), each used for one run or one
+session only. Containers carry the label ``argym.sandbox`` and their owning
 process (``argym.sandbox.process``: host, boot, pid, start time). A sandbox
 removes its containers when it is closed, garbage-collected or the
 interpreter exits, and on start `reap_orphans` removes those whose owner on
