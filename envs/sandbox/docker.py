@@ -298,8 +298,17 @@ class DockerSandbox(Sandbox):
             self, _shutdown, self.client, self._owner, (self._run_pool, self._session_pool)
         )
 
-    def leftover_containers(self) -> list[str]:
+    def containers(self) -> list[str]:
+        """Ids of every container of this sandbox the engine holds: in use, ready in a pool, or being removed."""
         return [c["Id"] for c in _listed(self.client, f"{LABEL}.owner={self._owner}")]
+
+    def leftover_containers(self) -> list[str]:
+        """Containers that runs or sessions left behind: once the pools' background work is done, every
+        container of this sandbox except the pools' ready (never used) ones."""
+        for p in (self._run_pool, self._session_pool):
+            p.wait_settled()
+        ready = set(self._run_pool.ready()) | set(self._session_pool.ready())
+        return [c for c in self.containers() if c not in ready]
 
     def run(
         self,
@@ -397,14 +406,11 @@ class DockerSandbox(Sandbox):
         can always start. The caller ends it with `end_session` (or ``remove(force=True, v=True)``).
         A ready one comes from the session pool when there is one of the same configuration.
         """
-        limits = limits or self.limits
-        spec = (image or self.image, limits, workdir, tmp_mb, workdir_mb)
+        limits, image = limits or self.limits, image or self.image
+        spec = (image, limits, workdir, tmp_mb, workdir_mb)
         client, labels, owner = self.client, self._labels, self._owner  # the pool must not hold the sandbox
         return self._session_pool.take(
-            spec,
-            lambda: _session_box(
-                client, labels, owner, limits, image or self.image, workdir, tmp_mb, workdir_mb
-            ),
+            spec, lambda: _session_box(client, labels, owner, limits, image, workdir, tmp_mb, workdir_mb)
         )
 
     def end_session(self, box: Any) -> None:

@@ -72,7 +72,7 @@ def test_the_pool_is_bounded_and_its_containers_go_after_use_and_on_close(docker
 
     def watch() -> None:  # what the engine holds of this sandbox, while the runs go on
         while not stop.is_set():
-            most[0] = max(most[0], len(sb.leftover_containers()))
+            most[0] = max(most[0], len(sb.containers()))
             stop.wait(0.02)
 
     watcher = threading.Thread(target=watch)
@@ -87,19 +87,19 @@ def test_the_pool_is_bounded_and_its_containers_go_after_use_and_on_close(docker
     used = {r.meta["container"] for r in results}
     assert len(used) == 10  # each container served one answer
     assert 0 < most[0] <= slots + size and sb._run_pool.alive() <= slots + size
-    assert sb._run_pool.wait_settled()
-    left = set(sb.leftover_containers())
-    assert not left & used  # used ones are removed
-    assert left == set(sb._run_pool.ready()) and len(left) == size  # the rest is the ready pool
+    assert sb.leftover_containers() == []  # used ones are removed ...
+    assert (
+        set(sb.containers()) == set(sb._run_pool.ready()) and len(sb.containers()) == size
+    )  # ... the rest is ready
     sb.close()
-    assert sb.leftover_containers() == []
+    assert sb.containers() == []
 
 
 def test_a_pool_of_zero_makes_each_container_on_demand(docker_sandbox) -> None:
     sb = docker_sandbox(1, 0)
     r = sb.run(["python", "-c", "print(7)"])
     assert r.stdout.strip() == "7" and sb._run_pool.ready() == []
-    assert sb.leftover_containers() == []  # removed at once, nothing made ahead
+    assert sb.containers() == []  # removed at once, nothing made ahead
 
 
 DEAD_OWNER = """
@@ -131,3 +131,25 @@ def test_a_dead_owners_pooled_containers_are_swept(require_backend) -> None:
                 sb.client.containers.get(cid)
     finally:
         sb.close()
+
+
+def test_a_dropped_sandbox_takes_its_pooled_containers_with_it(require_backend) -> None:
+    """The pools' threads hold no reference to the sandbox: dropped unclosed, it is collected and its ready
+    containers (runs' and sessions') are removed."""
+    require_backend("docker")
+    import gc
+    import weakref
+
+    from argym.envs.sandbox.docker import IMAGE, DockerSandbox
+
+    sb = DockerSandbox(slots=1, pool=1)
+    client, owner = sb.client, sb._owner
+    sb.run(["python", "-c", "pass"])
+    sb.end_session(sb.start_session(image=IMAGE))
+    assert sb._run_pool.wait_settled() and sb._session_pool.wait_settled()
+    assert len(sb.containers()) == 2 and sb.leftover_containers() == []  # one ready per pool
+    ref = weakref.ref(sb)
+    del sb
+    gc.collect()
+    assert ref() is None
+    assert client.api.containers(all=True, filters={"label": f"argym.sandbox.owner={owner}"}) == []
