@@ -388,6 +388,7 @@ class DockerSandbox(Sandbox):
         workdir: str = "/testbed",
         tmp_mb: int = 256,
         workdir_mb: int | None = None,
+        pooled: bool = False,
     ) -> Any:
         """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
 
@@ -403,18 +404,25 @@ class DockerSandbox(Sandbox):
         can be committed as a snapshot; commands run as an unprivileged uid (`exec_in`'s
         `user`, the caller's files in `workdir` and the size-capped ``/tmp`` only); its
         processes are capped by an nproc rlimit below the pids limit, so `kill_user`
-        can always start. The caller ends it with `end_session` (or ``remove(force=True, v=True)``).
-        A ready one comes from the session pool when there is one of the same configuration.
+        can always start. The caller removes it (``remove(force=True, v=True)``; a `pooled` one with
+        `end_session`).
+
+        `pooled`: take a ready container from the session pool and keep the pool filled with this
+        configuration (for sessions whose next one is alike, e.g. every shipped SWE instance runs
+        in the same image; not for a per-instance image, whose ready containers would be wasted).
         """
         limits, image = limits or self.limits, image or self.image
-        spec = (image, limits, workdir, tmp_mb, workdir_mb)
         client, labels, owner = self.client, self._labels, self._owner  # the pool must not hold the sandbox
-        return self._session_pool.take(
-            spec, lambda: _session_box(client, labels, owner, limits, image, workdir, tmp_mb, workdir_mb)
-        )
+
+        def make() -> Any:
+            return _session_box(client, labels, owner, limits, image, workdir, tmp_mb, workdir_mb)
+
+        if not pooled:
+            return make()
+        return self._session_pool.take((image, limits, workdir, tmp_mb, workdir_mb), make)
 
     def end_session(self, box: Any) -> None:
-        """Remove a session container (and its work-dir volume) in the background."""
+        """Remove a `pooled` session's container (and its work-dir volume) in the background."""
         self._session_pool.discard(box)
 
     def exec_in(

@@ -346,8 +346,16 @@ class DockerWorkspace(Workspace):
         )  # above the process sandbox's uid pool
         if image is not None and tree is None:
             tree = _image_tree(sandbox.client, image)
+        # a fresh workspace of a shipped instance: every one runs in the SWE image, so the next
+        # episode's container is started ahead in the sandbox's session pool (docs/sandboxes.md)
+        self._pooled = image is None
         self.box = sandbox.start_session(
-            limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb, workdir_mb=limits.disk_mb
+            limits,
+            image=image or SWE_IMAGE,
+            workdir=ROOT,
+            tmp_mb=limits.disk_mb,
+            workdir_mb=limits.disk_mb,
+            pooled=self._pooled,
         )
         # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
         self._finalizer = weakref.finalize(self, _remove_container, self.box, os.getpid())
@@ -416,11 +424,10 @@ class DockerWorkspace(Workspace):
         }
 
     def close(self) -> None:
-        """Remove the container; in the background where the sandbox can (`end_session`), off `reset`'s path."""
+        """Remove the container; a pooled one in the background (`end_session`), off `reset`'s path."""
         if self._finalizer.detach() is not None:
-            end = getattr(self.sandbox, "end_session", None)
-            if end is not None:
-                end(self.box)
+            if self._pooled:
+                self.sandbox.end_session(self.box)
             else:
                 _remove_container(self.box, os.getpid())
 
