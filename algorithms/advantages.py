@@ -196,11 +196,11 @@ def masked_whiten(
     total = reduce or (lambda t: t)
     m = (mask > 0).to(torch.float64)
     v = x.to(torch.float64)
-    n, s = total(torch.stack([m.sum(), (v * m).sum()])).tolist()
+    n, s = (float(x) for x in total(torch.stack([m.sum(), (v * m).sum()])).tolist())
     if n < 2:
         return torch.zeros_like(x, dtype=torch.float32)
     mean = s / n
-    sq = total((((v - mean) ** 2) * m).sum().reshape(1)).item()
+    sq = float(total((((v - mean) ** 2) * m).sum().reshape(1)).item())
     return ((v - mean) / (math.sqrt(sq / (n - 1)) + eps) * m).float()
 
 
@@ -342,6 +342,7 @@ def gae_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
             "advantage 'gae' needs a value model: build the Learner with critic= "
             "(argym.algorithms.value.Critic), as the trainer does for VAPO."
         )
+    lam: float | Tensor
     if config.lam_alpha > 0:
         lam = length_adaptive_lambda(mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
     else:

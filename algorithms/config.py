@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, cast, get_type_hints
 
 import yaml
 from argym.agents.program import ProgramConfig
@@ -32,6 +32,8 @@ from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError, did_you_mean
 from argym.values import parse_value
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -386,12 +388,12 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def from_dict(cls: type, data: dict[str, Any], where: str = "") -> Any:
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Build dataclass `cls` from nested dicts; unknown keys name the close matches."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}.")
     hints = get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cast(Any, cls))]  # `cls` is a dataclass (its callers')
     kwargs = {}
     for key, value in data.items():
         if key not in names:
