@@ -38,6 +38,10 @@ a{color:#0b5ed7;text-decoration:none}a:hover{text-decoration:underline}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0 0 1rem}dt{color:#5b6472}
 dd{margin:0;font-family:ui-monospace,monospace;font-size:12px;word-break:break-all}
 .filters{margin:.5rem 0 1rem;font-size:13px}.filters input{font:inherit;padding:.15rem .3rem}
+details.tr{margin:.3rem 0}details.tr summary{cursor:pointer;font-size:13px}
+.msg{margin:.3rem 0 .3rem 1rem;padding:.3rem .5rem;border-left:3px solid #d5d9de;background:#fff}
+.msg b{font-size:11px;text-transform:uppercase;color:#5b6472}.msg.assistant{border-color:#9ec5fe}
+.msg pre,.verdict{margin:.2rem 0 0;white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,monospace}
 .ok{color:#137333}.bad{color:#b3261e}.infra{color:#b26b00}.legend{color:#5b6472;font-size:12px}
 """
 
@@ -136,11 +140,30 @@ def detail_html(sub: dict[str, Any], anchor: str = "", back: str = "") -> str:
         )
     back_link = f'<p><a href="{_e(back)}">&larr; all boards</a></p>' if back else ""
     anchor = anchor or f"sub-{sub['id']}"
+    shown = [transcript_html(e) for e in sub["episodes"] if e.get("transcript")]
+    transcripts = f"<h3>Transcripts</h3>{''.join(shown)}" if shown else ""
     return (
         f'<section class="detail" id="{_e(anchor)}">{back_link}'
         f"<h2>Submission {sub['id']}: {_e(sub['agent'])}</h2><dl>{dl}</dl>"
         f'<table class="episodes"><thead><tr><th>task</th><th>sample</th><th>result</th><th>reward</th>'
-        f"<th>turns</th><th>tokens</th></tr></thead><tbody>{''.join(eps)}</tbody></table></section>"
+        f"<th>turns</th><th>tokens</th></tr></thead><tbody>{''.join(eps)}</tbody></table>{transcripts}</section>"
+    )
+
+
+def transcript_html(e: dict[str, Any]) -> str:
+    """One episode's conversation and verdict, folded under a summary line (no script needed)."""
+    t = e["transcript"]
+    result = "infra failure" if e["infra_failure"] else ("pass" if e["success"] else "fail")
+    msgs = "".join(
+        f'<div class="msg {_e(m.get("role", ""))}"><b>{_e(m.get("role", ""))}</b><pre>{_e(m.get("content", ""))}</pre></div>'
+        for m in t.get("messages", [])
+    )
+    verdict = t.get("verdict")
+    shown = verdict if isinstance(verdict, str) else json.dumps(verdict, indent=1, sort_keys=True)
+    return (
+        f'<details class="tr"><summary>{_e(e["task_id"])} (sample {e["sample"]}): {result}, '
+        f"reward {e['reward']:.3f}</summary>{msgs}"
+        f'<div class="msg"><b>verdict</b><pre class="verdict">{_e(shown)}</pre></div></details>'
     )
 
 

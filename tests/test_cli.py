@@ -261,3 +261,16 @@ def test_import_brings_a_users_env_and_agent_spec_to_plugins_and_eval(tmp_path):
         [*CLI, "plugins", "--import", "no_such_parts"], capture_output=True, text=True, env=env
     )
     assert out.returncode == 2 and "no_such_parts" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_eval_out_holds_each_episodes_transcript_and_show_prints_them(tmp_path):
+    path = tmp_path / "f.json"
+    out = run(
+        "eval", "argym/Math-v0", "--agent", "oracle", "--episodes", "3", "--show", "2", "--out", str(path)
+    )
+    assert out.returncode == 0, out.stderr
+    episodes = json.loads(path.read_text())["episodes"]
+    t = episodes[0]["transcript"]
+    assert [m["role"] for m in t["messages"]] == ["user", "assistant"]
+    assert "\\boxed{" in t["messages"][1]["content"] and t["verdict"]["correct"] is True
+    assert out.stdout.count("PASS") == 2 and "verdict:" in out.stdout and "\\boxed{" in out.stdout
