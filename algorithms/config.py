@@ -332,6 +332,8 @@ class TrainConfig:
                 f"Set both."
             )
         STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
+        if self.rollout.group_size == 1:
+            _check_group_of_one(self.algorithm.advantage)
         if self.agent.program and self.rollout.strategy != "program":
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
@@ -340,6 +342,20 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_group_of_one(advantage: str) -> None:
+    """Refuse ``group_size: 1`` with an estimator that compares a sample with its group (every advantage
+    would be 0: nothing to learn). Only this case loads the (torch) estimators, to read `needs_groups`."""
+    if not ADVANTAGES.get(advantage).needs_groups:
+        return
+    fine = [name for name in ADVANTAGES.names() if not ADVANTAGES.get(name).needs_groups]
+    raise ConfigError(
+        f"rollout.group_size=1 with algorithm.advantage={advantage!r}: {advantage} compares each sample "
+        f"with the others of its task's group, so a group of one gets advantage 0 and nothing is learned. "
+        f"Set rollout.group_size to 2 or more (GRPO uses 8 to 64), or pick an estimator that takes groups "
+        f"of one: {', '.join(fine)}."
+    )
 
 
 def from_dict(cls: type, data: dict[str, Any], where: str = "") -> Any:
