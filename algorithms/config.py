@@ -286,6 +286,22 @@ class EvalConfig:
 
 
 @dataclass
+class LogConfig:
+    """What a run shows beyond its metrics (`argym.algorithms.step_log`)."""
+
+    samples_per_step: int = 2
+    """Trajectories per step written to samples.jsonl and TensorBoard's text tab (0: none)."""
+    zero_variance_steps: int = 3
+    """Warn when every group's rewards are all equal for this many steps in a row (nothing is learned)."""
+
+    def __post_init__(self) -> None:
+        if self.samples_per_step < 0:
+            raise ConfigError(f"log.samples_per_step must be >= 0, got {self.samples_per_step}.")
+        if self.zero_variance_steps < 1:
+            raise ConfigError(f"log.zero_variance_steps must be >= 1, got {self.zero_variance_steps}.")
+
+
+@dataclass
 class TrainConfig:
     """A whole training run."""
 
@@ -313,6 +329,8 @@ class TrainConfig:
     """The agent program `rollout.strategy: program` trains (docs/agent_programs.md)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """Sample trajectories per step and the cannot-learn warning."""
     steps: int = 100
     """RL steps (each: sample, score, update)."""
     seed: int = 0

@@ -49,6 +49,12 @@ class MetricsLog:
                     self._tb.add_scalar(k, v, step)
             self._tb.flush()
 
+    def text(self, tag: str, markdown: str, step: int) -> None:
+        """Markdown for TensorBoard's text tab (the sample trajectories)."""
+        if self._tb is not None:
+            self._tb.add_text(tag, markdown, step)
+            self._tb.flush()
+
     def records(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []

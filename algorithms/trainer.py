@@ -35,6 +35,7 @@ from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_r
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
+from argym.algorithms.step_log import StepLog
 from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
 
@@ -42,7 +43,7 @@ from argym.errors import ConfigError
 from argym.seeding import seed_for
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "log")
 
 
 def seed_everything(seed: int) -> None:
@@ -163,6 +164,9 @@ class Trainer:
         else:
             self.save()
         self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
+        self.log = StepLog(
+            self.run_dir, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step
+        )
         self.sampling = SamplingParams(
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
@@ -341,6 +345,7 @@ class Trainer:
         trajs, sampling_metrics = self.collect()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
+        self.log.samples(self.step + 1, trajs, self.learner.sample_advantages)
         if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
             metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
         metrics.update(sampling_metrics)
@@ -374,12 +379,14 @@ class Trainer:
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
             while self.step < cfg.steps:
+                t0 = time.perf_counter()
                 metrics = self.train_step()
                 self.step += 1
                 if cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps:
                     result = self.evaluate()
                     metrics["eval/success"] = result.mean
                 self.metrics.log(self.step, metrics)
+                self.log.beat(self.step, metrics, time.perf_counter() - t0)
                 progress.update(
                     bar,
                     completed=self.step,
