@@ -115,6 +115,16 @@ def test_eval_pass_at_k(tmp_path):
     assert "pass@2" in out.stdout
 
 
+def test_play_reads_blank_lines_and_fenced_code_until_a_dot_and_prints_the_step_as_text():
+    reply = "My working:\n\n```\n.\n```\n\nso \\boxed{-1}\n.\n"
+    out = run("play", "argym/Math-v0", "max_attempts=2", "--seed", "0", stdin=reply)
+    assert out.returncode == 0, out.stderr
+    # the "." inside the fence did not end the reply: the boxed answer after it was read
+    assert "verdict: parsed: -1 · correct: no · reason: mismatch" in out.stdout
+    assert "reward 0 = outcome 0 · not solved" in out.stdout and "{'" not in out.stdout
+    assert out.stdout.index("not solved") < out.stdout.index("Incorrect, try again")  # verdict, then the env
+
+
 def test_play_prints_the_reward_for_a_wrong_answer():
     out = run("play", "argym/Math-v0", "--seed", "0", stdin="I think it is \\boxed{-123456789}\n\n")
     assert out.returncode == 0, out.stderr
