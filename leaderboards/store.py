@@ -244,9 +244,12 @@ def _run_script(db: sqlite3.Connection, script: str) -> None:
 
 def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[str, Any]:
     key = sub.key
-    old = db.execute("SELECT id FROM submissions WHERE uid = ?", (sub.uid,)).fetchone()
-    if old is not None:
-        return {"id": int(old[0]), "board": key.key, "label": key.label(), "created": False}
+    old = db.execute(
+        "SELECT s.id, b.label FROM submissions s JOIN boards b ON b.key = s.board_key WHERE s.uid = ?",
+        (sub.uid,),
+    ).fetchone()
+    if old is not None:  # the label as the board shows it (a board keeps the label it was created with)
+        return {"id": int(old[0]), "board": key.key, "label": old[1], "created": False}
     db.execute(
         "INSERT OR IGNORE INTO boards (key, env_id, split, label, spec, kwargs) VALUES (?, ?, ?, ?, ?, ?)",
         (
@@ -287,6 +290,7 @@ def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[
         ),
     )
     sub_id = int(cur.lastrowid)
+    label = db.execute("SELECT label FROM boards WHERE key = ?", (key.key,)).fetchone()[0]
     db.executemany(
         "INSERT INTO episodes (submission_id, idx, task_id, sample, success, reward, turns, tokens, "
         "infra_failure, transcript) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -306,7 +310,7 @@ def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[
             for i, e in enumerate(sub.episodes)
         ],
     )
-    return {"id": sub_id, "board": key.key, "label": key.label(), "created": True}
+    return {"id": sub_id, "board": key.key, "label": label, "created": True}
 
 
 def _row(r: sqlite3.Row) -> dict[str, Any]:

@@ -63,7 +63,9 @@ class BoardKey:
     samples_per_task: int
     sampling: dict[str, Any]
     display_kwargs: dict[str, Any] = field(default_factory=dict, compare=False)
-    """The kwargs as submitted (tasks included), for the label only; not part of the key."""
+    """The kwargs as submitted (tasks included) with the env's defaults, for display only; not part of the key."""
+    default_kwargs: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The env's defaults: the label leaves out a kwarg at its default (the page shows all on hover)."""
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -87,8 +89,12 @@ class BoardKey:
         return int(m.group(1)) if m else None
 
     def label(self) -> str:
-        """One line for a human: env, kwargs, split, metric, sampling."""
-        kw = " ".join(f"{k}={v}" for k, v in sorted((self.display_kwargs or self.env_kwargs).items()))
+        """One line for a human: env, the kwargs not at their defaults, split, metric, sampling."""
+        shown = self.display_kwargs or self.env_kwargs
+        changed = {
+            k: v for k, v in shown.items() if k not in self.default_kwargs or self.default_kwargs[k] != v
+        }
+        kw = " ".join(f"{k}={v}" for k, v in sorted(changed.items()))
         s = self.sampling
         samp = f"T={s.get('temperature', '?')}" + (
             f" top_p={s['top_p']}" if s.get("top_p", 1.0) != 1.0 else ""
@@ -299,6 +305,7 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         samples_per_task=k,
         sampling=sampling,
         display_kwargs=shown,
+        default_kwargs=defaults,
     )
 
     submitted = {

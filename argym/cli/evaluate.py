@@ -160,10 +160,12 @@ def submit_result(result: dict[str, Any], db: str | None, strict: bool = True) -
         )
         return
     verb = "submitted as" if rec["created"] else "already on the board as"
-    console().print(
-        f"{verb} #{rec['id']} on board {rec['board']} ({rec['label']}) in {where}; "
-        f"see it with: argym board {result['env_id']}",
-        markup=False,
+    out = console()
+    # soft_wrap: a long label or path runs on rather than breaking the command someone will copy
+    out.print(f"{verb} #{rec['id']} on board {rec['board']}: {rec['label']}", markup=False, soft_wrap=True)
+    out.print(f"  in {where}", markup=False, soft_wrap=True)
+    out.print(
+        f"  see it with: argym board {result['env_id']} --key {rec['board']}", markup=False, soft_wrap=True
     )
 
 
