@@ -31,7 +31,7 @@ from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, 
 from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
-from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_rate
+from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
@@ -412,7 +412,7 @@ def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
         result = trainer.evaluate()
         trainer.metrics.log(trainer.step, {"eval/success": result.mean})
         plot_learning_curve(
-            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=cfg.env.id
+            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=curve_title(cfg)
         )
         summary = {
             "steps": trainer.step,
