@@ -223,8 +223,8 @@ def write_html(path: str | Path, boards: list[Board], details: list[dict[str, An
     return write_atomic(path, boards_html(boards, details))
 
 
-TITLE_CHARS = 105
-"""Characters of a board's title per line in the PNG (9 inches at 9 pt): longer titles wrap."""
+TITLE_CHARS = 80
+"""Characters of a board's title per line in the PNG (the axes beside 48-character agent names, at 9 pt)."""
 
 
 def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
