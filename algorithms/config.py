@@ -288,6 +288,22 @@ class EvalConfig:
 
 
 @dataclass
+class LogConfig:
+    """What a run shows beyond its metrics (`argym.algorithms.step_log`)."""
+
+    samples_per_step: int = 2
+    """Trajectories per step written to samples.jsonl and TensorBoard's text tab (0: none)."""
+    zero_variance_steps: int = 3
+    """Warn when every group's rewards are all equal for this many steps in a row (nothing is learned)."""
+
+    def __post_init__(self) -> None:
+        if self.samples_per_step < 0:
+            raise ConfigError(f"log.samples_per_step must be >= 0, got {self.samples_per_step}.")
+        if self.zero_variance_steps < 1:
+            raise ConfigError(f"log.zero_variance_steps must be >= 1, got {self.zero_variance_steps}.")
+
+
+@dataclass
 class ClusterConfig:
     """Where the envs run (docs/scaling.md): in this process, or in Ray actors (``pip install 'argym[ray]'``)."""
 
@@ -352,6 +368,8 @@ class TrainConfig:
     """The agent program `rollout.strategy: program` trains (docs/agent_programs.md)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """Sample trajectories per step and the cannot-learn warning."""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     """Where the training envs run: this process (default) or Ray actors (`cluster.address`)."""
     steps: int = 100
@@ -373,6 +391,8 @@ class TrainConfig:
                 f"Set both."
             )
         STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
+        if self.rollout.group_size == 1:
+            _check_group_of_one(self.algorithm.advantage)
         if self.agent.program and self.rollout.strategy != "program":
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
@@ -386,6 +406,20 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_group_of_one(advantage: str) -> None:
+    """Refuse ``group_size: 1`` with an estimator that compares a sample with its group (every advantage
+    would be 0: nothing to learn). Only this case loads the (torch) estimators, to read `needs_groups`."""
+    if not ADVANTAGES.get(advantage).needs_groups:
+        return
+    fine = [name for name in ADVANTAGES.names() if not ADVANTAGES.get(name).needs_groups]
+    raise ConfigError(
+        f"rollout.group_size=1 with algorithm.advantage={advantage!r}: {advantage} compares each sample "
+        f"with the others of its task's group, so a group of one gets advantage 0 and nothing is learned. "
+        f"Set rollout.group_size to 2 or more (GRPO uses 8 to 64), or pick an estimator that takes groups "
+        f"of one: {', '.join(fine)}."
+    )
 
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:

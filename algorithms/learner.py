@@ -84,6 +84,8 @@ class Learner:
                 "(a frozen copy of the initial policy) or set kl_coef=0."
             )
         self.config = config
+        self.sample_advantages: list[float | None] = []
+        """The last update's advantage of each trajectory (mean over its policy tokens; None: dropped)."""
         self.accelerator = accelerator
         disable_dropout(model)
         optimizer = torch.optim.AdamW(
@@ -217,6 +219,7 @@ class Learner:
         batch = self.prepare_batch(
             trajectories, pad_id, advantages, minibatches=first, old_logprobs=not on_policy
         )
+        self.sample_advantages = sample_advantages(trajectories, batch)
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor] = []
         for epoch in range(cfg.ppo_epochs):
@@ -359,3 +362,12 @@ def _stack_rows(pieces: list[Tensor], shape: torch.Size) -> Tensor:
         out[start : start + len(piece), : piece.shape[1]] = piece
         start += len(piece)
     return out
+
+
+def sample_advantages(trajectories: list[Trajectory], batch: TrainBatch) -> list[float | None]:
+    """Each trajectory's advantage, averaged over its policy tokens (an outcome estimator's value
+    itself), aligned with `trajectories`; None for an infra failure (not in the batch)."""
+    mask = batch.loss_mask
+    per_row = ((batch.advantages * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()  # (B,)
+    rows = iter(per_row)
+    return [None if t.infra_failure else float(next(rows)) for t in trajectories]

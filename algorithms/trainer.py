@@ -30,11 +30,12 @@ from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, 
 from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
-from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_rate
+from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
 from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
+from argym.algorithms.step_log import StepLog
 from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
 from torch import nn
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log")
 
 
 def seed_everything(seed: int) -> None:
@@ -171,6 +172,9 @@ class Trainer:
         else:
             self.save()
         self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
+        self.log = StepLog(
+            self.run_dir, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step
+        )
         self.sampling = SamplingParams(
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
@@ -357,6 +361,7 @@ class Trainer:
         trajs, sampling_metrics = self.collect()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
+        self.log.samples(self.step + 1, trajs, self.learner.sample_advantages)
         if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
             metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
         metrics.update(sampling_metrics)
@@ -392,12 +397,14 @@ class Trainer:
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
             while self.step < cfg.steps:
+                t0 = time.perf_counter()
                 metrics = self.train_step()
                 self.step += 1
                 if cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps:
                     result = self.evaluate()
                     metrics["eval/success"] = result.mean
                 self.metrics.log(self.step, metrics)
+                self.log.beat(self.step, metrics, time.perf_counter() - t0)
                 progress.update(
                     bar,
                     completed=self.step,
@@ -425,7 +432,7 @@ def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
         result = trainer.evaluate()
         trainer.metrics.log(trainer.step, {"eval/success": result.mean})
         plot_learning_curve(
-            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=cfg.env.id
+            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=curve_title(cfg)
         )
         summary = {
             "steps": trainer.step,
