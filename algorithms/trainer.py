@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
+from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, merge_sections
@@ -174,13 +176,27 @@ class Trainer:
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
+        # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
+        # policy) in background threads, `ahead` collects batches, `scheduler` streams episodes (staleness > 0)
+        self.versions: VersionedGenerator | None = None
+        self.ahead: AheadOfLearner | None = None
+        self.scheduler: StreamingScheduler | None = None
+        self._task_lock = threading.Lock()  # batches running ahead draw tasks from one sampler
+        if cfg.rollout.mode == "async":
+            self.versions = (
+                VersionedGenerator.copy_of(self.policy, self.step)
+                if self.generator is self.policy
+                else VersionedGenerator(self.generator, self.generator.load_weights, self.step)
+            )
         self.engine = RolloutEngine(
             cfg.env.id,
             {**cfg.env.kwargs, "split": "train"},
-            self.generator,
+            self.versions or self.generator,
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
+        if self.versions is not None and cfg.rollout.max_staleness > 0:
+            self.scheduler = StreamingScheduler(self.engine, seed=cfg.seed)
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
         self.strategy_metrics: dict[str, float] = {}
@@ -287,6 +303,8 @@ class Trainer:
         cfg = self.cfg
         sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
         agent: Any = self.generator
+        if self.versions is not None and self.generator is not self.policy:  # one vLLM engine: take turns
+            agent = self.versions
         if isinstance(self.strategy, ProgramRunner):  # the program, with the policy behind its endpoint
             agent = ProgramAgent(self.strategy.program, self.generator, deadline_s=cfg.agent.deadline_s)
         return evaluate(
@@ -302,20 +320,30 @@ class Trainer:
         )
 
     def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
-        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
+        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3)."""
+        trajs, metrics = self._draw_batch(self.step, offset)
+        # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
+        # the same and cheaper); a component's harness fault marks its trajectory an infra failure
+        trajs, reward_metrics = self.rewards(trajs)
+        return trajs, {**metrics, **reward_metrics}
 
-        Reward components are summed first (the DAPO overlong penalty, in policy
-        tokens); dynamic sampling then drops groups whose *outcome* rewards are
-        all equal and draws again until `tasks_per_step` groups are kept.
+    def _draw_batch(self, step: int, offset: int = 0) -> tuple[list, dict[str, float]]:
+        """Step `step`'s groups, rolled out and filtered, before the reward components score them.
+
+        The DAPO overlong penalty is applied first (in policy tokens); dynamic sampling then
+        drops groups whose *outcome* rewards are all equal and draws again until
+        `tasks_per_step` groups are kept. In async mode this runs in a background thread,
+        ahead of the learner (`AheadOfLearner`).
         """
         cfg, sc = self.cfg, self.cfg.sampling
 
         def draw(k: int) -> tuple[list, list[float]]:
-            tasks = [
-                self.engine.task_source.sample(self.task_rng, "train")
-                for _ in range(cfg.rollout.tasks_per_step)
-            ]
-            trajs = self._rollout(tasks, seed=cfg.seed * 1_000_003 + self.step + offset + 7_919 * k)
+            with self._task_lock:
+                tasks = [
+                    self.engine.task_source.sample(self.task_rng, "train")
+                    for _ in range(cfg.rollout.tasks_per_step)
+                ]
+            trajs = self._rollout(tasks, seed=cfg.seed * 1_000_003 + step + offset + 7_919 * k)
             outcome = [t.reward for t in trajs]
             if sc.overlong:
                 trajs = apply_overlong(
@@ -323,18 +351,14 @@ class Trainer:
                 )
             return trajs, outcome
 
-        trajs, metrics = (
-            (draw(0)[0], {})
-            if not sc.dynamic
-            else draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
-        )
-        # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
-        # the same and cheaper); a component's harness fault marks its trajectory an infra failure
-        trajs, reward_metrics = self.rewards(trajs)
-        return trajs, {**metrics, **reward_metrics}
+        if not sc.dynamic:
+            return draw(0)[0], {}
+        return draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
 
     def _rollout(self, tasks: list, seed: int) -> list:
         """The configured rollout strategy's trajectories (R³L retries, decomposer hints) for `tasks`."""
+        if self.scheduler is not None:  # async, staleness > 0: episodes streamed one by one
+            return self.scheduler.run(tasks, group_size=self.cfg.rollout.group_size, seed=seed)
         if self.strategy is None:
             return self.engine.run(tasks, group_size=self.cfg.rollout.group_size, seed=seed)
         trajs, self.strategy_metrics = self.strategy.run(tasks, self.cfg.rollout.group_size, seed=seed)
@@ -343,11 +367,19 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         """One RL step: draw tasks, roll out groups, score, update the learner."""
         t0 = time.perf_counter()
-        trajs, sampling_metrics = self.collect()
+        sync_s = None
+        if self.versions is None:
+            self.engine.policy_version = self.step
+            trajs, sampling_metrics = self.collect()
+        else:
+            sync_s, (trajs, sampling_metrics) = self._take_ahead()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
-        if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
-            metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
+        if self.versions is None and self.generator is not self.policy:  # vLLM: new weights go in, in place
+            sync_s = self.generator.load_weights(self.policy.model)
+        if sync_s is not None:
+            metrics["perf/weight_sync_s"] = sync_s
+        metrics.update(version_lag(trajs, self.step, self.cfg.rollout.max_staleness if self.versions else 0))
         metrics.update(sampling_metrics)
         metrics.update(self.strategy_metrics)
         t2 = time.perf_counter()
@@ -365,6 +397,21 @@ class Trainer:
             }
         )
         return metrics
+
+    def _take_ahead(self) -> tuple[float, tuple[list, dict[str, float]]]:
+        """Async: publish the weights as version `step`, then take step `step`'s batch (collected ahead) and
+        score it here, where the policy is not being updated (SAR reads it). Returns the publish time too."""
+        cfg, t0 = self.cfg, time.perf_counter()
+        assert self.versions is not None
+        self.versions.publish(self.policy.model, self.step)
+        sync_s = time.perf_counter() - t0
+        if self.ahead is None:  # started here, not in __init__: nothing runs ahead of a first evaluation
+            self.ahead = AheadOfLearner(
+                self._draw_batch, self.versions, cfg.rollout.max_staleness, first=self.step, last=cfg.steps
+            )
+        trajs, metrics = self.ahead.take(self.step)
+        trajs, reward_metrics = self.rewards(trajs)
+        return sync_s, (trajs, {**metrics, **reward_metrics})
 
     def fit(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -395,12 +442,38 @@ class Trainer:
                     self.save()
 
     def close(self) -> None:
+        if self.scheduler is not None:  # first: batches in flight then fail fast instead of finishing
+            self.scheduler.close()
+        if self.ahead is not None:
+            self.ahead.close()
         self.engine.close()
         if isinstance(self.strategy, ProgramRunner):
             self.strategy.close()
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()
+
+
+def version_lag(trajectories: list, version: int, bound: int) -> dict[str, float]:
+    """Mean and max lag (learner version − the version that sampled it) over the trained policy tokens.
+
+    Raises if a token lags more than `bound` (max_staleness): the scheduler's guarantee, checked.
+    """
+    lags = [
+        version - v
+        for t in trajectories
+        if not t.infra_failure
+        for v, m in zip(t.policy_versions, t.loss_mask)
+        if m
+    ]
+    if not lags:
+        return {}
+    if max(lags) > bound or min(lags) < 0:
+        raise RuntimeError(
+            f"trained tokens lag the learner (version {version}) by {min(lags)}..{max(lags)} versions; "
+            f"rollout.max_staleness allows 0..{bound}. This is a bug in the rollout scheduler."
+        )
+    return {"train/version_lag_mean": float(np.mean(lags)), "train/version_lag_max": float(max(lags))}
 
 
 def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
