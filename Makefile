@@ -18,7 +18,7 @@ PYTEST_ARGS ?= --durations=25
 # argym as users install it (the wheel in fresh venvs, run from outside the checkout): .ci/packaging.sh
 PACKAGING := BUILD_PY=$(PY) PYTHON=$(PYTHON) TORCH=$(TORCH) ARGYM_CACHE=$(ARGYM_CACHE) bash .ci/packaging.sh
 
-.PHONY: quickstart test test-full packaging venv dev smollm2 bfcl vllm clean
+.PHONY: quickstart test test-full lint packaging venv dev smollm2 bfcl vllm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,10 +66,15 @@ define run_tests
 		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(1) $(PY) -m pytest $(PYTEST_ARGS) && $(PACKAGING)'
 endef
 
-test: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
+# Lint and format check (ruff) and the type checker (mypy, strict where pyproject.toml says): seconds, so first.
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 	$(call run_tests,)
 
-test-full: $(VENV)/.dev-installed $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
+test-full: lint $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 	$(call run_tests,ARGYM_TEST_FULL=1)
 
 packaging: $(VENV)/.dev-installed $(SMOLLM2) $(BFCL)

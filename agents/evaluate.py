@@ -352,9 +352,13 @@ def agent_provenance(agent: Any, spec: str) -> dict[str, Any]:
 
 
 def training_run(spec: str) -> dict[str, Any]:
-    """The run directory a ``tiny:``/``hf:`` spec points into, with its config hash, if it has one."""
+    """The run directory a ``tiny:``/``hf:``/``vllm:`` spec (or a program's inner one) points into, with its
+    config hash, if it has one."""
+    if spec.startswith("program:") and "@" in spec:
+        spec = spec.partition("@")[2]
     kind, _, arg = spec.partition(":")
-    if kind not in ("tiny", "hf") or not arg:
+    arg = arg.partition("?")[0] if kind == "vllm" else arg
+    if kind not in ("tiny", "hf", "vllm") or not arg:
         return {}
     path = Path(arg)
     for candidate in (path, path.parent, path.parent.parent):

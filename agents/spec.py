@@ -10,25 +10,26 @@
 | ``vllm:PATH[?key=value&...]`` | the same checkpoint served by vLLM's offline engine (`VLLMConfig` keys, e.g. ``dtype=float32``) |
 | ``openai:URL[?model=NAME&key=value...]`` | a server speaking the Chat Completions API (`OpenAIConfig` keys) |
 | ``program:MODULE:FN@SPEC`` | an agent program (`agents/program.py`) with the agent `SPEC` behind its endpoint |
+
+Each kind is a loader in `AGENT_SPECS`; `@register_agent_spec("mine")` on a
+function ``(arg, seed) -> agent`` makes ``mine:ARG`` a spec from user code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from argym.errors import ConfigError
+from argym.registry import Registry, unknown_name
 
-SPECS = (
-    "oracle",
-    "random",
-    "tiny",
-    "tiny:RUN_DIR",
-    "hf:PATH",
-    "vllm:PATH",
-    "openai:URL",
-    "program:MODULE:FN@SPEC",
-)
+AgentLoader = Callable[[str, int], Any]
+"""`(arg, seed) -> agent`: `arg` is the spec after ``KIND:`` ("" when there is none)."""
+
+AGENT_SPECS: Registry[AgentLoader] = Registry("agent spec")
+"""Spec kind → loader; `@register_agent_spec("mine")` makes ``mine:ARG`` an agent spec."""
+register_agent_spec = AGENT_SPECS.register
 
 
 def checkpoint_policy_dir(path: str | Path) -> Path:
@@ -44,39 +45,87 @@ def checkpoint_policy_dir(path: str | Path) -> Path:
 
 
 def load_agent(spec: str, seed: int = 0) -> Any:
-    """Build the agent a spec string names (see the module docstring)."""
-    from argym.agents.scripted import OracleAgent, RandomAgent
-
+    """Build the agent a spec string names (see the module docstring): ``KIND[:ARG]``, KIND registered."""
     kind, _, arg = spec.partition(":")
-    if kind == "oracle" and not arg:
-        return OracleAgent()
-    if kind == "random" and not arg:
-        return RandomAgent(seed=seed)
-    if kind == "tiny" and not arg:
-        from argym.agents.hf import HFPolicy
-        from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+    if kind not in AGENT_SPECS:
+        raise ConfigError(
+            f"{unknown_name(kind, AGENT_SPECS.names(), 'agent spec')} Write KIND or KIND:ARG (got {spec!r})."
+        )
+    return AGENT_SPECS.get(kind)(arg, seed)
 
-        tok = build_tiny_tokenizer()
-        return HFPolicy(build_tiny_model(tok, seed=seed), tok, name="tiny")
-    if kind in ("tiny", "hf") and arg:
-        from argym.agents.hf import HFPolicy
 
+def _no_arg(kind: str, arg: str) -> None:
+    if arg:
+        raise ConfigError(f"Agent spec {kind!r} takes no argument, got {kind}:{arg}; write {kind!r}.")
+
+
+def _needs_arg(kind: str, arg: str, what: str) -> None:
+    if not arg:
+        raise ConfigError(f"Agent spec {kind!r} needs {what}: write {kind}:{what.upper().replace(' ', '_')}.")
+
+
+@register_agent_spec("oracle")
+def _oracle(arg: str, seed: int) -> Any:
+    from argym.agents.scripted import OracleAgent
+
+    _no_arg("oracle", arg)
+    return OracleAgent()
+
+
+@register_agent_spec("random")
+def _random(arg: str, seed: int) -> Any:
+    from argym.agents.scripted import RandomAgent
+
+    _no_arg("random", arg)
+    return RandomAgent(seed=seed)
+
+
+@register_agent_spec("tiny")
+def _tiny(arg: str, seed: int) -> Any:
+    """A fresh tiny policy, or with ``tiny:RUN_DIR`` the one a run saved."""
+    from argym.agents.hf import HFPolicy
+
+    if arg:
         return HFPolicy.load(model_dir(arg))
-    if kind == "vllm" and arg:
-        from argym.agents.vllm import VLLMConfig, VLLMPolicy
+    from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 
-        path, options = split_options(arg)
-        return VLLMPolicy(model_dir(path), config_from_options(VLLMConfig, options, spec), name=spec)
-    if kind == "openai" and arg:
-        from argym.agents.openai import OpenAIAgent, OpenAIConfig
+    tok = build_tiny_tokenizer()
+    return HFPolicy(build_tiny_model(tok, seed=seed), tok, name="tiny")
 
-        url, options = split_options(arg)
-        return OpenAIAgent(url, config_from_options(OpenAIConfig, options, spec))
-    if kind == "program" and arg:
-        from argym.agents.program import load_program_agent
 
-        return load_program_agent(arg, seed=seed)
-    raise ConfigError(f"Unknown agent spec {spec!r}; expected one of: {', '.join(SPECS)}.")
+@register_agent_spec("hf")
+def _hf(arg: str, seed: int) -> Any:
+    from argym.agents.hf import HFPolicy
+
+    _needs_arg("hf", arg, "path")
+    return HFPolicy.load(model_dir(arg))
+
+
+@register_agent_spec("vllm")
+def _vllm(arg: str, seed: int) -> Any:
+    from argym.agents.vllm import VLLMConfig, VLLMPolicy
+
+    _needs_arg("vllm", arg, "path")
+    path, options = split_options(arg)
+    spec = f"vllm:{arg}"
+    return VLLMPolicy(model_dir(path), config_from_options(VLLMConfig, options, spec), name=spec)
+
+
+@register_agent_spec("openai")
+def _openai(arg: str, seed: int) -> Any:
+    from argym.agents.openai import OpenAIAgent, OpenAIConfig
+
+    _needs_arg("openai", arg, "url")
+    url, options = split_options(arg)
+    return OpenAIAgent(url, config_from_options(OpenAIConfig, options, f"openai:{arg}"))
+
+
+@register_agent_spec("program")
+def _program(arg: str, seed: int) -> Any:
+    from argym.agents.program import load_program_agent
+
+    _needs_arg("program", arg, "module:fn@spec")
+    return load_program_agent(arg, seed=seed)
 
 
 def model_dir(arg: str) -> Path:

@@ -1,16 +1,18 @@
 """Advantage estimators: turn each trajectory's reward into a learning signal.
 
-An estimator is registered by name (`@register_advantage("grpo")`) and takes
-``(rewards (N,), group_ids (N,), config)``; it reads from the config the
-fields it needs (`adv_std`, `adv_eps`, ...). A preset picks one by name, e.g.
-Dr.GRPO is ``advantage="grpo", adv_std=False`` (arXiv 2503.20783).
+Every estimator has one signature, ``(inputs: AdvantageInputs, config) -> Tensor``,
+and is registered by name with what it is (`@register_advantage("gae", token_level=True,
+needs_values=True)`): an outcome estimator gives one value per sample (N,), broadcast to
+its policy tokens; a token-level one gives (N, T). It reads from the config the fields
+it needs (`adv_std`, `adv_eps`, ...). A preset picks one by name, e.g. Dr.GRPO is
+``advantage="grpo", adv_std=False`` (arXiv 2503.20783).
 
-Implemented here (outcome estimators: one value per sample, broadcast to its policy tokens):
+Implemented here (outcome estimators):
 - "grpo" — GRPO (DeepSeekMath, arXiv 2402.03300, §4.1.2):
   Â_i = (r_i − mean(r_group)) / (std(r_group) + eps); without the std with ``adv_std=False``;
 - "drgrpo" — Dr.GRPO's mean-only Â_i = r_i − mean(r_group) (arXiv 2503.20783 eq. 2), whatever `adv_std`;
 - "rloo" — leave-one-out Â_i = r_i − (1/(k−1)) Σ_{j≠i} r_j (arXiv 2402.14740 eq. 5);
-Token-level estimators (``token_level = True``) take ``(batch, config)`` and give (B, T):
+Token-level estimators (``token_level=True``), (B, T):
 - "returns" — discounted returns of per-turn (or process) rewards, G_t = Σ_{s≥t} γ^{s−t} r_s,
   counted over policy tokens only (env tokens are skipped, not discounted), centred on the
   group's mean first-token return when ``adv_baseline`` is set;
@@ -20,8 +22,8 @@ Token-level estimators (``token_level = True``) take ``(batch, config)`` and giv
   taken off the last policy token; marked ``whiten_tokens``, so the learner then whitens them
   over every policy token of the batch, on every process (`masked_whiten`).
 
-`gae` (VAPO's decoupled, length-adaptive GAE, arXiv 2504.05118 §3.2) is below too;
-the learner calls it with the critic's values.
+- "gae" — VAPO's decoupled, length-adaptive GAE (arXiv 2504.05118 §3.2) on the critic's
+  values (``needs_values=True``: the trainer builds a value model for it).
 
 Group statistics are computed with scatter ops (`index_add_`) over the groups,
 never with a Python loop over samples.
@@ -31,26 +33,80 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from argym.algorithms.registry import Registry
 from torch import Tensor
+
+from argym.registry import Registry
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch
     from argym.algorithms.learner import LearnerConfig
 
 
+@dataclass
+class AdvantageInputs:
+    """What an estimator reads: (N,) rewards and group ids; for token-level ones also (N, T) tensors.
+
+    An outcome estimator reads `rewards` and `group_ids` only (the learner gathers
+    them over every process, without the token tensors); a `TrainBatch` has every field.
+    """
+
+    rewards: Tensor  # (N,)
+    group_ids: Tensor  # (N,)
+    token_rewards: Tensor | None = None  # (N, T) rewards on their tokens
+    loss_mask: Tensor | None = None  # (N, T) 1 on policy tokens
+    values: Tensor | None = None  # (N, T) the critic's V (estimators with ``needs_values``)
+
+    @classmethod
+    def of(cls, batch: TrainBatch) -> AdvantageInputs:
+        return cls(batch.rewards, batch.group_ids, batch.token_rewards, batch.loss_mask, batch.values)
+
+    def tokens(self) -> tuple[Tensor, Tensor]:
+        """``(token_rewards, loss_mask)``, which a token-level estimator needs."""
+        if self.token_rewards is None or self.loss_mask is None:
+            raise ValueError("A token-level advantage estimator needs token_rewards and loss_mask (N, T).")
+        return self.token_rewards, self.loss_mask
+
+
 class AdvantageFn(Protocol):
-    """A registered advantage estimator: outcome rewards in, one advantage per sample out."""
+    """The one estimator signature: inputs and the learner's config in, (N,) or (N, T) advantages out."""
 
-    def __call__(self, rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor: ...
+    def __call__(self, inputs: AdvantageInputs, config: LearnerConfig) -> Tensor: ...
 
 
-ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
-register_advantage = ADVANTAGES.register
+@dataclass(frozen=True)
+class Estimator:
+    """A registered estimator and what it is, read by the learner and the trainer."""
+
+    fn: AdvantageFn
+    token_level: bool = False
+    """Gives (N, T) advantages (else (N,), one per sample, broadcast to its policy tokens)."""
+    whiten_tokens: bool = False
+    """The learner whitens the token advantages over every policy token of the batch (REINFORCE++)."""
+    needs_values: bool = False
+    """Reads a value model's `values`: the trainer builds a critic for it (VAPO's GAE)."""
+
+    def __call__(self, inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
+        return self.fn(inputs, config)
+
+
+ADVANTAGES: Registry[Estimator] = Registry("advantage estimator")
 get_advantage = ADVANTAGES.get
+
+
+def register_advantage(
+    name: str, *, token_level: bool = False, whiten_tokens: bool = False, needs_values: bool = False
+) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Decorator filing an estimator under `name` with what it is (`Estimator`); returns it unchanged."""
+
+    def deco(fn: AdvantageFn) -> AdvantageFn:
+        ADVANTAGES.add(name, Estimator(fn, token_level, whiten_tokens, needs_values))
+        return fn
+
+    return deco
 
 
 def group_moments(rewards: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -103,25 +159,26 @@ def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True, e
 
 
 @register_advantage("grpo")
-def grpo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
+def grpo_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """GRPO (and, with ``adv_std=False``, Dr.GRPO) outcome advantages from the config."""
-    return group_normalized(rewards, group_ids, use_std=config.adv_std, eps=config.adv_eps)
+    return group_normalized(inputs.rewards, inputs.group_ids, use_std=config.adv_std, eps=config.adv_eps)
 
 
 @register_advantage("drgrpo")
-def drgrpo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
+def drgrpo_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """Dr.GRPO: Â_i = r_i − mean_g r, no std (arXiv 2503.20783 eq. 2, "question-level bias")."""
-    return group_normalized(rewards, group_ids, use_std=False)
+    return group_normalized(inputs.rewards, inputs.group_ids, use_std=False)
 
 
 @register_advantage("rloo")
-def rloo_advantage(rewards: Tensor, group_ids: Tensor, config: LearnerConfig) -> Tensor:
+def rloo_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """RLOO: Â_i = r_i − (1/(k−1)) Σ_{j≠i} r_j = k/(k−1)·(r_i − mean_g r) (arXiv 2402.14740 eq. 5).
 
     A group of size 1 has no other sample and gets 0.
-    >>> rloo_advantage(torch.tensor([1., 0., 0.]), torch.tensor([0, 0, 0]), None)
+    >>> rloo_advantage(AdvantageInputs(torch.tensor([1., 0., 0.]), torch.tensor([0, 0, 0])), None)
     tensor([ 1.0000, -0.5000, -0.5000])
     """
+    rewards, group_ids = inputs.rewards, inputs.group_ids
     mean, _, count, index = group_moments(rewards, group_ids)
     k = count[index]  # (N,)
     adv = (rewards.to(torch.float64) - mean[index]) * k / (k - 1).clamp(min=1)  # (N,)
@@ -154,8 +211,8 @@ def _last_policy_token(mask: Tensor) -> Tensor:
     return (mask.shape[1] - 1) - (mask > 0).flip(1).to(torch.int64).argmax(dim=1)
 
 
-@register_advantage("reinforce++")
-def reinforce_pp_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+@register_advantage("reinforce++", token_level=True, whiten_tokens=True)
+def reinforce_pp_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """REINFORCE++: each token's return G_t = Σ_{s≥t} γ^{s−t} r_s over policy tokens; (B, T).
 
     r_s is the outcome (and any per-turn reward) on its token, minus β·KL_s on every
@@ -164,26 +221,22 @@ def reinforce_pp_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
     the returns over every policy token of the batch (eq. 7; ``whiten_tokens``),
     as OpenRLHF and verl do, so long responses weigh by their tokens.
     """
-    return discounted_returns(batch.token_rewards, batch.loss_mask, config.gamma)
+    return discounted_returns(*inputs.tokens(), config.gamma)
 
 
-@register_advantage("reinforce++_baseline")
-def reinforce_pp_baseline_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+@register_advantage("reinforce++_baseline", token_level=True, whiten_tokens=True)
+def reinforce_pp_baseline_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """REINFORCE++-baseline (arXiv 2501.03262 §3.2): the group's mean reward taken off each
     response's last policy token, then token returns as `reinforce_pp_advantage`; (B, T).
 
     A group of one loses its own reward (no baseline: only its KL terms are left).
     """
-    mean, _, _, index = group_moments(batch.rewards, batch.group_ids)
-    rewards = batch.token_rewards.clone()
+    token_rewards, mask = inputs.tokens()
+    mean, _, _, index = group_moments(inputs.rewards, inputs.group_ids)
+    rewards = token_rewards.clone()
     rows = torch.arange(len(rewards))
-    rewards[rows, _last_policy_token(batch.loss_mask)] -= mean[index].to(rewards.dtype)
-    return discounted_returns(rewards, batch.loss_mask, config.gamma)
-
-
-for _fn in (reinforce_pp_advantage, reinforce_pp_baseline_advantage):
-    _fn.token_level = True  # type: ignore[attr-defined]
-    _fn.whiten_tokens = True  # type: ignore[attr-defined]
+    rewards[rows, _last_policy_token(mask)] -= mean[index].to(rewards.dtype)
+    return discounted_returns(rewards, mask, config.gamma)
 
 
 # --------------------------------------------------------------------------- token level
@@ -254,29 +307,27 @@ def gae(
     return adv.float(), returns.float()
 
 
-@register_advantage("returns")
-def returns_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+@register_advantage("returns", token_level=True)
+def returns_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """Token-level advantages from per-turn rewards: the discounted return at each policy token.
 
     Rewards sit on each turn's last policy token (`batch.token_rewards`); with
     ``adv_baseline`` the group's mean return at the first policy token is
     subtracted (a GRPO-style baseline, without std). (B, T).
     """
-    ret = discounted_returns(batch.token_rewards, batch.loss_mask, config.gamma)  # (B, T)
+    token_rewards, mask = inputs.tokens()
+    ret = discounted_returns(token_rewards, mask, config.gamma)  # (B, T)
     if not config.adv_baseline:
         return ret
-    first = batch.loss_mask.argmax(dim=1)  # (B,) first policy token
+    first = mask.argmax(dim=1)  # (B,) first policy token
     start = ret.gather(1, first[:, None]).squeeze(1)  # (B,)
-    mean, _, count, index = group_moments(start, batch.group_ids)
+    mean, _, count, index = group_moments(start, inputs.group_ids)
     base = torch.where(count[index] > 1, mean[index], torch.zeros_like(mean[index])).float()
-    return (ret - base[:, None]) * batch.loss_mask
+    return (ret - base[:, None]) * mask
 
 
-returns_advantage.token_level = True  # type: ignore[attr-defined]
-
-
-@register_advantage("gae")
-def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
+@register_advantage("gae", token_level=True, needs_values=True)
+def gae_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """VAPO's actor advantages: GAE with the critic's values and λ_policy per sequence (B, T).
 
     λ_policy = max(1 − 1/(α·l), lam_policy) with l the response's policy-token count when
@@ -285,7 +336,8 @@ def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
     flowing back; the paper's long answers (l ≥ 400 at α = 0.05) get its adaptive λ unchanged.
     The critic's targets use λ_critic (decoupled GAE, §3.2) and are computed by the critic.
     """
-    if batch.values is None:
+    token_rewards, mask = inputs.tokens()
+    if inputs.values is None:
         from argym.errors import ConfigError
 
         raise ConfigError(
@@ -293,11 +345,8 @@ def gae_advantage(batch: TrainBatch, config: LearnerConfig) -> Tensor:
             "(argym.algorithms.value.Critic), as the trainer does for VAPO."
         )
     if config.lam_alpha > 0:
-        lam = length_adaptive_lambda(batch.loss_mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
+        lam = length_adaptive_lambda(mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
     else:
         lam = config.lam_policy
-    adv, _ = gae(batch.token_rewards, batch.values, batch.loss_mask, config.gamma, lam)
+    adv, _ = gae(token_rewards, inputs.values, mask, config.gamma, lam)
     return adv
-
-
-gae_advantage.token_level = True  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ from argym.algorithms.decomposer import DecomposerConfig
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.r3l.retry import R3LConfig
 from argym.algorithms.sampling import SamplingConfig
+from argym.algorithms.strategies import STRATEGIES
 from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError
@@ -121,7 +122,8 @@ class RolloutConfig:
     """Token budget of one episode (prompt, turns and env replies)."""
     strategy: str = "plain"
     """plain | r3l (reflect and retry, the `r3l` section) | decomposer (A²D utility mode, the `decomposer` section)
-    | program (your agent program through argym's endpoint, the `agent` section)."""
+    | program (your agent program through argym's endpoint, the `agent` section) | one a user registered
+    (`argym.algorithms.strategies.register_strategy`)."""
     backend: str = "hf"
     """Who generates: hf (transformers, eager), hf-compiled (transformers' static KV cache + torch.compile),
     vllm (vLLM's offline engine, `rollout.vllm`; the learner's weights are loaded into it after every update)."""
@@ -202,10 +204,7 @@ class TrainConfig:
                 f"({self.rollout.temperature}): the learner recomputes log-probs at the sampling temperature. "
                 f"Set both."
             )
-        if self.rollout.strategy not in ("plain", "r3l", "decomposer", "program"):
-            raise ConfigError(
-                f"rollout.strategy must be plain, r3l, decomposer or program, got {self.rollout.strategy!r}."
-            )
+        STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
         if self.rollout.mode == "async":
             self._check_async()
         if self.agent.program and self.rollout.strategy != "program":

@@ -22,13 +22,12 @@ sampler's log-probs only feed the training–inference mismatch metric.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from argym.algorithms.advantages import ADVANTAGES, gae, group_moments, masked_whiten
+from argym.algorithms.advantages import ADVANTAGES, AdvantageInputs, gae, group_moments, masked_whiten
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
 from argym.algorithms.prefix import place, plan_shared_prefix, shared_prefix_logits
@@ -370,9 +369,11 @@ class Learner:
             kl = self.kl_fn(batch.old_logprobs, batch.ref_logprobs) * mask  # (B, L-1)
             rewards = rewards - cfg.kl_coef * kl.sum(-1)  # sequence-level, as TRL's RLOOTrainer
             token_rewards = token_rewards - cfg.kl_coef * kl  # per token, as REINFORCE++ eq. 5
-        if getattr(self.advantage_fn, "token_level", False):
-            adv = self.advantage_fn(dataclasses.replace(batch, token_rewards=token_rewards), cfg)
-            if getattr(self.advantage_fn, "whiten_tokens", False):  # REINFORCE++: over all processes' tokens
+        if self.advantage_fn.token_level:
+            # the outcome baseline of REINFORCE++-baseline reads the rewards before the KL (in token_rewards)
+            inputs = AdvantageInputs(batch.rewards, batch.group_ids, token_rewards, mask, batch.values)
+            adv = self.advantage_fn(inputs, cfg)
+            if self.advantage_fn.whiten_tokens:  # REINFORCE++: over all processes' tokens
                 acc = self.accelerator
                 adv = masked_whiten(
                     adv,
@@ -393,7 +394,7 @@ class Learner:
         """
         acc, cfg = self.accelerator, self.config
         if acc.num_processes == 1:
-            return self.advantage_fn(rewards, group_ids, cfg)
+            return self.advantage_fn(AdvantageInputs(rewards, group_ids), cfg)
         n = torch.tensor([len(rewards)], device=rewards.device)
         sizes = acc.gather(n).tolist()  # (P,) rows per process
         width = max(sizes)
@@ -403,7 +404,9 @@ class Learner:
         g = g + span * torch.arange(len(sizes), device=g.device)[:, None]  # (P, width), unique per process
         rows = [(k, i) for k, size in enumerate(sizes) for i in range(size)]
         ks, is_ = torch.tensor([k for k, _ in rows]), torch.tensor([i for _, i in rows])
-        adv = self.advantage_fn(r[ks, is_], g[ks, is_], cfg)  # over every process's rows, in process order
+        adv = self.advantage_fn(
+            AdvantageInputs(r[ks, is_], g[ks, is_]), cfg
+        )  # over every process's rows, in process order
         start = sum(sizes[: acc.process_index])
         return adv[start : start + len(rewards)]
 

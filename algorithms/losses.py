@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from argym.algorithms.registry import Registry
 from torch import Tensor
+
+from argym.registry import Registry
 
 if TYPE_CHECKING:
     from argym.algorithms.learner import LearnerConfig
@@ -47,6 +48,7 @@ register_kl = KL_ESTIMATORS.register
 get_kl = KL_ESTIMATORS.get
 
 AGGREGATIONS: Registry = Registry("loss aggregation mode")
+register_aggregation = AGGREGATIONS.register
 
 
 # --------------------------------------------------------------------------- policy losses

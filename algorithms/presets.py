@@ -20,14 +20,13 @@ The order in which config sources apply is `argym.algorithms.config.load_config`
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.sampling import SamplingConfig
 
-from argym.errors import ConfigError
+from argym.registry import Registry
 
 SCALE_FIELDS = ("lr", "weight_decay", "micro_batch_size", "temperature", "seed", "shuffle", "max_grad_norm")
 """LearnerConfig fields a preset leaves to the recipe (they depend on model and batch size)."""
@@ -175,7 +174,18 @@ REINFORCEPP = Preset(
     ),
 )  # §3.2: baseline variant for RLVR, k2 KL loss
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (GRPO, DRGRPO, DAPO, VAPO, GSPO, RLOO, REINFORCEPP)}
+PRESETS: Registry[Preset] = Registry("algorithm preset")
+"""The `algo=` names; `register_preset(Preset(...))` adds one from user code."""
+
+
+def register_preset(preset: Preset) -> Preset:
+    """File `preset` under its name (``algo: NAME``); returns it."""
+    return PRESETS.add(preset.name, preset)
+
+
+for _preset in (GRPO, DRGRPO, DAPO, VAPO, GSPO, RLOO, REINFORCEPP):
+    register_preset(_preset)
+
 ALIASES = {
     "dr_grpo": "drgrpo",
     "dr.grpo": "drgrpo",
@@ -185,10 +195,6 @@ ALIASES = {
 
 
 def get_preset(name: str) -> Preset:
-    """The preset called `name` (case-insensitive); unknown names list the close matches."""
+    """The preset called `name` (case-insensitive, or one of `ALIASES`); unknown names list the close matches."""
     key = ALIASES.get(name.lower(), name.lower())
-    if key in PRESETS:
-        return PRESETS[key]
-    close = difflib.get_close_matches(key, list(PRESETS), n=3, cutoff=0.4)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    raise ConfigError(f"Unknown algorithm preset {name!r}.{hint} Presets: {', '.join(PRESETS)}.")
+    return PRESETS.get(key if key in PRESETS else name)

@@ -28,16 +28,16 @@ from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+from argym.algorithms.advantages import ADVANTAGES
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, merge_sections
-from argym.algorithms.decomposer import UtilityDecomposer
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
 from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_rate
-from argym.algorithms.r3l.retry import R3LRollout
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
+from argym.algorithms.strategies import STRATEGIES, PlainRollout, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
 
 from argym.errors import ConfigError
@@ -101,23 +101,17 @@ def build_generator(cfg: TrainConfig, policy: HFPolicy, run_dir: Path) -> Any:
     return generator
 
 
-def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: HFPolicy) -> Any:
-    """The rollout strategy `rollout.strategy` names (`run(tasks, group_size, seed) -> (trajs, metrics)`)."""
-    if cfg.rollout.strategy == "r3l":
-        return R3LRollout(engine, cfg.r3l, policy)
-    if cfg.rollout.strategy == "decomposer":
-        return UtilityDecomposer(engine, cfg.decomposer, policy)
-    if cfg.rollout.strategy == "program":
-        return ProgramRunner.from_config(
-            cfg.env.id,
-            {**cfg.env.kwargs, "split": "train"},
-            engine.agent,
-            cfg.agent,
-            engine.sampling,
-            engine.max_total_tokens,
-            training=True,
-        )
-    return None
+def run_agent_spec(cfg: TrainConfig, run_dir: Path) -> str:
+    """The agent spec that reloads what this run evaluates: the board records it, and `argym eval` takes it.
+
+    The policy's kind and the backend that generates name it (``tiny:``, ``hf:`` or ``vllm:`` over the
+    run directory), and an agent program wraps it as ``program:MODULE:FN@SPEC``.
+    """
+    kind = "vllm" if cfg.rollout.backend == "vllm" else cfg.policy.kind
+    spec = f"{kind}:{run_dir}"
+    if cfg.rollout.strategy == "program" and cfg.agent.program:
+        spec = f"program:{cfg.agent.program}@{spec}"
+    return spec
 
 
 class Trainer:
@@ -151,7 +145,7 @@ class Trainer:
         # VAPO: a value model on the policy's architecture with its own weights and lr
         critic = (
             Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
-            if cfg.algorithm.advantage == "gae"
+            if ADVANTAGES.get(cfg.algorithm.advantage).needs_values
             else None
         )
         self.learner = Learner(
@@ -195,11 +189,11 @@ class Trainer:
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
-        if self.versions is not None and cfg.rollout.max_staleness > 0:
-            self.scheduler = StreamingScheduler(self.engine, seed=cfg.seed)
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
-        self.strategy = build_strategy(cfg, self.engine, self.policy)  # None: plain group rollouts
-        self.strategy_metrics: dict[str, float] = {}
+        self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
+        if self.versions is not None and cfg.rollout.max_staleness > 0:  # plain groups, episodes streamed
+            self.scheduler = StreamingScheduler(self.engine, seed=cfg.seed)
+            self.strategy = PlainRollout(self.scheduler)  # type: ignore[arg-type]  # it runs like an engine
         if critic is not None and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
             self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 
@@ -311,7 +305,7 @@ class Trainer:
             cfg.env.id,
             cfg.env.kwargs,
             agent,
-            agent_spec=f"tiny:{self.run_dir}",
+            agent_spec=run_agent_spec(cfg, self.run_dir),
             split="test",
             episodes=episodes or cfg.eval.episodes,
             seed=cfg.seed,
@@ -332,10 +326,12 @@ class Trainer:
 
         The DAPO overlong penalty is applied first (in policy tokens); dynamic sampling then
         drops groups whose *outcome* rewards are all equal and draws again until
-        `tasks_per_step` groups are kept. In async mode this runs in a background thread,
-        ahead of the learner (`AheadOfLearner`).
+        `tasks_per_step` groups are kept. The strategy's metrics of every draw are combined
+        (`combine_metrics`: counts summed, rates averaged over the draws). In async mode this
+        runs in a background thread, ahead of the learner (`AheadOfLearner`).
         """
         cfg, sc = self.cfg, self.cfg.sampling
+        rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
 
         def draw(k: int) -> tuple[list, list[float]]:
             with self._task_lock:
@@ -343,7 +339,9 @@ class Trainer:
                     self.engine.task_source.sample(self.task_rng, "train")
                     for _ in range(cfg.rollout.tasks_per_step)
                 ]
-            trajs = self._rollout(tasks, seed=cfg.seed * 1_000_003 + step + offset + 7_919 * k)
+            seed = cfg.seed * 1_000_003 + step + offset + 7_919 * k
+            trajs, strategy_metrics = self.strategy.run(tasks, cfg.rollout.group_size, seed=seed)
+            rounds.append(strategy_metrics)
             outcome = [t.reward for t in trajs]
             if sc.overlong:
                 trajs = apply_overlong(
@@ -351,18 +349,13 @@ class Trainer:
                 )
             return trajs, outcome
 
-        if not sc.dynamic:
-            return draw(0)[0], {}
-        return draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
-
-    def _rollout(self, tasks: list, seed: int) -> list:
-        """The configured rollout strategy's trajectories (R³L retries, decomposer hints) for `tasks`."""
-        if self.scheduler is not None:  # async, staleness > 0: episodes streamed one by one
-            return self.scheduler.run(tasks, group_size=self.cfg.rollout.group_size, seed=seed)
-        if self.strategy is None:
-            return self.engine.run(tasks, group_size=self.cfg.rollout.group_size, seed=seed)
-        trajs, self.strategy_metrics = self.strategy.run(tasks, self.cfg.rollout.group_size, seed=seed)
-        return trajs
+        trajs, metrics = (
+            (draw(0)[0], {})
+            if not sc.dynamic
+            else draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
+        )
+        strategy_metrics = combine_metrics(rounds, STRATEGIES.get(cfg.rollout.strategy).counts)
+        return trajs, {**metrics, **strategy_metrics}
 
     def train_step(self) -> dict[str, float]:
         """One RL step: draw tasks, roll out groups, score, update the learner."""
@@ -381,7 +374,6 @@ class Trainer:
             metrics["perf/weight_sync_s"] = sync_s
         metrics.update(version_lag(trajs, self.step, self.cfg.rollout.max_staleness if self.versions else 0))
         metrics.update(sampling_metrics)
-        metrics.update(self.strategy_metrics)
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update(

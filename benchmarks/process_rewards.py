@@ -25,6 +25,8 @@ import json
 import time
 from pathlib import Path
 
+from argym.rewards.prm import register_prm
+
 FILLER = "Let me check this again."
 ROOT = Path(__file__).resolve().parent
 TINY = [
@@ -37,6 +39,7 @@ TINY = [
 ]
 
 
+@register_prm("filler_loving")
 class FillerLovingPRM:
     """A PRM that can be gamed: filler steps 0.9, the answer step ±1 by the env's verdict, other steps 0."""
 
@@ -154,9 +157,6 @@ def plot_arms(results: list[dict], panels: list[tuple[str, str]], title: str, pa
 
 def pure(a: argparse.Namespace) -> None:
     """Sum-form vs min-form credit of the same gameable PRM, same warm start and seeds."""
-    from argym.rewards.prm import register_prm
-
-    register_prm("filler_loving", FillerLovingPRM)
     out = Path(a.out)
     warm = filler_warm_start(out, a.warm_steps)
     common = TINY + [
@@ -186,9 +186,6 @@ def pure(a: argparse.Namespace) -> None:
 
 def sar(a: argparse.Namespace) -> None:
     """Outcome only vs outcome + 0.2·SAR; the filler-loving PRM is logged (weight 0) to count steps."""
-    from argym.rewards.prm import register_prm
-
-    register_prm("filler_loving", FillerLovingPRM)
     out = Path(a.out)
     warm = filler_warm_start(out, a.warm_steps)
     common = TINY + [

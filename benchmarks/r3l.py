@@ -71,12 +71,13 @@ def run_variant(
         for step in range(1, steps + 1):
             t = time.perf_counter()
             trainer.step = step - 1
-            trajs, _ = trainer.collect()
+            trajs, collected = trainer.collect()
             metrics = trainer.learner.update(trajs, trainer.policy.pad_id)
             train_s += time.perf_counter() - t
             samples += len(trajs)  # every trajectory rolled out and trained on, retries included
-            for k, v in trainer.strategy_metrics.items():
-                extra.setdefault(k, []).append(v)
+            for k, v in collected.items():
+                if k.startswith("r3l/"):  # the strategy's own metrics
+                    extra.setdefault(k, []).append(v)
             if step % eval_every == 0 or step == steps:
                 curve.append(
                     {

@@ -1,6 +1,6 @@
 """Reward composition: named components with weights, each logged under its name.
 
-Components (`COMPONENTS`):
+Components (`REWARD_COMPONENTS`, a registry: `@register_reward("mine")` adds one from user code):
 - ``outcome``: the env's own reward (the verifiable outcome), on the turns where
   the env gave it, times its weight (PURE's `verifiable_reward_coef`);
 - ``format``: 1 if the last turn was readable (a parsed answer, no action or
@@ -9,6 +9,12 @@ Components (`COMPONENTS`):
 - ``process``: a PRM's step rewards, credited by `credit` (PURE's min-form by
   default) and placed on each step's last token;
 - ``sar``: the Self-Aligned Reward from the policy's own log-probs (arXiv 2509.05489).
+
+A component is registered as a builder `(RewardContext) -> scorer`: the scorer maps a
+batch of trajectories to one float each (`SequenceComponent`), built once per run from
+the run's config and policy (overlong reads the token limits, SAR the policy). ``outcome``
+and ``process`` are the composer's own (their builders give None): the env's reward and
+the PRM's step rewards placed on tokens.
 
 Weight 0 means logged, not trained on. A component that raises
 `InfrastructureError` (a harness fault: a PRM server down, a grader crash) marks
@@ -20,18 +26,38 @@ learner puts `reward − Σ turn_rewards` there); step rewards on their step end
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from argym.rewards.credit import credit_rewards, token_loo_baseline
+from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
 
 from argym.errors import ConfigError, InfrastructureError
+from argym.registry import Registry
 from argym.types import Trajectory
 
-COMPONENTS = ("outcome", "format", "overlong", "process", "sar")
+SequenceComponent = Callable[[list[Trajectory]], list[float]]
+"""Scores each trajectory with one float (format, overlong, SAR); may raise InfrastructureError."""
+
+
+@dataclass(frozen=True)
+class RewardContext:
+    """What a component's builder may read: the run's config (a `TrainConfig`) and the policy it trains."""
+
+    config: Any
+    policy: Any = None
+
+
+ComponentBuilder = Callable[[RewardContext], SequenceComponent | None]
+"""`(context) -> scorer`; None for the composer's own components (outcome, process)."""
+
+REWARD_COMPONENTS: Registry[ComponentBuilder] = Registry("reward component")
+register_reward = REWARD_COMPONENTS.register
+OWN_COMPONENTS = ("outcome", "process")
+"""Scored by the composer itself (the env's reward; the PRM's step rewards on their tokens)."""
 
 
 @dataclass
@@ -39,8 +65,8 @@ class RewardConfig:
     """Which reward components are trained on and how (the `reward:` section of a recipe)."""
 
     weights: dict[str, float] = field(default_factory=lambda: {"outcome": 1.0})
-    """Component → weight: outcome, format, overlong, process, sar; 0 = logged only. A recipe's weights are
-    merged into the default {outcome: 1}, so `outcome: 0` trains without it."""
+    """Component → weight: outcome, format, overlong, process, sar or a registered one; 0 = logged only.
+    A recipe's weights are merged into the default {outcome: 1}, so `outcome: 0` trains without it."""
     prm: str = "rule"
     """The process reward model: rule | hf:PATH (a sequence-classification checkpoint, e.g. an AgentPRM) | a registered name."""
     credit: str = "min"
@@ -56,12 +82,7 @@ class RewardConfig:
         if not isinstance(self.weights, dict):
             raise ConfigError(f"reward.weights must map component names to weights, got {self.weights!r}.")
         for name, w in self.weights.items():
-            if name not in COMPONENTS:
-                close = difflib.get_close_matches(str(name), COMPONENTS, n=2)
-                hint = f" Did you mean: {', '.join(close)}?" if close else ""
-                raise ConfigError(
-                    f"Unknown reward component {name!r}.{hint} Components: {', '.join(COMPONENTS)}."
-                )
+            REWARD_COMPONENTS.check(name, "reward.weights")
             if isinstance(w, bool) or not isinstance(w, (int, float)):
                 raise ConfigError(f"reward.weights.{name} must be a number, got {w!r}.")
         if self.credit not in ("min", "strict", "sum"):
@@ -81,10 +102,6 @@ class RewardConfig:
         return float(self.weights.get(name, 0.0))
 
 
-SequenceComponent = Callable[[list[Trajectory]], list[float]]
-"""Scores each trajectory with one float (format, overlong, SAR); may raise InfrastructureError."""
-
-
 def outcome_reward(traj: Trajectory) -> float:
     """The env's own reward: the sum of its per-turn rewards (the learner's view before shaping)."""
     return float(sum(traj.turn_rewards)) if traj.turn_rewards else float(traj.reward)
@@ -98,6 +115,41 @@ def format_reward(traj: Trajectory) -> float:
     if "parsed" in verdict and verdict["parsed"] is None:
         return 0.0
     return 1.0
+
+
+@register_reward("outcome")
+@register_reward("process")
+def _own(context: RewardContext) -> None:
+    """The composer scores these itself."""
+    return None
+
+
+@register_reward("format")
+def _format(context: RewardContext) -> SequenceComponent:
+    return lambda trajs: [format_reward(t) for t in trajs]
+
+
+@register_reward("overlong")
+def _overlong(context: RewardContext) -> SequenceComponent:
+    """DAPO's soft overlong penalty of the longest turn (rewards/overlong.py), L_max from the run's config."""
+    run = context.config
+    if run.sampling.overlong:
+        raise ConfigError(
+            "The overlong penalty is on twice: as reward.weights.overlong and as sampling.overlong "
+            "(DAPO's). Keep one (set sampling.overlong=false or drop the reward component)."
+        )
+    limits = run.sampling.overlong_limits(run.rollout.max_new_tokens)
+    return lambda trajs: [overlong_penalty(longest_turn(t), *limits) for t in trajs]
+
+
+@register_reward("sar")
+def _sar(context: RewardContext) -> SequenceComponent:
+    """The Self-Aligned Reward from the trained policy's own log-probs (rewards/sar.py)."""
+    from argym.rewards.sar import sar_rewards
+
+    policy = context.policy
+    empty = policy.renderer.prompt_ids([{"role": "user", "content": ""}])  # "the answer alone"
+    return lambda trajs: sar_rewards(policy.model, trajs, empty, policy.pad_id)
 
 
 class RewardComposer:
@@ -123,7 +175,7 @@ class RewardComposer:
         self.config = config
         self.sequence = {"format": lambda ts: [format_reward(t) for t in ts], **(sequence or {})}
         for name in config.weights:
-            if name in ("overlong", "sar") and name not in self.sequence:
+            if name not in OWN_COMPONENTS and name not in self.sequence:
                 raise ConfigError(
                     f"reward component {name!r} needs a scorer from the trainer; none was given."
                 )

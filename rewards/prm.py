@@ -12,7 +12,7 @@ A step's reward is in [−1, 1]; a classifier's probability p of success from
 the prefix maps to 2p − 1 = p(+) − p(−), PURE's step reward (arXiv 2504.15275).
 
 PRMs are named by a spec string (`load_prm`): ``rule``, ``hf:PATH``, or a name
-added with `register_prm` (e.g. an experiment's own scorer).
+added with `@register_prm("name")` (the `PRMS` registry; e.g. an experiment's own scorer).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from argym.rewards.steps import Step, render_text, split_steps, step_prefix
 
 from argym.errors import ConfigError
+from argym.registry import Registry, unknown_name
 from argym.types import Trajectory
 
 
@@ -268,25 +269,19 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return (pos_rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-PRM_FACTORIES: dict[str, Callable[[], ProcessRewardModel]] = {"rule": RuleBasedPRM}
-
-
-def register_prm(name: str, factory: Callable[[], ProcessRewardModel]) -> None:
-    """Make `factory()` available as ``reward.prm: NAME`` (e.g. an experiment's own scorer)."""
-    PRM_FACTORIES[name] = factory
+PRMS: Registry[Callable[[], ProcessRewardModel]] = Registry("process reward model")
+"""Name → factory of a PRM (``reward.prm: NAME``); `@register_prm("mine")` on a class or function adds one."""
+register_prm = PRMS.register
+PRMS.add("rule", RuleBasedPRM)
 
 
 def load_prm(spec: str) -> ProcessRewardModel:
     """The PRM named by `spec`: ``rule``, ``hf:PATH`` (a sequence-classification checkpoint) or a registered name."""
     if spec.startswith("hf:"):
         return ClassifierPRM.load(spec[3:])
-    if spec in PRM_FACTORIES:
-        return PRM_FACTORIES[spec]()
-    import difflib
-
-    close = difflib.get_close_matches(spec, list(PRM_FACTORIES), n=3)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    if spec in PRMS:
+        return PRMS.get(spec)()
     raise ConfigError(
-        f"Unknown PRM {spec!r}.{hint} Use 'rule', 'hf:PATH' (a Hugging Face sequence-classification "
-        f"checkpoint, e.g. an AgentPRM) or one of: {', '.join(sorted(PRM_FACTORIES))}."
+        f"reward.prm: {unknown_name(spec, PRMS.names(), 'PRM')} "
+        "Or hf:PATH (a Hugging Face sequence-classification checkpoint, e.g. an AgentPRM)."
     )

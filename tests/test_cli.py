@@ -195,3 +195,69 @@ def test_train_reads_the_recipe_from_config_or_the_first_argument_never_from_an_
     out = run("train", "grpo_math", "dapo")
     assert out.returncode == 2 and "'dapo'" in out.stderr and "key=value" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+USER_MODULE = """
+import gymnasium as gym
+from argym.envs.base import Reply, TextEnv
+from argym.envs.tasks import ListSource
+from argym.agents.spec import register_agent_spec
+from argym.types import Task
+
+
+class Say(TextEnv):
+    def load_tasks(self, tasks):
+        rows = [Task(id=f"q{i}", prompt=({"role": "user", "content": f"Say {i}."},), split="test", answer=str(i))
+                for i in range(4)]
+        return ListSource(rows, name="say")
+
+    def respond(self, action):
+        ok = action["content"].strip() == self.task.answer
+        return Reply(reward_parts={"outcome": float(ok)}, terminated=True, success=ok)
+
+
+class Parrot:
+    name = "parrot"
+
+    def __init__(self, text):
+        self.text = text
+
+    def act(self, messages, env):
+        return self.text
+
+
+gym.register(id="cli_user/Say-v0", entry_point=Say, disable_env_checker=True, order_enforce=False)
+register_agent_spec("parrot")(lambda arg, seed: Parrot(arg))
+"""
+
+
+def test_import_brings_a_users_env_and_agent_spec_to_plugins_and_eval(tmp_path):
+    (tmp_path / "my_parts.py").write_text(USER_MODULE)
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(
+        [*CLI, "plugins", "--import", "my_parts", "--json"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert (
+        "cli_user/Say-v0" in found["env"]
+        and "parrot" in found["agent spec"]
+        and "r3l" in found["rollout strategy"]
+    )
+    args = [
+        "eval",
+        "cli_user/Say-v0",
+        "--import",
+        "my_parts",
+        "--agent",
+        "parrot:2",
+        "--out",
+        str(tmp_path / "r.json"),
+    ]
+    out = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["mean"] == 0.25
+    out = subprocess.run(
+        [*CLI, "plugins", "--import", "no_such_parts"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 2 and "no_such_parts" in out.stderr and "Traceback" not in out.stderr

@@ -9,6 +9,7 @@
     argym quickstart [--out DIR] [key=value ...]
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
+    argym plugins [--import MODULE] [--json]     # every plug-in point and what is registered in it
     argym doctor [--json]                        # what is installed and usable, and how to fix the rest
     argym check ENV_ID [key=value ...] [--import MODULE] [--json PATH] [--quick]   # conformance and exploits
 
@@ -23,7 +24,7 @@ spec, a missing file) print one line to stderr and exit with status 2.
 
 from __future__ import annotations
 
-from argym.cli import boards, check, evaluate, play, resources, serve, swe, train  # noqa: F401  (registers commands)
+from argym.cli import boards, check, evaluate, play, plugins, resources, serve, swe, train  # noqa: F401  (registers commands)
 from argym.cli.app import USAGE_ERROR, cli, main
 from argym.cli.common import parse_kwargs, user_errors
 

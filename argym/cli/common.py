@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import click
 
 from argym.cli.app import USAGE_ERROR
-from argym.errors import ArgymError
+from argym.errors import ArgymError, ConfigError
 from argym.values import parse_pair
 
 
@@ -81,3 +82,26 @@ db_option = click.option(
     help="Leaderboard file (default: $ARGYM_LEADERBOARD, else $ARGYM_HOME/leaderboard.sqlite, "
     "else ~/.local/share/argym/leaderboard.sqlite).",
 )
+
+
+import_option = click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE first, so the envs, strategies, rewards or agent specs it registers can be named "
+    "(repeatable).",
+)
+
+
+def import_modules(modules: tuple[str, ...] | list[str]) -> None:
+    """Import each user module named by ``--import`` (its registrations are its side effect)."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):
+                raise ConfigError(f"--import {name}: no module {e.name!r} on the Python path.") from None
+            raise ConfigError(f"--import {name}: it imports {e.name!r}, which is not installed.") from None
+        except ImportError as e:
+            raise ConfigError(f"--import {name}: {e}") from None

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from argym.cli.app import cli
-from argym.cli.common import console, fail, parse_kwargs, user_errors
+from argym.cli.common import console, fail, import_modules, import_option, parse_kwargs, user_errors
 from argym.errors import ArgymError
 from argym.files import write_atomic
 
@@ -74,6 +74,7 @@ from argym.files import write_atomic
     help="Leaderboard file for --submit (default: $ARGYM_LEADERBOARD, else "
     "~/.local/share/argym/leaderboard.sqlite).",
 )
+@import_option
 def eval_(
     env_id: str,
     env_kwargs: tuple[str, ...],
@@ -88,6 +89,7 @@ def eval_(
     out: str | None,
     submit: bool,
     db: str | None,
+    imports: tuple[str, ...],
 ) -> None:
     """Evaluate an agent on ENV_ID's split, in order, and print the score.
 
@@ -97,6 +99,7 @@ def eval_(
     from argym.agents.policy import SamplingParams
 
     with user_errors():
+        import_modules(imports)
         kwargs = parse_kwargs(env_kwargs)
     sampling = None
     if temperature is not None or max_new_tokens is not None:

@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from argym.cli.app import cli
-from argym.cli.common import check_overrides, db_option, fail, print_summary, user_errors
+from argym.cli.common import (
+    check_overrides,
+    db_option,
+    fail,
+    import_modules,
+    import_option,
+    print_summary,
+    user_errors,
+)
 from argym.cli.evaluate import submit_result
 
 
@@ -20,8 +28,9 @@ from argym.cli.evaluate import submit_result
     help="The recipe: a YAML file or a shipped recipe's name (`argym recipes`). It may also come first "
     "among ARGS; without one the embedded defaults are used.",
 )
+@import_option
 @click.argument("args", nargs=-1)
-def train(recipe: str | None, args: tuple[str, ...]) -> None:
+def train(recipe: str | None, imports: tuple[str, ...], args: tuple[str, ...]) -> None:
     """Train with a recipe, changed by key=value overrides.
 
     ARGS: [RECIPE] [KEY=VALUE ...]. An argument holding "=" is always an override, so the recipe is
@@ -49,6 +58,7 @@ def train(recipe: str | None, args: tuple[str, ...]) -> None:
     from argym.algorithms.trainer import train as run_training
 
     with user_errors():
+        import_modules(imports)
         cfg = load_config(config_path, pairs)
         summary = run_training(cfg)
     print_summary("training summary", summary or {})

@@ -13,10 +13,12 @@ import os
 import re
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from argym.errors import ArgymError, InfrastructureError
+from argym.registry import Registry
 
 
 class SandboxUnavailable(ArgymError, RuntimeError):
@@ -136,16 +138,33 @@ def episode_sandbox(executors: Any, spec: str | Sandbox) -> Sandbox:
     return default_sandbox(str(spec))
 
 
+SANDBOX_BACKENDS: Registry[Callable[..., Sandbox]] = Registry("sandbox backend")
+"""Backend name → factory `(**kwargs) -> Sandbox`; `@register_sandbox_backend("mine")` adds one."""
+register_sandbox_backend = SANDBOX_BACKENDS.register
+
+
+@register_sandbox_backend("process")
+def _process(**kwargs: Any) -> Sandbox:
+    from argym.envs.sandbox.process import ProcessSandbox
+
+    return ProcessSandbox(**kwargs)
+
+
+@register_sandbox_backend("process-weak")
+def _process_weak(**kwargs: Any) -> Sandbox:
+    from argym.envs.sandbox.process import ProcessSandbox
+
+    return ProcessSandbox(allow_weak=True, **kwargs)
+
+
+@register_sandbox_backend("docker")
+def _docker(**kwargs: Any) -> Sandbox:
+    from argym.envs.sandbox.docker import DockerSandbox
+
+    return DockerSandbox(**kwargs)
+
+
 def make_sandbox(backend: str = "process", **kwargs: Any) -> Sandbox:
-    """A sandbox by backend name: ``process`` (default), ``process-weak`` (no bubblewrap) or ``docker``."""
-    if backend in ("process", "process-weak"):
-        from argym.envs.sandbox.process import ProcessSandbox
-
-        return ProcessSandbox(allow_weak=backend == "process-weak", **kwargs)
-    if backend == "docker":
-        from argym.envs.sandbox.docker import DockerSandbox
-
-        return DockerSandbox(**kwargs)
-    from argym.errors import ConfigError
-
-    raise ConfigError(f"Unknown sandbox backend {backend!r}; use 'process' or 'docker'.")
+    """A sandbox by backend name (`SANDBOX_BACKENDS`): ``process`` (default), ``process-weak`` (no bubblewrap),
+    ``docker`` or a registered one."""
+    return SANDBOX_BACKENDS.get(backend)(**kwargs)

@@ -70,8 +70,7 @@ def test_program_trains_two_steps_on_exact_tokens(tmp_path, record_generations, 
         before = [p.detach().clone() for p in trainer.policy.model.parameters()]
         for _ in range(2):
             log.clear()
-            trajs, _ = trainer.collect()
-            metrics = trainer.strategy_metrics
+            trajs, metrics = trainer.collect()
             assert_exact(trajs, log)
             assert len(trajs) == 4 and all(
                 t.turns == 2 for t in trajs

@@ -6,7 +6,13 @@ import math
 
 import pytest
 import torch
-from argym.algorithms.advantages import ADVANTAGES, get_advantage, group_moments, group_normalized
+from argym.algorithms.advantages import (
+    ADVANTAGES,
+    AdvantageInputs,
+    get_advantage,
+    group_moments,
+    group_normalized,
+)
 from argym.algorithms.learner import LearnerConfig
 
 from argym.errors import ConfigError
@@ -64,7 +70,7 @@ def test_shape_mismatch_raises():
 def test_registry_lookup_and_config():
     assert "grpo" in ADVANTAGES
     rewards, groups = torch.tensor([1.0, 0.0]), torch.tensor([0, 0])
-    adv = get_advantage("grpo")(rewards, groups, LearnerConfig(adv_std=False))
+    adv = get_advantage("grpo")(AdvantageInputs(rewards, groups), LearnerConfig(adv_std=False))
     torch.testing.assert_close(adv, torch.tensor([0.5, -0.5]))
     with pytest.raises(ConfigError, match="Did you mean: grpo"):
         get_advantage("grop")
@@ -88,43 +94,52 @@ CFG = LearnerConfig()
 def test_all_equal_rewards_give_zero_for_every_group_estimator():
     r, g = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]), torch.tensor([0, 0, 0, 1, 1])
     for name in ("grpo", "drgrpo", "rloo"):
-        torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(5), msg=name)
+        torch.testing.assert_close(get_advantage(name)(AdvantageInputs(r, g), CFG), torch.zeros(5), msg=name)
     batch = make_batch(
         [_traj([1], [1, 1], float(x), group=int(k)) for x, k in zip(r, g)], torch.zeros(5), pad_id=0
     )
-    torch.testing.assert_close(get_advantage("reinforce++_baseline")(batch, CFG), torch.zeros(5, 2))
+    torch.testing.assert_close(
+        get_advantage("reinforce++_baseline")(AdvantageInputs.of(batch), CFG), torch.zeros(5, 2)
+    )
     # REINFORCE++ takes no baseline: each token's return is the outcome (whitened later, by the learner)
-    torch.testing.assert_close(get_advantage("reinforce++")(batch, CFG), r[:, None].expand(5, 2))
+    torch.testing.assert_close(
+        get_advantage("reinforce++")(AdvantageInputs.of(batch), CFG), r[:, None].expand(5, 2)
+    )
 
 
 def test_groups_of_size_one_get_zero():
     r, g = torch.tensor([5.0, 2.0]), torch.tensor([0, 1])
     for name in ("grpo", "drgrpo", "rloo"):
-        torch.testing.assert_close(get_advantage(name)(r, g, CFG), torch.zeros(2), msg=name)
+        torch.testing.assert_close(get_advantage(name)(AdvantageInputs(r, g), CFG), torch.zeros(2), msg=name)
     batch = make_batch(
         [_traj([1], [1], 5.0, group=0), _traj([1], [1, 1], 2.0, group=1)], torch.zeros(2), pad_id=0
     )
-    torch.testing.assert_close(get_advantage("reinforce++_baseline")(batch, CFG), torch.zeros(2, 2))
+    torch.testing.assert_close(
+        get_advantage("reinforce++_baseline")(AdvantageInputs.of(batch), CFG), torch.zeros(2, 2)
+    )
 
 
 def test_drgrpo_ignores_adv_std():
     r, g = torch.tensor([3.0, 1.0, 2.0]), torch.tensor([0, 0, 0])
     torch.testing.assert_close(
-        get_advantage("drgrpo")(r, g, LearnerConfig(adv_std=True)), torch.tensor([1.0, -1.0, 0.0])
+        get_advantage("drgrpo")(AdvantageInputs(r, g), LearnerConfig(adv_std=True)),
+        torch.tensor([1.0, -1.0, 0.0]),
     )
 
 
 def test_rloo_hand_computed():
     r, g = torch.tensor([1.0, 0.0, 0.0, 4.0, 2.0]), torch.tensor([0, 0, 0, 1, 1])
     # group 0: 1 − (0+0)/2 = 1; 0 − (1+0)/2 = −0.5 (twice); group 1: 4 − 2 = 2, 2 − 4 = −2
-    torch.testing.assert_close(get_advantage("rloo")(r, g, CFG), torch.tensor([1.0, -0.5, -0.5, 2.0, -2.0]))
+    torch.testing.assert_close(
+        get_advantage("rloo")(AdvantageInputs(r, g), CFG), torch.tensor([1.0, -0.5, -0.5, 2.0, -2.0])
+    )
 
 
 def test_reinforce_pp_baseline_is_centred_on_the_group_per_token():
     r, g = [1.0, 0.0, 3.0, 1.0], [0, 0, 1, 1]
     batch = make_batch([_traj([1, 2], [1, 1, 1], x, group=k) for x, k in zip(r, g)], torch.zeros(4), pad_id=0)
     centred = torch.tensor([0.5, -0.5, 1.0, -1.0])  # per-group mean removed, the return of every token
-    got = get_advantage("reinforce++_baseline")(batch, CFG)
+    got = get_advantage("reinforce++_baseline")(AdvantageInputs.of(batch), CFG)
     torch.testing.assert_close(got, centred[:, None] * batch.loss_mask)
 
 
@@ -203,10 +218,10 @@ def test_token_rewards_from_turns_and_returns_estimator():
     assert batch.loss_mask[0].tolist() == [0, 1, 1, 0, 0, 1]
     assert batch.token_rewards[2].tolist() == [1.0, 0, 0, 0, 0, 0]
     fn = get_advantage("returns")
-    raw = fn(batch, LearnerConfig(adv_baseline=False))
+    raw = fn(AdvantageInputs.of(batch), LearnerConfig(adv_baseline=False))
     assert raw[0].tolist() == [0.0, 1.5, 1.5, 0.0, 0.0, 1.0]
     assert raw[2].tolist() == [1.0, 0, 0, 0, 0, 0]
-    base = fn(batch, LearnerConfig())
+    base = fn(AdvantageInputs.of(batch), LearnerConfig())
     # group 0's mean first-token return (1.5 + 0.5)/2 = 1 is subtracted; group 1 has one sample: no baseline
     assert base[0].tolist() == [0.0, 0.5, 0.5, 0.0, 0.0, 0.0]
     assert base[1].tolist() == [0.0, -0.5, -0.5, 0.0, 0.0, -1.0]  # returns 0.5, 0.5, 0
@@ -216,7 +231,28 @@ def test_token_rewards_from_turns_and_returns_estimator():
 def test_gae_estimator_needs_values():
     batch = make_batch([_traj([1], [1, 1], 1.0)], torch.zeros(1), pad_id=0)
     with pytest.raises(ConfigError, match="value model"):
-        get_advantage("gae")(batch, LearnerConfig())
+        get_advantage("gae")(AdvantageInputs.of(batch), LearnerConfig())
     batch.values = torch.zeros_like(batch.loss_mask)
-    adv = get_advantage("gae")(batch, LearnerConfig(lam_alpha=0.0, lam_policy=1.0))
+    adv = get_advantage("gae")(AdvantageInputs.of(batch), LearnerConfig(lam_alpha=0.0, lam_policy=1.0))
     assert adv.tolist() == [[1.0, 1.0]]
+
+
+def test_every_estimator_has_one_signature_and_says_what_it_needs_in_its_entry():
+    """What an estimator is (token level, whitened, needs a value model) is its registry entry's, not
+    attributes bolted on the function; every one takes `(AdvantageInputs, config)`."""
+    from argym.algorithms.advantages import gae_advantage, returns_advantage
+
+    assert [n for n in ADVANTAGES.names() if ADVANTAGES.get(n).needs_values] == ["gae"]
+    assert {n for n in ADVANTAGES.names() if ADVANTAGES.get(n).whiten_tokens} == {
+        "reinforce++",
+        "reinforce++_baseline",
+    }
+    assert not ADVANTAGES.get("grpo").token_level and ADVANTAGES.get("returns").token_level
+    assert not hasattr(gae_advantage, "token_level") and not hasattr(returns_advantage, "token_level")
+    r, g = torch.tensor([1.0, 0.0]), torch.tensor([0, 0])
+    batch = make_batch([_traj([1], [1], x, group=0) for x in (1.0, 0.0)], torch.zeros(2), pad_id=0)
+    for name in ADVANTAGES.names():
+        inputs = AdvantageInputs.of(batch) if ADVANTAGES.get(name).token_level else AdvantageInputs(r, g)
+        if ADVANTAGES.get(name).needs_values:
+            inputs.values = torch.zeros_like(batch.loss_mask)
+        assert get_advantage(name)(inputs, CFG).shape[0] == 2, name

@@ -341,9 +341,9 @@ def test_kl_in_reward_lowers_rewards_before_the_estimator():
     lrn = learner(ref=True, kl_coef=0.5, kl_estimator="k1", kl_in_reward=True, advantage="rloo")
     batch = lrn.prepare_batch(trajs, PAD)
     kl = ((batch.old_logprobs - batch.ref_logprobs) * batch.loss_mask).sum(-1)  # (B,) k1 summed per response
-    from argym.algorithms.advantages import rloo_advantage
+    from argym.algorithms.advantages import AdvantageInputs, rloo_advantage
 
-    want = rloo_advantage(batch.rewards - 0.5 * kl, batch.group_ids, lrn.config)
+    want = rloo_advantage(AdvantageInputs(batch.rewards - 0.5 * kl, batch.group_ids), lrn.config)
     torch.testing.assert_close(batch.advantages, want[:, None] * batch.loss_mask)
     metrics = lrn.update(trajs, PAD)
     assert "train/kl_loss" in metrics and metrics["train/kl_loss"] == 0.0  # not in the loss as well

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_every_preset_is_a_learner_config_instance_with_a_paper():
     assert set(PRESETS) == {"grpo", "drgrpo", "dapo", "vapo", "gspo", "rloo", "reinforce++"}
-    for p in PRESETS.values():
+    for p in map(PRESETS.get, PRESETS):
         assert type(p.learner) is LearnerConfig  # an instance, not a subclass
         assert p.paper.count(".") == 1 and p.paper[:2].isdigit()
 

@@ -297,3 +297,25 @@ def test_vapo_killed_during_value_pretraining_resumes_it(tmp_path, monkeypatch):
         2,
     )  # the kill's checkpoint recorded its progress
     assert a["value_pretrained"] == b["value_pretrained"] == 3
+
+
+@pytest.mark.parametrize(
+    "overrides, spec",
+    [
+        ([], "tiny:RUN"),
+        (["policy.kind=hf", "policy.path=ckpt"], "hf:RUN"),
+        (["policy.kind=hf", "policy.path=ckpt", "rollout.backend=vllm"], "vllm:RUN"),
+        (["rollout.strategy=program", "agent.program=my_agent:solve"], "program:my_agent:solve@tiny:RUN"),
+    ],
+)
+def test_the_board_records_the_agent_spec_that_reloads_the_run(tmp_path, overrides, spec):
+    """Evaluations during training name the real policy and backend (an HF or vLLM run is not `tiny:`),
+    and the spec leads back to the run directory and its config."""
+    from argym.agents.evaluate import training_run
+    from argym.algorithms.config import load_config
+    from argym.algorithms.trainer import run_agent_spec
+
+    (tmp_path / "config.yaml").write_text("steps: 1\n")
+    got = run_agent_spec(load_config(None, overrides), tmp_path)
+    assert got == spec.replace("RUN", str(tmp_path))
+    assert training_run(got)["dir"] == str(tmp_path)

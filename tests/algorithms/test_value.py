@@ -90,7 +90,7 @@ def test_vapo_critic_at_the_recipe_lr_reaches_its_target():
 def test_vapo_lambda_on_short_answers_keeps_credit_flowing():
     """16-token answers: 1 − 1/(0.05·16) < 0, so without a floor λ = 0 and Â = [0, …, 0, r] for V = 0.
     The floor (lam_policy 0.95) gives Â_t = 0.95^(l−1−t)·r."""
-    from argym.algorithms.advantages import get_advantage
+    from argym.algorithms.advantages import AdvantageInputs, get_advantage
     from argym.algorithms.batch import make_batch
     from argym.algorithms.config import load_config
 
@@ -99,13 +99,13 @@ def test_vapo_lambda_on_short_answers_keeps_credit_flowing():
     cfg = load_config(None, ["algo=vapo"]).algorithm
     batch = make_batch([traj(list(range(4, 20)), 1.0, 0)], torch.zeros(1), pad_id=0)
     batch.values = torch.zeros_like(batch.loss_mask)
-    adv = get_advantage("gae")(batch, cfg)[batch.loss_mask > 0]  # (16,)
+    adv = get_advantage("gae")(AdvantageInputs.of(batch), cfg)[batch.loss_mask > 0]  # (16,)
     expected = torch.tensor([0.95 ** (15 - t) for t in range(16)])
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
     long = make_batch([traj(list(range(4, 30)) * 20, 1.0, 0)], torch.zeros(1), pad_id=0)  # 520 tokens
     long.values = torch.zeros_like(long.loss_mask)
     lam = 1 - 1 / (0.05 * 520)  # the paper's own λ where it exceeds the floor
-    adv = get_advantage("gae")(long, cfg)[long.loss_mask > 0]
+    adv = get_advantage("gae")(AdvantageInputs.of(long), cfg)[long.loss_mask > 0]
     assert adv[0].item() == pytest.approx(lam**519, rel=1e-4)
 
 

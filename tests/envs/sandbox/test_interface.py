@@ -50,7 +50,9 @@ def test_process_backend_refuses_without_bubblewrap(monkeypatch) -> None:
 
 
 def test_unknown_backend() -> None:
-    with pytest.raises(ValueError, match="process' or 'docker"):
+    with pytest.raises(
+        ValueError, match="Unknown sandbox backend 'vm'.*Registered: docker, process, process-weak"
+    ):
         make_sandbox("vm")
 
 

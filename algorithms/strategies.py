@@ -1,0 +1,131 @@
+"""Rollout strategies: how a step's groups are sampled, by name (`rollout.strategy`).
+
+A strategy is an object with ``run(tasks, group_size, seed) -> (trajectories, metrics)``;
+a registered *builder* makes it from the run's config, its rollout engine and policy::
+
+    @register_strategy("my_retry", counts=("my_retry/retries",))
+    def build(cfg, engine, policy):
+        return MyRetry(engine)
+
+`counts` names the metrics that are counts: when DAPO's dynamic sampling draws
+several rounds in one step, each round's metrics are combined by `combine_metrics`
+(counts summed, every other metric averaged over the rounds).
+
+This module imports no torch (a config names a strategy and is validated here
+without loading a model); the built-in strategies import their modules when built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from argym.registry import Registry
+from argym.types import Task, Trajectory
+
+if TYPE_CHECKING:
+    from argym.agents.rollout import RolloutEngine
+    from argym.algorithms.config import TrainConfig
+
+
+class RolloutStrategy(Protocol):
+    """Samples `group_size` trajectories for each task and says what it did (metrics by name)."""
+
+    def run(
+        self, tasks: list[Task], group_size: int, seed: int = 0
+    ) -> tuple[list[Trajectory], dict[str, float]]: ...
+
+
+StrategyBuilder = Callable[["TrainConfig", "RolloutEngine", Any], RolloutStrategy]
+"""`(cfg, engine, policy) -> strategy`: policy is the trained `HFPolicy`."""
+
+
+@dataclass(frozen=True)
+class StrategyEntry:
+    """A registered strategy: its builder and which of its metrics are counts (summed across draws)."""
+
+    build: StrategyBuilder
+    counts: frozenset[str] = frozenset()
+
+
+STRATEGIES: Registry[StrategyEntry] = Registry("rollout strategy")
+
+
+def register_strategy(name: str, counts: Sequence[str] = ()) -> Callable[[StrategyBuilder], StrategyBuilder]:
+    """Decorator filing a strategy builder under `name` (``rollout.strategy: NAME``); returns it unchanged."""
+
+    def deco(build: StrategyBuilder) -> StrategyBuilder:
+        STRATEGIES.add(name, StrategyEntry(build, frozenset(counts)))
+        return build
+
+    return deco
+
+
+def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+    """The rollout strategy `cfg.rollout.strategy` names, built for this run."""
+    return STRATEGIES.get(cfg.rollout.strategy).build(cfg, engine, policy)
+
+
+def combine_metrics(
+    draws: Sequence[dict[str, float]], counts: frozenset[str] = frozenset()
+) -> dict[str, float]:
+    """One step's strategy metrics from those of its rollout rounds (DAPO's dynamic sampling draws several).
+
+    A metric named in `counts` is summed (retries over the step); any other is the
+    mean over the rounds that report it (each round rolls out the same number of
+    tasks, so a per-task rate keeps its meaning).
+    """
+    total: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    for metrics in draws:
+        for key, value in metrics.items():
+            total[key] = total.get(key, 0.0) + float(value)
+            seen[key] = seen.get(key, 0) + 1
+    return {k: v if k in counts else v / seen[k] for k, v in total.items()}
+
+
+class PlainRollout:
+    """`group_size` independent episodes per task from the engine: GRPO's sampling."""
+
+    def __init__(self, engine: RolloutEngine):
+        self.engine = engine
+
+    def run(
+        self, tasks: list[Task], group_size: int, seed: int = 0
+    ) -> tuple[list[Trajectory], dict[str, float]]:
+        return self.engine.run(tasks, group_size=group_size, seed=seed), {}
+
+
+@register_strategy("plain")
+def _plain(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+    return PlainRollout(engine)
+
+
+@register_strategy("r3l", counts=("r3l/retries",))
+def _r3l(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+    from argym.algorithms.r3l.retry import R3LRollout
+
+    return R3LRollout(engine, cfg.r3l, policy)
+
+
+@register_strategy("decomposer", counts=("decomposer/distilled",))
+def _decomposer(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+    from argym.algorithms.decomposer import UtilityDecomposer
+
+    return UtilityDecomposer(engine, cfg.decomposer, policy)
+
+
+@register_strategy("program")
+def _program(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+    from argym.agents.program import ProgramRunner
+
+    return ProgramRunner.from_config(
+        cfg.env.id,
+        {**cfg.env.kwargs, "split": "train"},
+        engine.agent,
+        cfg.agent,
+        engine.sampling,
+        engine.max_total_tokens,
+        training=True,
+    )
