@@ -449,14 +449,15 @@ class Trainer:
 def version_lag(trajectories: list, version: int, bound: int) -> dict[str, float]:
     """Mean and max lag (learner version − the version that sampled it) over the trained policy tokens.
 
-    Raises if a token lags more than `bound` (max_staleness): the scheduler's guarantee, checked.
+    Tokens of unknown version (-1, or a trajectory that records none) are left out. Raises if a
+    token lags more than `bound` (max_staleness): the scheduler's guarantee, checked.
     """
     lags = [
         version - v
         for t in trajectories
-        if not t.infra_failure
+        if not t.infra_failure and len(t.policy_versions) == len(t.loss_mask)
         for v, m in zip(t.policy_versions, t.loss_mask)
-        if m
+        if m and v >= 0
     ]
     if not lags:
         return {}
