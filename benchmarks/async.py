@@ -3,8 +3,8 @@
 The workload is one where env latency matters: `argym/Math-v0` (two-digit addition,
 2 attempts, so an episode has up to two env steps) with an artificial latency before
 every training env step, drawn from a long-tailed lognormal distribution,
-latency = exp(N(ln median, σ²)) seconds (default median 0.1 s, σ = 1: mean 0.16 s,
-p99 1.0 s), seeded by the episode's reset seed so every mode sees the same latencies
+latency = exp(N(ln median, σ²)) seconds (default median 0.2 s, σ = 1: mean 0.33 s,
+p99 2.0 s), seeded by the episode's reset seed so every mode sees the same latencies
 for the same episodes. Only the RL steps wait: the warm start's oracle episodes and the
 held-out evaluations do not (`SlowMath.enabled`).
 
@@ -115,12 +115,12 @@ def run_mode(name: str, overrides: list[str], out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--tasks-per-step", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=4)
-    ap.add_argument("--warm-start-steps", type=int, default=150)
-    ap.add_argument("--eval-episodes", type=int, default=200)
-    ap.add_argument("--latency-median", type=float, default=0.1)
+    ap.add_argument("--warm-start-steps", type=int, default=100)
+    ap.add_argument("--eval-episodes", type=int, default=100)
+    ap.add_argument("--latency-median", type=float, default=0.2)
     ap.add_argument("--latency-sigma", type=float, default=1.0)
     ap.add_argument("--staleness", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/async.json"))
