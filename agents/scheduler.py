@@ -11,7 +11,7 @@ Three parts, each small (docs/async.md has the design):
   it returns, so a fast episode never waits for a slow one's env. An episode in
   flight when the weights change continues with the new ones, its earlier tokens
   keeping their version (partial rollouts: AReaL's interruptible generation,
-  arXiv 2505.24298 §4; APRIL, arXiv 2509.18521).
+  arXiv 2505.24298; APRIL, arXiv 2509.18521).
 - `AheadOfLearner`: collects the batch of step j in its own thread once the
   generator holds version ≥ j − `max_staleness`, and hands batches to the learner in
   step order. The learner trains batch j at version j and publishes version j + 1
