@@ -20,6 +20,7 @@ from argym.agents.renderer import ChatRenderer
 from argym.rewards.steps import render_text
 
 from argym.errors import ConfigError, EnvStateError
+from argym.seeding import seed_for
 from argym.types import Message
 
 Scorer = Callable[[list[list[Message]]], list[float]]
@@ -65,7 +66,7 @@ class PRMBestOfN:
             tools = None
         ids = self._renderer.prompt_ids(messages, tools=tools)
         completions = self.proposer.generate(
-            [ids] * self.n, self.sampling, seed=self.seed * 1_000_003 + self._calls
+            [ids] * self.n, self.sampling, seed=seed_for(self.seed, self._calls, purpose="best_of_n")
         )
         return [c.text for c in completions]
 

@@ -18,12 +18,14 @@ and the other episodes go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
+from argym.envs.executors import Executors
 
 import argym
 from argym.errors import InfrastructureError
@@ -126,7 +128,12 @@ class Resume:
 
 
 class RolloutEngine:
-    """Drives one env id with one agent; env instances are pooled and reused across `run` calls."""
+    """Drives one env id with one agent; env instances are pooled and reused across `run` calls.
+
+    The engine owns the `Executors` (worker pools, sandboxes) its envs share: it
+    builds them unless `executors` is given (then they stay the caller's), hands
+    them to every env it makes, and `close()` closes its envs, then them.
+    """
 
     def __init__(
         self,
@@ -135,15 +142,20 @@ class RolloutEngine:
         agent: TokenPolicy | MessageAgent,
         sampling: SamplingParams | None = None,
         max_total_tokens: int = 2048,
-        executors: Any = None,
+        executors: Executors | None = None,
         step_threads: int = 16,
+        make_env: Callable[[str, dict[str, Any]], Any] | None = None,
     ):
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self.agent = agent
         self.sampling = sampling or SamplingParams()
         self.max_total_tokens = max_total_tokens
-        self.executors = executors
+        self._owns_executors = executors is None
+        self.executors = executors if executors is not None else Executors()
+        # how an env instance is built: here (`argym.make`), or hosted elsewhere behind the same
+        # reset/step/close calls (`argym.cluster.RayEnvPool.make`: a Ray actor's env, with deadlines)
+        self._make_env = make_env or _make_local
         self.policy_version = 0
         """The version recorded on sampled tokens when the agent does not report one (`generate_versioned`)."""
         self._envs: list[Any] = []
@@ -152,11 +164,14 @@ class RolloutEngine:
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            kwargs = dict(self.env_kwargs)
-            if self.executors is not None:
-                kwargs["executors"] = self.executors
-            self._envs.append(argym.make(self.env_id, **kwargs))
+            self._envs.append(self.new_env())
         return self._envs[i]
+
+    def new_env(self) -> Any:
+        """A new instance of the engine's env, built the engine's way; the caller closes it."""
+        # a remote env (a Ray worker's) builds its executors where it runs; a local one shares the engine's
+        local = {"executors": self.executors} if self._make_env is _make_local else {}
+        return self._make_env(self.env_id, {**self.env_kwargs, **local})
 
     @property
     def task_source(self) -> Any:
@@ -308,12 +323,18 @@ class RolloutEngine:
             env.close()
         self._envs.clear()
         self._threads.shutdown(wait=False)
+        if self._owns_executors:
+            self.executors.close()
 
     def __enter__(self) -> RolloutEngine:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _make_local(env_id: str, kwargs: dict[str, Any]) -> Any:
+    return argym.make(env_id, **kwargs)
 
 
 def _last_assistant(messages: list[Message]) -> int:

@@ -35,7 +35,6 @@ import torch
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.rollout import RolloutEngine, _Episode, _last_assistant
 
-import argym
 from argym.errors import InfrastructureError
 from argym.types import Task, Trajectory
 
@@ -205,10 +204,7 @@ class StreamingScheduler:
         with self._wake:
             if self._free_envs:
                 return self._free_envs.pop()
-        kwargs = dict(self.engine.env_kwargs)
-        if self.engine.executors is not None:
-            kwargs["executors"] = self.engine.executors
-        env = argym.make(self.engine.env_id, **kwargs)
+        env = self.engine.new_env()
         with self._wake:
             self._all_envs.append(env)
         return env

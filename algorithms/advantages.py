@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import torch
+from argym.algorithms.registry import ADVANTAGES
 from torch import Tensor
-
-from argym.registry import Registry
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch
-    from argym.algorithms.learner import LearnerConfig
+    from argym.algorithms.config import LearnerConfig
 
 
 @dataclass
@@ -93,7 +92,6 @@ class Estimator:
         return self.fn(inputs, config)
 
 
-ADVANTAGES: Registry[Estimator] = Registry("advantage estimator")
 get_advantage = ADVANTAGES.get
 
 
@@ -103,7 +101,7 @@ def register_advantage(
     """Decorator filing an estimator under `name` with what it is (`Estimator`); returns it unchanged."""
 
     def deco(fn: AdvantageFn) -> AdvantageFn:
-        ADVANTAGES.add(name, Estimator(fn, token_level, whiten_tokens, needs_values))
+        ADVANTAGES.add(name, Estimator(fn, token_level, whiten_tokens, needs_values), module=fn.__module__)
         return fn
 
     return deco

@@ -29,6 +29,7 @@ from argym.rewards.prm import ClassifierPRM, bce, roc_auc, train_classifier
 from argym.rewards.prm_data import QTable, discounted_target, mc_q_targets, prefix_labels, step_keys
 from argym.rewards.steps import assistant_turns
 
+from argym.seeding import seed_for
 from argym.types import Message, Trajectory
 
 Actor = Callable[[list[list[Message]]], list[Any]]
@@ -46,7 +47,9 @@ def policy_actor(policy: Any, sampling: SamplingParams, seed: int = 0) -> Actor:
     def act(conversations: list[list[Message]]) -> list[Any]:
         calls[0] += 1
         ids = [renderer.prompt_ids(c) for c in conversations]
-        return [c.text for c in policy.generate(ids, sampling, seed=seed * 100_003 + calls[0])]
+        return [
+            c.text for c in policy.generate(ids, sampling, seed=seed_for(seed, calls[0], purpose="branch"))
+        ]
 
     return act
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import torch
+from argym.algorithms.registry import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from torch import Tensor
 
-from argym.registry import Registry
-
 if TYPE_CHECKING:
-    from argym.algorithms.learner import LearnerConfig
+    from argym.algorithms.config import LearnerConfig
 
 # verl clamps log-ratios to ±20 before exponentiating (core_algos.py,
 # compute_policy_loss_vanilla and kl_penalty_forward) so exp() cannot overflow.
@@ -39,17 +38,13 @@ class PolicyLossFn(Protocol):
     ) -> tuple[Tensor, Tensor]: ...
 
 
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
 register_policy_loss = POLICY_LOSSES.register
 get_policy_loss = POLICY_LOSSES.get
 
-KL_ESTIMATORS: Registry = Registry("KL estimator")
 register_kl = KL_ESTIMATORS.register
 get_kl = KL_ESTIMATORS.get
 
-AGGREGATIONS: Registry = Registry("loss aggregation mode")
 register_aggregation = AGGREGATIONS.register
-
 
 # --------------------------------------------------------------------------- policy losses
 

@@ -40,10 +40,12 @@ from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.strategies import STRATEGIES, PlainRollout, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
 
+from argym.cluster import connect
 from argym.errors import ConfigError
+from argym.seeding import seed_for
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster")
 
 
 def seed_everything(seed: int) -> None:
@@ -170,6 +172,7 @@ class Trainer:
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
+        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
         # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
         # policy) in background threads, `ahead` collects batches, `scheduler` streams episodes (staleness > 0)
         self.versions: VersionedGenerator | None = None
@@ -188,6 +191,7 @@ class Trainer:
             self.versions or self.generator,
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
+            make_env=self.cluster.envs.make if self.cluster is not None else None,
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
@@ -266,7 +270,7 @@ class Trainer:
         cfg = self.cfg
         t0, m, start = time.perf_counter(), {}, self.value_pretrained
         for k in range(start, cfg.algorithm.value_pretrain_steps):
-            trajs, _ = self.collect(offset=500_009 * (k + 1))  # seeds no RL step uses
+            trajs, _ = self.collect(step=k, purpose="value_pretrain")  # seeds no RL step uses
             batch = self.learner.prepare_batch(
                 trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)), old_logprobs=False
             )
@@ -313,22 +317,23 @@ class Trainer:
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
 
-    def collect(self, offset: int = 0) -> tuple[list, dict[str, float]]:
+    def collect(self, step: int | None = None, purpose: str = "rollout") -> tuple[list, dict[str, float]]:
         """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3)."""
-        trajs, metrics = self._draw_batch(self.step, offset)
+        trajs, metrics = self._draw_batch(self.step if step is None else step, purpose)
         # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
         # the same and cheaper); a component's harness fault marks its trajectory an infra failure
         trajs, reward_metrics = self.rewards(trajs)
         return trajs, {**metrics, **reward_metrics}
 
-    def _draw_batch(self, step: int, offset: int = 0) -> tuple[list, dict[str, float]]:
+    def _draw_batch(self, step: int, purpose: str = "rollout") -> tuple[list, dict[str, float]]:
         """Step `step`'s groups, rolled out and filtered, before the reward components score them.
 
         The DAPO overlong penalty is applied first (in policy tokens); dynamic sampling then
         drops groups whose *outcome* rewards are all equal and draws again until
-        `tasks_per_step` groups are kept. The strategy's metrics of every draw are combined
-        (`combine_metrics`: counts summed, rates averaged over the draws). In async mode this
-        runs in a background thread, ahead of the learner (`AheadOfLearner`).
+        `tasks_per_step` groups are kept. Draw k samples with `seed_for(seed, step, k, purpose)`.
+        The strategy's metrics of every draw are combined (`combine_metrics`: counts summed,
+        rates averaged over the draws). In async mode this runs in a background thread, ahead
+        of the learner (`AheadOfLearner`).
         """
         cfg, sc = self.cfg, self.cfg.sampling
         rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
@@ -339,7 +344,7 @@ class Trainer:
                     self.engine.task_source.sample(self.task_rng, "train")
                     for _ in range(cfg.rollout.tasks_per_step)
                 ]
-            seed = cfg.seed * 1_000_003 + step + offset + 7_919 * k
+            seed = seed_for(cfg.seed, step, k, purpose)
             trajs, strategy_metrics = self.strategy.run(tasks, cfg.rollout.group_size, seed=seed)
             rounds.append(strategy_metrics)
             outcome = [t.reward for t in trajs]
@@ -374,6 +379,8 @@ class Trainer:
             metrics["perf/weight_sync_s"] = sync_s
         metrics.update(version_lag(trajs, self.step, self.cfg.rollout.max_staleness if self.versions else 0))
         metrics.update(sampling_metrics)
+        if self.cluster is not None:
+            metrics.update(self.cluster.metrics())
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update(
@@ -439,6 +446,8 @@ class Trainer:
         if self.ahead is not None:
             self.ahead.close()
         self.engine.close()
+        if self.cluster is not None:
+            self.cluster.close()
         if isinstance(self.strategy, ProgramRunner):
             self.strategy.close()
         if self.generator is not self.policy:

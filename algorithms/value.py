@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 import torch
 from argym.algorithms.batch import TrainBatch, split_batch
-from argym.algorithms.learner import disable_dropout
+from argym.algorithms.forward import disable_dropout
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-    from argym.algorithms.learner import LearnerConfig
+    from argym.algorithms.config import LearnerConfig
 
 
 class ValueModel(nn.Module):

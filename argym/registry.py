@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from argym.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
-_ALL: dict[str, Registry] = {}
+_ALL: dict[str, Registry[Any]] = {}
 """Every registry by kind, in creation order (what `catalog` lists)."""
 
 BUILTIN_MODULES = (
@@ -43,21 +43,33 @@ def unknown_name(name: str, known: list[str], what: str) -> str:
 
 
 class Registry(Generic[T]):
-    """A table of named parts of one kind (e.g. "rollout strategy"); a user's module can add to it."""
+    """A table of named parts of one kind (e.g. "rollout strategy"); a user's module can add to it.
 
-    def __init__(self, kind: str):
+    `builtins` (built-in name → the module whose import registers it) lets a table list and check
+    argym's own names before that module is imported (the learner's parts live beside torch code, and
+    reading a recipe must not import torch); `get` imports the module on first use.
+    """
+
+    def __init__(self, kind: str, builtins: dict[str, str] | None = None):
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._builtins = dict(builtins or {})
         _ALL[kind] = self
 
-    def add(self, name: str, item: T) -> T:
-        """File `item` under `name`; a name can be taken only once (a typo would silently replace a part)."""
+    def add(self, name: str, item: T, module: str | None = None) -> T:
+        """File `item` under `name`; a name can be taken only once (a typo would silently replace a part).
+
+        `module` (default: the item's own) must be the one that owns a built-in name, so a user's
+        module cannot take ``grpo`` before argym's has registered it.
+        """
         if not isinstance(name, str) or not name:
             raise ValueError(f"A {self.kind} needs a non-empty string name, got {name!r}.")
-        if name in self._items:
+        owner = self._builtins.get(name)
+        module = module or getattr(item, "__module__", None)
+        if name in self._items or (owner is not None and module != owner):
+            where = getattr(self._items[name], "__module__", "?") if name in self._items else owner
             raise ValueError(
-                f"A {self.kind} named {name!r} is already registered "
-                f"({getattr(self._items[name], '__module__', '?')}); pick another name."
+                f"A {self.kind} named {name!r} is already registered ({where}); pick another name."
             )
         self._items[name] = item
         return item
@@ -72,21 +84,24 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The part registered as `name`; an unknown name raises `ConfigError` listing the close matches."""
+        if isinstance(name, str) and name not in self._items and name in self._builtins:
+            importlib.import_module(self._builtins[name])
         try:
             return self._items[name]
         except (KeyError, TypeError):
             raise ConfigError(unknown_name(name, self.names(), self.kind)) from None
 
-    def check(self, name: str, where: str) -> None:
-        """Raise `ConfigError` naming the config field `where` unless `name` is registered."""
+    def check(self, name: str, where: str = "") -> None:
+        """Raise `ConfigError` (naming the config field `where`, if given) unless `name` is registered."""
         if name not in self:
-            raise ConfigError(f"{where}: {unknown_name(name, self.names(), self.kind)}")
+            message = unknown_name(name, self.names(), self.kind)
+            raise ConfigError(f"{where}: {message}" if where else message)
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return sorted(set(self._items) | set(self._builtins))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._items or name in self._builtins
 
     def __iter__(self) -> Iterator[str]:
         """The registered names, sorted."""

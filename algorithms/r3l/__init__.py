@@ -38,10 +38,12 @@ sampler's log-probs, which the rollout engine keeps.
 
 Modules: `retry` (`R3LConfig`, `R3LRollout`, pivotal credit: `mask_before`,
 `retry_start`, `distill`), `reflection` (prompt, parse, reflectors), `credit`
-(step 5 and the OPMD loss; imported by the learner without the rollout engine).
+(step 5 and the OPMD loss; imported by the learner without the rollout engine). `credit` needs torch
+and loads on first use of one of its names here, so the config (`R3LConfig`) reads without torch.
 """
 
-from argym.algorithms.r3l.credit import amplify_positive, credit_step, opmd_loss, truncated_is_weight
+from typing import Any
+
 from argym.algorithms.r3l.reflection import (
     PolicyReflector,
     Reflection,
@@ -61,3 +63,13 @@ __all__ = [
     "reflection_prompt",
     "truncated_is_weight",
 ]
+
+_CREDIT = ("amplify_positive", "credit_step", "opmd_loss", "truncated_is_weight")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CREDIT:
+        from argym.algorithms.r3l import credit
+
+        return getattr(credit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

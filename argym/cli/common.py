@@ -6,13 +6,16 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from argym.cli.app import USAGE_ERROR
 from argym.errors import ArgymError, ConfigError
 from argym.values import parse_pair
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @contextlib.contextmanager
@@ -45,7 +48,7 @@ def check_overrides(pairs: tuple[str, ...] | list[str]) -> list[str]:
     return list(pairs)
 
 
-def console(stderr: bool = False):
+def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False)

@@ -52,7 +52,7 @@ from typing import Any
 from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.code.grader import FEEDBACK_MODES, feedback, grade
 from argym.envs.code.tasks import code_tasks
-from argym.envs.sandbox.base import Sandbox, episode_sandbox
+from argym.envs.sandbox.base import Sandbox
 from argym.envs.tasks import TaskSource
 
 from argym.errors import ConfigError, InfrastructureError
@@ -100,14 +100,15 @@ class CodeEnv(TextEnv):
         self.partial_credit = bool(partial_credit)
         self.timeout_s = float(timeout_s)
         self._sandbox_spec = sandbox
+        self._graded_in: Sandbox | None = None
         super().__init__(
             tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode, executors=executors
         )
 
     @property
     def sandbox(self) -> Sandbox:
-        """The engine's shared sandbox if it handed one in, else the process-wide one of the named backend."""
-        return episode_sandbox(self.executors, self._sandbox_spec)
+        """The executors' sandbox (the engine's if it handed one in, else this env's own) of the named backend."""
+        return self.executors.sandbox_for(self._sandbox_spec)
 
     def load_tasks(self, tasks: Any) -> TaskSource:
         return code_tasks(tasks)
@@ -117,9 +118,17 @@ class CodeEnv(TextEnv):
             raise ConfigError(f"Code task {task.id!r} needs tests and meta['entry_point'].")
         return super().begin(task)
 
+    def close(self) -> None:
+        """Also stop the warm runs this env's grading left started in its (maybe shared) sandbox: an idle
+        cache, which the next grade in that sandbox starts again."""
+        if self._graded_in is not None:
+            self._graded_in.cool()
+        super().close()
+
     def respond(self, action: Message) -> Reply:
         try:
-            verdict = grade(self.sandbox, self.task, action.get("content") or "", self.timeout_s)
+            self._graded_in = self.sandbox
+            verdict = grade(self._graded_in, self.task, action.get("content") or "", self.timeout_s)
         except InfrastructureError as e:
             return Reply(
                 reward_parts={"outcome": 0.0},

@@ -21,11 +21,12 @@ import builtins
 import json
 import re
 import secrets
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from argym.envs.sandbox.base import Limits, Sandbox, SandboxError
+from argym.envs.sandbox.base import ExecResult, Limits, Program, Sandbox, SandboxError
 from argym.envs.sandbox.pyharness import counted_asserts
 
 from argym.errors import InfrastructureError
@@ -131,25 +132,75 @@ def grade(
     ``passed``/``failed`` count the task's asserts (`tally`); ``total`` is how many it has
     (`counted_asserts`), so ``total - passed - failed`` asserts never ran.
     """
+    run = _prepare(sandbox, task, answer, timeout_s, limits)
+    if isinstance(run, dict):
+        return run
+    try:
+        r = sandbox.run(
+            run.program.argv,
+            stdin=run.program.stdin,
+            limits=run.program.limits,
+            result_channel=True,
+            warm=True,
+        )
+    except SandboxError as e:
+        raise InfrastructureError(f"the sandbox failed: {e}") from e
+    return _read(run, r)
+
+
+def grade_many(
+    sandbox: Sandbox, items: list[tuple[Task, str]], timeout_s: float = 5.0, limits: Limits | None = None
+) -> list[dict[str, Any] | InfrastructureError]:
+    """`grade` for many ``(task, answer)`` pairs at once, every sandbox slot kept busy
+    (`Sandbox.run_many`); the verdicts in order, an `InfrastructureError` in place of a pair the
+    sandbox could not grade."""
+    runs = [_prepare(sandbox, task, answer, timeout_s, limits) for task, answer in items]
+    pending = [r for r in runs if isinstance(r, _Run)]
+    done = iter(sandbox.run_many([r.program for r in pending]))
+    out: list[dict[str, Any] | InfrastructureError] = []
+    for run in runs:
+        if isinstance(run, dict):
+            out.append(run)
+            continue
+        r = next(done)
+        try:
+            if isinstance(r, SandboxError):
+                raise InfrastructureError(f"the sandbox failed: {r}") from r
+            out.append(_read(run, r))
+        except InfrastructureError as e:
+            out.append(e)
+    return out
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A graded answer's sandbox call, and what reading its result needs."""
+
+    program: Program
+    nonce: str
+    asserts: list[str]
+    limits: Limits
+
+
+def _prepare(
+    sandbox: Sandbox, task: Task, answer: str, timeout_s: float, limits: Limits | None
+) -> _Run | dict[str, Any]:
+    """The harness call grading `answer`, or the verdict itself when there is no code to run."""
     asserts = _asserts_of(task)
     code = extract_code(answer)
-    if not code.strip():
+    if not code.strip() or len(code) > MAX_CODE_CHARS:
+        message = (
+            "no code found in the answer"
+            if not code.strip()
+            else f"the code is longer than {MAX_CODE_CHARS} characters"
+        )
         return {
             "kind": "no_code",
             "passed": 0,
             "failed": 0,
             "total": len(asserts),
-            "message": "no code found in the answer",
+            "message": message,
             "output": "",
-        }
-    if len(code) > MAX_CODE_CHARS:
-        return {
-            "kind": "no_code",
-            "passed": 0,
-            "failed": 0,
-            "total": len(asserts),
-            "output": "",
-            "message": f"the code is longer than {MAX_CODE_CHARS} characters",
         }
     nonce = secrets.token_hex(16)
     job = {
@@ -161,16 +212,20 @@ def grade(
         "entry_point": task.meta["entry_point"],
     }
     limits = (limits or sandbox.limits).with_(timeout_s=timeout_s + 5.0, cpu_s=int(timeout_s) + 1)
-    try:
-        r = sandbox.run(
-            ["python", "-c", harness_source()],
-            stdin=json.dumps(job).encode("utf-8"),
-            limits=limits,
-            result_channel=True,
-        )
-    except SandboxError as e:
-        raise InfrastructureError(f"the sandbox failed: {e}") from e
-    ready, record = read_channel(r.result, nonce)
+    # the harness reads its whole job from stdin before anything runs: it may be started ahead (warm)
+    program = Program(
+        ["python", "-c", harness_source()],
+        stdin=json.dumps(job).encode("utf-8"),
+        limits=limits,
+        result_channel=True,
+        warm=True,
+    )
+    return _Run(program, nonce, asserts, limits)
+
+
+def _read(run: _Run, r: ExecResult) -> dict[str, Any]:
+    """The verdict from a harness run's result channel (raises `InfrastructureError` without a ready line)."""
+    ready, record = read_channel(r.result, run.nonce)
     if not ready:  # the harness failed before the program ran: nothing of the candidate's is to be scored
         raise InfrastructureError(
             f"the test harness stopped before the program ran (no ready line; exit {r.exit_code}, signal {r.signal}, "
@@ -178,7 +233,10 @@ def grade(
         )
     output = (r.stdout + r.stderr)[:MAX_OUTPUT_CHARS]
     if r.output_truncated:
-        kind, record = "output_limit", {"message": f"the program wrote more than {limits.output_bytes} bytes"}
+        kind, record = (
+            "output_limit",
+            {"message": f"the program wrote more than {run.limits.output_bytes} bytes"},
+        )
     elif record is None:
         kind = "timeout" if r.timed_out else "no_verdict"
         record = {
@@ -190,12 +248,12 @@ def grade(
         kind = record["kind"]
         if kind == "load_error":
             kind = "memory" if "MemoryError" in record["message"].splitlines()[-1:][0] else "exception"
-    passed, failed = tally(asserts, record.get("asserts"))
+    passed, failed = tally(run.asserts, record.get("asserts"))
     return {
         "kind": kind,
         "passed": passed,
         "failed": failed,
-        "total": len(asserts),
+        "total": len(run.asserts),
         "message": str(record.get("message", "")),
         "output": output,
     }

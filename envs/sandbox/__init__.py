@@ -7,6 +7,7 @@ See `argym.envs.sandbox.base` for the interface and docs/design.md, "Sandboxes".
 from argym.envs.sandbox.base import (
     ExecResult,
     Limits,
+    Program,
     Sandbox,
     SandboxError,
     SandboxUnavailable,
@@ -17,6 +18,7 @@ from argym.envs.sandbox.base import (
 __all__ = [
     "ExecResult",
     "Limits",
+    "Program",
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",

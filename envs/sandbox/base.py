@@ -9,11 +9,10 @@ one sandbox is shared by every live episode (the rollout engine owns it).
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,11 +70,25 @@ class ExecResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Program:
+    """One call of `Sandbox.run`, for `Sandbox.run_many`; the fields are `run`'s arguments."""
+
+    argv: list[str]
+    stdin: bytes | None = None
+    files: dict[str, bytes | str] | None = None
+    limits: Limits | None = None
+    result_channel: bool = False
+    warm: bool = False
+
+
 class Sandbox(ABC):
     """Runs programs in isolation. Thread-safe; `run` blocks while all slots are busy."""
 
     backend: str = "?"
     limits: Limits = Limits()
+    slots: int = 1
+    """how many programs run at once"""
 
     @abstractmethod
     def run(
@@ -86,15 +99,47 @@ class Sandbox(ABC):
         files: dict[str, bytes | str] | None = None,
         limits: Limits | None = None,
         result_channel: bool = False,
+        warm: bool = False,
     ) -> ExecResult:
         """Run `argv` (``python`` means the sandbox's interpreter) in a fresh work dir holding `files`.
 
         `stdin` is fed to the program then closed (no stdin: end of file). With
         `result_channel`, descriptor 3 is a pipe whose contents come back as
         `ExecResult.result`; whoever writes it must keep it from the code it runs.
-        Raises `SandboxError` only for harness faults; whatever the program
-        does (hang, crash, flood) is reported in the `ExecResult`.
+        `warm` promises that `argv` does nothing before it has read its stdin (a
+        trusted server such as the Code env's harness, the untrusted part coming
+        on stdin), so a backend may start it ahead of the call: the process
+        backend keeps one started per slot (docs/sandboxes.md, "Warm slots");
+        others ignore it. Raises `SandboxError` only for harness faults; whatever
+        the program does (hang, crash, flood) is reported in the `ExecResult`.
         """
+
+    def run_many(self, programs: Sequence[Program]) -> list[ExecResult | SandboxError]:
+        """Run every program, up to `slots` at once, so no slot idles while one is waiting; the results
+        in the order of `programs`. A program the sandbox failed gets its `SandboxError` in its place
+        (that program's infrastructure fault), so one fault loses none of the other results."""
+
+        def one(p: Program) -> ExecResult | SandboxError:
+            try:
+                return self.run(
+                    p.argv,
+                    stdin=p.stdin,
+                    files=p.files,
+                    limits=p.limits,
+                    result_channel=p.result_channel,
+                    warm=p.warm,
+                )
+            except SandboxError as e:
+                return e
+
+        if not programs:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.slots, len(programs))) as pool:
+            return list(pool.map(one, programs))
+
+    def cool(self) -> None:
+        """Stop whatever the sandbox keeps started ahead of demand (warm runs) until the next program
+        asks for it; its owner is going idle. Nothing to stop by default."""
 
     def close(self) -> None:
         """Release slots, work dirs and containers."""
@@ -112,30 +157,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 def clean_output(data: bytes) -> str:
     """Decode program output for display: invalid UTF-8 replaced, NUL and terminal escapes removed."""
     return _ANSI.sub("", data.decode("utf-8", errors="replace").replace("\x00", ""))
-
-
-_DEFAULTS: dict[tuple[int, str], Sandbox] = {}
-_DEFAULTS_LOCK = threading.Lock()
-
-
-def default_sandbox(backend: str = "process") -> Sandbox:
-    """The process-wide sandbox of `backend` (one per process, built on first use)."""
-    key = (os.getpid(), backend)
-    with _DEFAULTS_LOCK:
-        if key not in _DEFAULTS:
-            _DEFAULTS[key] = make_sandbox(backend)
-        return _DEFAULTS[key]
-
-
-def episode_sandbox(executors: Any, spec: str | Sandbox) -> Sandbox:
-    """The sandbox an env's episode runs in: the rollout engine's shared one if it handed one in
-    (`executors.sandbox`), else the `spec` itself if it is a sandbox, else the process-wide one of that backend."""
-    shared = getattr(executors, "sandbox", None)
-    if shared is not None:
-        return shared
-    if isinstance(spec, Sandbox):
-        return spec
-    return default_sandbox(str(spec))
 
 
 SANDBOX_BACKENDS: Registry[Callable[..., Sandbox]] = Registry("sandbox backend")

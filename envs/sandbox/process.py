@@ -27,6 +27,10 @@ Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this 
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
+- **warm slots** (``warm=True``): for a program that reads all of its input
+  from stdin (``run(..., warm=True)``), each slot's next single-use run is
+  started in the background once the previous one's tree is killed, and the
+  next program is only handed its stdin (docs/sandboxes.md, "Warm slots").
 - **housekeeping**: the sandbox's temporary folder and cgroups are named with
   the owner's pid and removed at close or interpreter exit; a new sandbox
   removes those whose owner is dead (a killed process leaves them behind).
@@ -39,7 +43,6 @@ files are visible (as to any unprivileged user).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -54,6 +57,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,21 +71,24 @@ from argym.envs.sandbox.base import (
     SandboxUnavailable,
     clean_output,
 )
+from argym.envs.sandbox.pump import Pump, Started, program_env
+from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
 
 log = logging.getLogger(__name__)
 
-BASE_UID = 20_000
-UID_POOL = 40_000
-"""Slots lease uids from [BASE_UID, BASE_UID + UID_POOL)."""
-_LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 _HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
 _PREFIX = "argym-sandbox-"
 """Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...`` (`disk.reap`)."""
 _WARNED: set[str] = set()
 
 
-def _release(tmp: Path, layout: cgroup.Layout | None) -> None:
-    """Remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any, Started]]) -> None:
+    """Kill the warm runs, remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+    for _, started in list(warm.values()):
+        try:
+            os.killpg(started.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     if layout is not None:
         for d in {layout.memory, layout.pids} - {None}:
             for g in d.glob(f"{tmp.name}-slot*"):  # type: ignore[union-attr]
@@ -122,33 +129,6 @@ def _python_layout(python: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-def _kill_uid(uid: int, wait_s: float = 3.0, spare: int | None = None) -> int:
-    """SIGKILL every live process owned by `uid` (but `spare`) until none is left; returns the most seen.
-
-    Zombies are dead already; they wait for their parent (or the host's init) to reap them.
-    """
-    n, end = 0, time.monotonic() + wait_s
-    while True:
-        found = 0
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == spare:
-                continue
-            try:
-                if os.stat(f"/proc/{name}").st_uid != uid:
-                    continue
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        continue
-                found += 1
-                os.kill(int(name), signal.SIGKILL)
-            except (OSError, IndexError):
-                pass
-        n = max(n, found)
-        if not found or time.monotonic() > end:
-            return n
-        time.sleep(0.005)
-
-
 @dataclass(frozen=True)
 class Mount:
     """A host directory bound into the sandbox at `target` (read-only unless `writable`)."""
@@ -158,50 +138,11 @@ class Mount:
     writable: bool = False
 
 
-def _lease_uids(count: int) -> list[tuple[int, int]]:
-    """`count` uids nobody else holds, each as (uid, fd of its held lock file).
-
-    A lock is an flock on ``_LEASE_DIR/<uid>``: the kernel drops it when the fd
-    closes or the holder dies, so a crashed run never leaks a uid. A freshly
-    leased uid is swept first, in case a dead holder left processes behind.
-    """
-    os.makedirs(_LEASE_DIR, mode=0o700, exist_ok=True)
-    out: list[tuple[int, int]] = []
-    for uid in range(BASE_UID, BASE_UID + UID_POOL):
-        fd = os.open(os.path.join(_LEASE_DIR, str(uid)), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        _kill_uid(uid)
-        out.append((uid, fd))
-        if len(out) == count:
-            return out
-    for _, fd in out:
-        os.close(fd)
-    raise SandboxUnavailable(
-        f"no free sandbox uid left in [{BASE_UID}, {BASE_UID + UID_POOL}); "
-        f"close other sandboxes or remove stale locks in {_LEASE_DIR}."
-    )
-
-
-def _chown_tree(root: str, uid: int) -> None:
-    """Give `root` and everything under it to `uid` (symlinks themselves, never their targets)."""
-    os.lchown(root, uid, uid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            try:
-                os.lchown(os.path.join(dirpath, name), uid, uid)
-            except FileNotFoundError:
-                pass
-
-
 class ProcessSandbox(Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
-    the defaults of `run`. As root each slot leases its own uid (`_lease_uids`).
+    the defaults of `run`. As root each slot leases its own uid (`lease_uids`).
     """
 
     backend = "process"
@@ -213,9 +154,17 @@ class ProcessSandbox(Sandbox):
         python: str | None = None,
         allow_weak: bool = False,
         tmp_dir: str | None = None,
+        warm: bool = True,
     ):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}.")
+        self.slots = slots
+        self.warm = warm
+        """Keep the next run of a ``run(..., warm=True)`` program started on each slot (docs/sandboxes.md)."""
+        self._warm: dict[int, tuple[Any, Started]] = {}
+        self._warm_lock = threading.Lock()
+        self._cooled = False
+        self._warm_queue: queue.SimpleQueue[Any] | None = None
         self.limits = limits or Limits()
         self.root = os.geteuid() == 0
         self.bwrap = shutil.which("bwrap")
@@ -234,7 +183,7 @@ class ProcessSandbox(Sandbox):
         self._slots: queue.Queue[int] = queue.Queue()
         for i in range(slots):
             self._slots.put(i)
-        self._leases = _lease_uids(slots) if self.root else []
+        self._leases = lease_uids(slots) if self.root else []
         parent = Path(tmp_dir or tempfile.gettempdir())
         disk.reap(parent, _PREFIX)
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
@@ -246,7 +195,7 @@ class ProcessSandbox(Sandbox):
             else "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)"
         )
         """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
-        self._release = weakref.finalize(self, _release, self._tmp, self._layout)
+        self._release = weakref.finalize(self, _release, self._tmp, self._layout, self._warm)
         self._closed = False
         if self.bwrap is not None:
             self._probe()
@@ -360,16 +309,26 @@ class ProcessSandbox(Sandbox):
         files: dict[str, bytes | str] | None = None,
         limits: Limits | None = None,
         result_channel: bool = False,
+        warm: bool = False,
     ) -> ExecResult:
         if self._closed:
             raise SandboxError("The sandbox is closed.")
         if self.bwrap is None and not self.allow_weak:
             raise SandboxUnavailable("bubblewrap is unavailable; see ProcessSandbox's docstring.")
-        slot = self._slots.get()
+        limits = limits or self.limits
+        key = (tuple(argv), limits, result_channel) if warm and self.warm and not files else None
+        if key is not None:
+            self._cooled = False
+        slot, started = self._take_slot(key)
         try:
-            return self._run_once(slot, argv, stdin, files, limits or self.limits, result_channel)
+            was_warm = started is not None
+            if started is None:
+                started = self._start(slot, argv, files, limits, result_channel)
+            result = self._finish(started, stdin)
+            result.meta.update(slot=slot, warm=was_warm)
+            return result
         finally:
-            self._slots.put(slot)
+            self._give_back(slot, key)
 
     def run_mounted(
         self,
@@ -394,13 +353,13 @@ class ProcessSandbox(Sandbox):
             raise SandboxUnavailable(
                 "Mounting host directories needs bubblewrap (apt-get install bubblewrap)."
             )
-        slot = self._slots.get()
+        slot, _ = self._take_slot(None)
         try:
             uid = self.uid(slot)
             if uid is not None:
                 for m in mounts:
                     if m.writable:
-                        _chown_tree(m.source, uid)
+                        chown_tree(m.source, uid)
             return self._run_once(
                 slot,
                 argv,
@@ -427,36 +386,30 @@ class ProcessSandbox(Sandbox):
         chdir: str = "/sandbox",
         extra_env: dict[str, str] | None = None,
     ) -> ExecResult:
+        """One run on `slot`: start it, hand it `stdin`, and collect what it did."""
+        started = self._start(slot, argv, files, limits, result_channel, mounts, chdir, extra_env)
+        return self._finish(started, stdin)
+
+    def _start(
+        self,
+        slot: int,
+        argv: list[str],
+        files: dict[str, bytes | str] | None,
+        limits: Limits,
+        result_channel: bool,
+        mounts: tuple[Mount, ...] = (),
+        chdir: str = "/sandbox",
+        extra_env: dict[str, str] | None = None,
+    ) -> Started:
+        """Start `argv` on `slot` in its namespaces, limits and cgroup; it waits for its stdin."""
         uid = self.uid(slot)
-        workdir = None
-        names: list[str] = []
-        if files:
-            workdir = Path(tempfile.mkdtemp(prefix=f"slot{slot}-", dir=self._tmp))
-            for name, data in files.items():
-                if "/" in name or name in ("", ".", ".."):
-                    raise ValueError(f"file names must be plain names, got {name!r}")
-                (workdir / name).write_bytes(data.encode() if isinstance(data, str) else data)
-                names.append(name)
-            if uid is not None:
-                for p in [workdir, *workdir.iterdir()]:
-                    os.chown(p, uid, uid)
-            os.chmod(workdir, 0o700)
-        argv = [self.python if i == 0 and x == "python" else x for i, x in enumerate(argv)]
-        if argv[0] == self.python:
-            argv = [argv[0], "-I", "-S", *argv[1:]]
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/sandbox",
-            "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-        }
-        env.update(extra_env or {})
-        rfd = wfd = sfd = status_w = None
+        workdir, names = self._stage_files(slot, uid, files)
+        argv = self._interpreter_argv(argv)
+        env = program_env(extra_env)
+        result_r = result_w = status_r = status_w = None
         if result_channel:
-            rfd, wfd = os.pipe()
-            env["ARGYM_RESULT_FD"] = str(wfd)
+            result_r, result_w = os.pipe()
+            env["ARGYM_RESULT_FD"] = str(result_w)
             env["ARGYM_OUTPUT_CAP"] = str(limits.output_bytes // 2)
         if self.bwrap is not None:
             full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
@@ -464,45 +417,14 @@ class ProcessSandbox(Sandbox):
                 full += ["--setenv", k, v]
             # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
             # (the option was added for exactly this distinction: containers/bubblewrap PR 293)
-            sfd, status_w = os.pipe()
+            status_r, status_w = os.pipe()
             full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
         else:
             full = self._weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
-        cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        group = None
-        if self._layout is not None:
-            try:
-                group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
-                group.limit(limits.memory_mb << 20, limits.processes)
-            except OSError as e:
-                raise SandboxError(
-                    f"could not set up the run's cgroup under {self._layout.memory}: {e}"
-                ) from e
-        join = group.procs_files if group is not None else []
-
-        def preexec() -> None:
-            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
-            for res, val in (
-                (resource.RLIMIT_CPU, cpu),
-                (resource.RLIMIT_AS, limits.memory_mb << 20),
-                (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-                (resource.RLIMIT_NOFILE, limits.open_files),
-                (resource.RLIMIT_CORE, 0),
-            ):
-                resource.setrlimit(res, (val, val))
-            if uid is not None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-            if uid is not None and self.bwrap is not None:  # weak mode: setpriv drops it after unshare
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            elif self.bwrap is None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
-        start = time.monotonic()
-        fds = tuple(fd for fd in (wfd, status_w) if fd is not None)
+        group = self._run_group(slot, limits)
+        inherited = tuple(fd for fd in (result_w, status_w) if fd is not None)
         try:
             proc = subprocess.Popen(
                 full,
@@ -511,86 +433,102 @@ class ProcessSandbox(Sandbox):
                 stderr=subprocess.PIPE,
                 env=env if self.bwrap is None else {},
                 cwd=cwd,
-                preexec_fn=preexec,
+                preexec_fn=self._child_setup(limits, uid, group),
                 start_new_session=True,
-                pass_fds=fds,
+                pass_fds=inherited,
             )
         except (OSError, subprocess.SubprocessError) as e:
-            for fd in (rfd, sfd):
+            for fd in (result_r, status_r):
                 if fd is not None:
                     os.close(fd)
             if group is not None:
                 group.remove()
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
             raise SandboxError(f"could not start the sandbox ({e})") from e
         finally:
-            for fd in fds:
+            for fd in inherited:
                 os.close(fd)
-        state = {"overflow": False}
-        kill = lambda: self._kill(proc, uid, group)  # noqa: E731
-        outs: dict[str, bytearray] = {
-            "out": bytearray(),
-            "err": bytearray(),
-            "res": bytearray(),
-            "status": bytearray(),
-        }
+        return Started(proc, uid, group, workdir, result_r, status_r, limits)
 
-        def reader(stream: Any, key: str, cap: int, is_fd: bool = False) -> None:
-            buf = outs[key]
-            while True:
-                chunk = os.read(stream, 65536) if is_fd else stream.read1(65536)
-                if not chunk:
-                    break
-                room = cap - len(buf)
-                buf += chunk[: max(room, 0)]
-                if len(chunk) > room:
-                    state["overflow"] = True
-                    kill()
-                    break
+    def _stage_files(
+        self, slot: int, uid: int | None, files: dict[str, bytes | str] | None
+    ) -> tuple[Path | None, list[str]]:
+        """Write `files` into a fresh host folder owned by the slot's uid (bound read-only into /sandbox)."""
+        if not files:
+            return None, []
+        for name in files:
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"file names must be plain names, got {name!r}")
+        workdir = Path(tempfile.mkdtemp(prefix=f"slot{slot}-", dir=self._tmp))
+        for name, data in files.items():
+            (workdir / name).write_bytes(data.encode() if isinstance(data, str) else data)
+        if uid is not None:
+            for p in [workdir, *workdir.iterdir()]:
+                os.chown(p, uid, uid)
+        os.chmod(workdir, 0o700)
+        return workdir, list(files)
 
-        threads = [
-            threading.Thread(target=reader, args=(proc.stdout, "out", limits.output_bytes), daemon=True),
-            threading.Thread(target=reader, args=(proc.stderr, "err", limits.output_bytes), daemon=True),
+    def _interpreter_argv(self, argv: list[str]) -> list[str]:
+        """``python`` as argv[0] becomes the sandbox's interpreter, isolated (-I) and without site (-S)."""
+        if argv[0] in ("python", self.python):
+            return [self.python, "-I", "-S", *argv[1:]]
+        return list(argv)
+
+    def _run_group(self, slot: int, limits: Limits) -> cgroup.TreeGroup | None:
+        """A fresh cgroup bounding the run's whole tree, or None where none can be made."""
+        if self._layout is None:
+            return None
+        try:
+            group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
+            group.limit(limits.memory_mb << 20, limits.processes)
+            return group
+        except OSError as e:
+            raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
+
+    def _child_setup(
+        self, limits: Limits, uid: int | None, group: cgroup.TreeGroup | None
+    ) -> Callable[[], None]:
+        """What the child does between fork and exec: join the run's cgroup, set the rlimits, drop to `uid`."""
+        join = group.procs_files if group is not None else []
+        cpu = limits.cpu_s or int(limits.timeout_s) + 1
+        rlimits = [
+            (resource.RLIMIT_CPU, cpu),
+            (resource.RLIMIT_AS, limits.memory_mb << 20),
+            (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+            (resource.RLIMIT_NOFILE, limits.open_files),
+            (resource.RLIMIT_CORE, 0),
         ]
-        if rfd is not None:
-            threads.append(threading.Thread(target=reader, args=(rfd, "res", 1 << 20, True), daemon=True))
-        if sfd is not None:
-            threads.append(threading.Thread(target=reader, args=(sfd, "status", 1 << 16, True), daemon=True))
+        # RLIMIT_NPROC counts the processes of a uid: the slot's own (as root), or ours in weak mode
+        if uid is not None or self.bwrap is None:
+            rlimits.append((resource.RLIMIT_NPROC, limits.processes))
+        drop_uid = uid is not None and self.bwrap is not None  # weak mode: setpriv drops it after unshare
 
-        def writer() -> None:
-            try:
-                if stdin:
-                    proc.stdin.write(stdin)
-                proc.stdin.close()
-            except OSError:
-                pass
+        def setup() -> None:
+            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
+            for res, val in rlimits:
+                resource.setrlimit(res, (val, val))
+            if drop_uid:
+                os.setgroups([])
+                os.setgid(uid)  # type: ignore[arg-type]
+                os.setuid(uid)  # type: ignore[arg-type]
 
-        threads.append(threading.Thread(target=writer, daemon=True))
-        for t in threads:
-            t.start()
-        exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
-        threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
-        timed_out = not exited.wait(timeout=limits.timeout_s)
-        kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
-        for t in threads:
-            t.join(timeout=5)
+        return setup
+
+    def _finish(self, run: Started, stdin: bytes | None) -> ExecResult:
+        """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
+        start = time.monotonic()
+        pump = Pump(run, lambda: self._kill(run.proc, run.uid, run.group))
+        timed_out = pump.wait(stdin, run.limits.timeout_s)
         wall = time.monotonic() - start
-        for fd in (rfd, sfd):
-            if fd is not None:
-                os.close(fd)
-        for s in (proc.stdout, proc.stderr):
-            s.close()
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
-        oom = group is not None and group.oom_kills() > 0  # a fresh group: every kill was this run's
-        if group is not None:
-            group.remove()
-        code = proc.returncode
-        err = clean_output(bytes(outs["err"]))
+        oom = self._release_run(run)
+        code = run.proc.returncode
+        err = clean_output(bytes(pump.err))
         if (
-            sfd is not None
+            run.status_r is not None
             and not timed_out
-            and not state["overflow"]
-            and b'"exit-code"' not in outs["status"]
+            and not pump.overflow
+            and b'"exit-code"' not in pump.status
         ):
             # bwrap exited without running the command to its end (a missing mount source, an interpreter
             # it cannot exec, a namespace it may not create): the harness failed, not the program.
@@ -598,22 +536,39 @@ class ProcessSandbox(Sandbox):
                 f"bubblewrap failed before the command ran (exit {code}): {err.strip()[-500:]}"
             )
         return ExecResult(
-            stdout=clean_output(bytes(outs["out"])),
+            stdout=clean_output(bytes(pump.out)),
             stderr=err,
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
             timed_out=timed_out,
-            output_truncated=state["overflow"],
+            output_truncated=pump.overflow,
             oom=oom or "MemoryError" in err[-2000:],
             wall_s=wall,
-            result=bytes(outs["res"]) if rfd is not None else None,
+            result=bytes(pump.res) if run.result_r is not None else None,
         )
+
+    def _release_run(self, run: Started) -> bool:
+        """Close a finished run's descriptors, remove its folder and cgroup; True if its cgroup saw an OOM kill."""
+        for fd in (run.result_r, run.status_r):
+            if fd is not None:
+                os.close(fd)
+        for s in (run.proc.stdout, run.proc.stderr, run.proc.stdin):
+            try:
+                s.close()
+            except OSError:
+                pass
+        if run.workdir is not None:
+            shutil.rmtree(run.workdir, ignore_errors=True)
+        oom = run.group is not None and run.group.oom_kills() > 0  # a fresh group: every kill was this run's
+        if run.group is not None:
+            run.group.remove()
+        return oom
 
     def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
         """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
         namespace (a killed bwrap would leave its child a zombie for the host's init)."""
         if uid is not None and proc.poll() is None:
-            _kill_uid(uid, wait_s=1.0, spare=proc.pid)
+            kill_uid(uid, wait_s=1.0, spare=proc.pid)
             try:
                 proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
@@ -627,7 +582,7 @@ class ProcessSandbox(Sandbox):
         except subprocess.TimeoutExpired:
             pass
         if uid is not None:
-            _kill_uid(uid)
+            kill_uid(uid)
         if group is not None:
             group.kill()
 
@@ -649,10 +604,100 @@ class ProcessSandbox(Sandbox):
             ]
         return drop
 
+    # ---- warm slots -------------------------------------------------------------------
+    def _take_slot(self, key: Any) -> tuple[int, Started | None]:
+        """A free slot, and its warm run if it was started for `key` and is still waiting.
+
+        A warm run started for another program, or one that died while it waited, is killed
+        first (as the end of a run is), so the slot's uid and cgroup are free for this run."""
+        slot = self._slots.get()
+        with self._warm_lock:
+            held = self._warm.pop(slot, None)
+        if held is not None:
+            if held[0] == key and held[1].proc.poll() is None:
+                return slot, held[1]
+            try:
+                self._discard(held[1])
+            except BaseException:
+                self._slots.put(slot)
+                raise
+        return slot, None
+
+    def _give_back(self, slot: int, key: Any) -> None:
+        """Return `slot` to the pool; after a warm program, once the warmer has started its next run."""
+        if key is None or self._closed:
+            self._slots.put(slot)
+            return
+        with self._warm_lock:
+            if self._warm_queue is None:
+                self._warm_queue = queue.SimpleQueue()
+                # one long-lived thread starts every warm run: bwrap's --die-with-parent follows the
+                # thread that forked it (PR_SET_PDEATHSIG), so a caller's short-lived thread must not
+                threading.Thread(target=self._warmer, args=(self._warm_queue,), daemon=True).start()
+            self._warm_queue.put((slot, key))
+
+    def _warmer(self, jobs: queue.SimpleQueue[Any]) -> None:
+        """Start the next run of each slot queued here, then return the slot to the pool."""
+        while (job := jobs.get()) is not None:
+            slot, (argv, limits, result_channel) = job
+            try:
+                with self._warm_lock:
+                    if not (self._closed or self._cooled):
+                        started = self._start(slot, list(argv), None, limits, result_channel)
+                        self._warm[slot] = (job[1], started)
+            except Exception as e:  # the slot's next run starts cold and reports what fails
+                log.debug("warm start on slot %d failed: %s", slot, e)
+            finally:
+                self._slots.put(slot)
+
+    def _discard(self, started: Started) -> None:
+        """Kill a warm run that will not be used, and release what it holds."""
+        self._kill(started.proc, started.uid, started.group)
+        self._release_run(started)
+
+    def settle(self) -> None:
+        """Wait until every slot is free: no run and no warm start in progress (tests, benchmarks)."""
+        held = [self._slots.get() for _ in range(self.slots)]
+        for slot in held:
+            self._slots.put(slot)
+
+    def warm_pids(self, slot: int) -> set[int]:
+        """The processes of `slot`'s waiting warm run (bubblewrap and all below it); empty if it has none."""
+        with self._warm_lock:
+            held = self._warm.get(slot)
+        if held is None:
+            return set()
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+        tree, todo = set(), [held[1].proc.pid]
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo += children.get(pid, [])
+        return tree
+
+    def cool(self) -> None:
+        # under the lock: a run that takes one of these slots meanwhile waits in `_take_slot` until the
+        # slot's warm run (and every process of its uid) is gone, so the kill cannot reach that run
+        with self._warm_lock:
+            self._cooled = True
+            for _, started in self._warm.values():
+                self._discard(started)
+            self._warm.clear()
+
     def close(self) -> None:
         self._closed = True
+        self.cool()
+        with self._warm_lock:
+            if self._warm_queue is not None:
+                self._warm_queue.put(None)
         for uid, fd in self._leases:
-            _kill_uid(uid)
+            kill_uid(uid)
             os.close(fd)  # releases the lease
         self._leases = []
         self._release()

@@ -1,11 +1,15 @@
 """The test harness that runs *inside* the sandbox (stdlib only; its source is passed with ``-c``).
 
 Two processes, so that the candidate never shares memory with the tests:
-- the **candidate** process is a fresh interpreter (fork, then execve with a
-  clean environment, stdin from /dev/null and only its two pipes), so its
-  memory never held the tests and it holds no verdict descriptor; with
-  ``$ARGYM_CANDIDATE_UID`` (docker, where the harness is root) it also runs as
-  another uid. It runs the program and answers calls ``(name, args, kwargs)`` with the
+- the **candidate** process is forked before the harness has read anything of
+  its job, so its memory never held the tests or the nonce; it keeps only its
+  two pipes (stdin from /dev/null, no verdict descriptor) and a clean
+  environment. Where the job came in the environment (docker, whose harness
+  is root and whose candidate runs as ``$ARGYM_CANDIDATE_UID``), the fork
+  also execs a fresh interpreter, so that environment never reaches it; where
+  the job comes on stdin (the process backend), the fork is enough and saves
+  an interpreter start (the harness before its job is a zygote: it imported
+  nothing of the task). It runs the program and answers calls ``(name, args, kwargs)`` with the
   return value as `marshal` bytes (exact builtin types only: an object whose
   ``__eq__`` is always true cannot be marshalled, so it wins nothing);
 - the **harness** process makes itself non-dumpable (the candidate, same uid
@@ -363,17 +367,22 @@ def _relay(fd, pid, cap):
             pass
 
 
+def _candidate(rfd, wfd):
+    """The candidate process's whole life: serve the program, flush its output, exit."""
+    try:
+        candidate_main(rfd, wfd)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(0)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "candidate":
-        try:
-            candidate_main(int(sys.argv[2]), int(sys.argv[3]))
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except BaseException:
-                    pass
-            os._exit(0)
+        _candidate(int(sys.argv[2]), int(sys.argv[3]))
     import ctypes
     import threading
 
@@ -383,10 +392,11 @@ def main():
     c_r, p_w = os.pipe()
     p_r, c_w = os.pipe()
     o_r, o_w = os.pipe()
+    job_in_env = "ARGYM_JOB_PARTS" in os.environ  # docker: the job is in this process's memory already
     pid = os.fork()
     if pid == 0:
-        # A fresh interpreter (execve): the candidate's memory never held the job. It gets
-        # its two pipes, output to the relay, /dev/null for stdin, and no other descriptor.
+        # Nothing of the job has been read yet. The candidate gets its two pipes, output to
+        # the relay, /dev/null for stdin, no other descriptor, and a clean environment.
         try:
             uid = os.environ.get("ARGYM_CANDIDATE_UID")
             if uid:
@@ -407,11 +417,16 @@ def main():
                         os.close(fd)
                     except OSError:
                         pass
-            os.execve(
-                sys.executable,
-                [sys.executable, "-I", "-S", "-c", source, "candidate", str(c_r), str(c_w)],
-                env,
-            )
+            if job_in_env:  # a fresh interpreter (execve), so the job's environment never reaches it
+                os.execve(
+                    sys.executable,
+                    [sys.executable, "-I", "-S", "-c", source, "candidate", str(c_r), str(c_w)],
+                    env,
+                )
+            os.environ.clear()
+            os.environ.update(env)
+            sys.argv = ["-c", "candidate", str(c_r), str(c_w)]
+            _candidate(c_r, c_w)
         finally:
             os._exit(127)
     for fd in (c_r, c_w, o_w):

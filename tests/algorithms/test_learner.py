@@ -212,7 +212,7 @@ def test_gradient_is_independent_of_micro_batch_size(loss_agg, policy_loss):
         lrn = learner(ref=True, micro_batch_size=mbs, **cfg)
         batch = lrn.prepare_batch(trajs, PAD)
         batch.old_logprobs -= 0.1 * batch.loss_mask  # ratio ≠ 1 so the clip is exercised
-        sums = lrn.backward_minibatch(batch)
+        sums, _ = lrn.backward(batch)
         results.append((grads(lrn), sums["loss"].item()))
     (g_ref, loss_ref) = results[0]
     for g, loss in results[1:]:
@@ -249,10 +249,10 @@ def test_infra_failures_are_excluded():
     # a failed episode in group 0 with an outlying reward: kept, it would shift group 0's advantages
     failed = traj([9, 9, 9], 50.0, 0, infra_failure=True)
     a, b = learner(), learner()
-    a.backward_minibatch(a.prepare_batch(trajs, PAD))
+    a.backward(a.prepare_batch(trajs, PAD))
     batch_b = b.prepare_batch(trajs[:2] + [failed] + trajs[2:], PAD)
     assert batch_b.num_dropped == 1 and len(batch_b) == 8
-    b.backward_minibatch(batch_b)
+    b.backward(batch_b)
     for ga, gb in zip(grads(a), grads(b)):
         torch.testing.assert_close(ga, gb)
     assert learner().update(trajs + [failed], PAD)["train/infra_dropped"] == 1
@@ -303,7 +303,7 @@ def _process_count_grads(out: str) -> None:
     mine = [t for t in random_trajs(12, group_size=3) if t.group % world == rank]
     for loss_agg in ("token-mean", "seq-mean-token-mean"):
         lrn = Learner(tiny_model(), LearnerConfig(loss_agg=loss_agg, micro_batch_size=2), acc)
-        lrn.backward_minibatch(lrn.prepare_batch(mine, PAD))
+        lrn.backward(lrn.prepare_batch(mine, PAD))
         torch.save(grads(lrn), f"{out}/{loss_agg}_{world}_{rank}.pt")
 
 
@@ -393,9 +393,9 @@ def test_nll_on_positive_samples_only():
     lrn = learner(nll_coef=1.0)
     batch = lrn.prepare_batch(trajs, PAD)
     batch.advantages.zero_()
-    assert lrn.backward_minibatch(batch)["nll"].item() == 0.0  # no positive sample: no NLL
+    assert lrn.backward(batch)[0]["nll"].item() == 0.0  # no positive sample: no NLL
     batch.positive[:] = torch.tensor([True] + [False] * (len(batch) - 1))
-    sums = lrn.backward_minibatch(batch)
+    sums, _ = lrn.backward(batch)
     want = -(batch.old_logprobs[0] * batch.loss_mask[0]).sum() / batch.loss_mask[0].sum()
     assert sums["nll"].item() == pytest.approx(want.item(), rel=1e-5)
 

@@ -13,7 +13,7 @@ def _grad_after_one_backward(model, **cfg):
     lrn = Learner(model, LearnerConfig(micro_batch_size=3, **cfg), Accelerator(cpu=True))
     batch = lrn.prepare_batch(random_trajs(), PAD)
     batch.old_logprobs -= 0.1 * batch.loss_mask
-    lrn.backward_minibatch(batch)
+    lrn.backward(batch)
     return lrn
 
 

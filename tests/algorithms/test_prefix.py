@@ -47,18 +47,18 @@ def shared_prompt_trajs(seed: int = 3) -> list[Trajectory]:
     ids=["plain", "entropy", "groups-split-across-micro-batches"],
 )
 def test_shared_prompt_forward_gives_the_same_logprobs_and_gradients(cfg, monkeypatch):
-    import argym.algorithms.learner as learner_mod
+    import argym.algorithms.forward as forward_mod  # the micro-batch forward looks it up there
 
     calls = []
-    real = learner_mod.shared_prefix_logits
-    monkeypatch.setattr(learner_mod, "shared_prefix_logits", lambda *a: calls.append(1) or real(*a))
+    real = forward_mod.shared_prefix_logits
+    monkeypatch.setattr(forward_mod, "shared_prefix_logits", lambda *a: calls.append(1) or real(*a))
     trajs = shared_prompt_trajs()
     out = {}
     for share in (True, False):
         lrn = learner(share_prompt_forward=share, **{"micro_batch_size": 12, **cfg})
         batch = lrn.prepare_batch(trajs, PAD)
         batch.old_logprobs -= 0.05 * batch.loss_mask  # a ratio away from 1, so clipping paths run too
-        sums = lrn.backward_minibatch(batch)
+        sums, _ = lrn.backward(batch)
         mask = batch.loss_mask
         out[share] = (lrn.logprobs(batch) * mask, grads(lrn), {k: v.item() for k, v in sums.items()})
     assert calls, "the shared-prompt path never ran"

@@ -156,7 +156,7 @@ def argym_loss(model, tok, prompts, comps, cmask, old, ref, cfg: LearnerConfig):
     batch.old_logprobs = place(old)
     if cfg.kl_coef:
         batch.ref_logprobs = place(ref)
-    sums = learner.backward_minibatch(batch)
+    sums, _ = learner.backward(batch)
     return sums["loss"].item(), {n: p.grad.clone() for n, p in learner.model.named_parameters()}
 
 

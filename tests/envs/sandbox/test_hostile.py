@@ -38,9 +38,14 @@ def run(sandbox, body: str, prelude: str = "") -> dict:
 def host_clean(sandbox) -> None:
     """No process left behind by any slot; the sandbox still grades the right answer."""
     if getattr(sandbox, "root", False):
+        sandbox.settle()
         for slot in range(2):
             uid = sandbox.uid(slot)
-            left = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) == uid and not _zombie(p)]
+            live = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) == uid and not _zombie(p)]
+            # the slot's warm run was started after the last run's tree was killed: only it may live
+            # (read after the listing: what the booting warm run forked meanwhile is in both)
+            warm = sandbox.warm_pids(slot)
+            left = [p for p in live if int(p) not in warm and not _zombie(p)]
             assert not left, f"processes of slot uid {uid} survived: {left}"
     if sandbox.backend == "docker":
         assert sandbox.leftover_containers() == []
@@ -283,6 +288,37 @@ def test_the_harness_cannot_be_read_or_traced(sandbox) -> None:
     )
     v = run(sandbox, body)
     assert v["kind"] == "ok" and "-4, 4" not in v["output"] and "PermissionError" in v["output"], v
+    host_clean(sandbox)
+
+
+SCAN_OWN_MEMORY = r"""
+import ctypes, re
+def _scan():
+    # every anonymous readable mapping (heap, stack, the allocator's arenas), read in-process
+    found = set()
+    for line in open('/proc/self/maps'):
+        parts = line.split()
+        if parts[1][0] != 'r' or (len(parts) > 5 and parts[5] not in ('[heap]', '[stack]')):
+            continue
+        lo, hi = (int(x, 16) for x in parts[0].split('-'))
+        found.update(re.findall(rb'argym-hidden-[0-9a-f]{32}', ctypes.string_at(lo, hi - lo)))
+    return found
+SELF = 'argym-hidden-' + 'ab' * 16  # the scan must find this one
+FOUND = _scan()
+"""
+
+
+def test_the_candidate_memory_never_held_the_tests(sandbox) -> None:
+    """The candidate is forked before the harness reads its job: a secret of the tests is nowhere in it."""
+    import secrets
+
+    secret = f"argym-hidden-{secrets.token_hex(16)}"
+    task = code_task("add", STUB, TESTS + f"    # {secret}\n", "add", "    return a + b\n")
+    body = "return a + b if FOUND == {SELF.encode()} else sorted(FOUND)"
+    code = f"{SCAN_OWN_MEMORY}\ndef add(a, b):\n    {body}\n"
+    v = grade(sandbox, task, f"```python\n{code}```", timeout_s=10.0)
+    assert v["kind"] == "ok", v
+    assert secret not in v["message"] + v["output"]
     host_clean(sandbox)
 
 

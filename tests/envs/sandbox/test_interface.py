@@ -35,6 +35,21 @@ def test_result_channel_is_separate_from_the_output(sandbox) -> None:
     assert r.result is not None and b"RECORD" in r.result
 
 
+def test_run_many_gives_each_program_its_own_result_in_order(sandbox) -> None:
+    from argym.envs.sandbox import Program
+
+    programs = [
+        Program(["python", "-c", "import sys; print(sys.stdin.read() * 2)"], stdin=b"ab"),
+        Program(["python", "-c", "import sys; sys.exit(4)"]),
+        Program(["python", "-c", "print(open('f').read())"], files={"f": "file"}),
+    ]
+    many = sandbox.run_many(programs)
+    one_by_one = [sandbox.run(p.argv, stdin=p.stdin, files=p.files) for p in programs]
+    assert [(r.stdout, r.exit_code) for r in many] == [(r.stdout, r.exit_code) for r in one_by_one]
+    assert [(r.stdout, r.exit_code) for r in many] == [("abab\n", 0), ("", 4), ("file\n", 0)]
+    assert sandbox.run_many([]) == []
+
+
 def test_process_backend_refuses_without_bubblewrap(monkeypatch) -> None:
     import argym.envs.sandbox.process as process
 

@@ -1,0 +1,106 @@
+"""The learner's metrics: local sums per optimizer step, reduced across processes into `train/*` means.
+
+`SUMS` names what `Learner.backward` accumulates over a mini-batch's micro-batches;
+`reduce_metrics` is the one place that turns them (and the batch) into the
+namespaced metrics `Learner.update` returns.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+from argym.algorithms.advantages import group_moments
+from argym.algorithms.batch import TrainBatch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from argym.algorithms.config import LearnerConfig
+
+SUMS = ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens", "nll")
+"""Per mini-batch, summed over micro-batches: the losses (already normalised), and per-token sums of the
+clipped tokens, the k3 estimate of KL(π_old‖π_θ), the entropy, the KL to π_ref and the token count."""
+
+
+def zero_sums(device: torch.device) -> dict[str, Tensor]:
+    """A mini-batch's `SUMS`, all zero, on `device`."""
+    return {k: torch.zeros((), device=device) for k in SUMS}
+
+
+def all_dropped_metrics(n_dropped: int) -> dict[str, float]:
+    """The metrics of an update whose every trajectory was an infrastructure failure: nothing trained."""
+    return {"train/infra_dropped": float(n_dropped)}
+
+
+def reduce_metrics(
+    batch: TrainBatch,
+    totals: dict[str, Tensor],
+    grad_norms: list[Tensor],
+    accelerator: Accelerator,
+    config: LearnerConfig,
+) -> dict[str, float]:
+    """Reduce local sums across processes into namespaced per-token / per-step means.
+
+    `batch.old_logprobs` is π_old (None when no step was taken) and feeds the
+    training–inference mismatch against the sampler's log-probs.
+    """
+    acc, dev = accelerator, accelerator.device
+    mask = batch.loss_mask  # (B, L-1)
+    has = batch.has_sampler_logprobs[:, None] & (mask > 0)  # (B, L-1)
+    old = batch.old_logprobs
+    if old is None:  # no step was taken (no policy token anywhere)
+        old, has = torch.zeros_like(mask), torch.zeros_like(has)
+    gap = (old - batch.sampler_logprobs).abs() * has  # (B, L-1)
+    adv = batch.advantages * mask
+    _, r_std, r_count, _ = group_moments(batch.rewards, batch.group_ids)  # (G,)
+    local = torch.stack(
+        [totals.get(k, torch.zeros((), device=dev)).float().to(dev) for k in SUMS]
+        + [
+            torch.tensor(float(v), device=dev)
+            for v in (
+                len(grad_norms),
+                gap.sum(),
+                has.sum(),
+                adv.sum(),
+                (adv**2).sum(),
+                mask.sum(),
+                r_std[r_count > 1].sum(),
+                (r_count > 1).sum(),
+                batch.num_dropped,
+            )
+        ]
+    )
+    s = dict(
+        zip(
+            SUMS + ("steps", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups", "dropped"),
+            acc.reduce(local, reduction="sum").tolist(),
+        )
+    )
+    gap_max = acc.reduce(gap.max().to(dev), reduction="max").item()
+    # every process takes the same optimizer steps: the reduced sum counts them `num_processes` times
+    steps, tok = max(s["steps"] / acc.num_processes, 1.0), max(s["tokens"], 1.0)
+    adv_mean = s["adv"] / max(s["adv_n"], 1.0)
+    out = {
+        "train/loss": s["loss"] / steps,
+        "train/pg_loss": s["pg_loss"] / steps,
+        "train/clip_frac": s["clipped"] / tok,
+        "train/approx_kl": s["approx_kl"] / tok,
+        "train/entropy": s["entropy"] / tok,
+        "train/grad_norm": float(torch.stack(grad_norms).mean()) if grad_norms else 0.0,
+        "train/adv_mean": adv_mean,
+        "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean**2, 0.0)),
+        "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
+        "train/infra_dropped": s["dropped"],
+        "train/optimizer_steps": s["steps"] / acc.num_processes,
+    }
+    if config.kl_coef > 0:
+        out["train/kl_ref"] = s["kl_ref"] / tok
+        out["train/kl_loss"] = s["kl_loss"] / steps
+    if config.nll_coef > 0:
+        out["train/nll_loss"] = s["nll"] / steps
+    if s["gap_n"] > 0:
+        out["train/logprob_mismatch_mean"] = s["gap"] / s["gap_n"]
+        out["train/logprob_mismatch_max"] = gap_max
+    return out

@@ -1,0 +1,97 @@
+"""One started run of the process sandbox, and the pump that moves its bytes until it ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from argym.envs.sandbox import cgroup
+from argym.envs.sandbox.base import Limits
+
+
+def program_env(extra: dict[str, str] | None) -> dict[str, str]:
+    """The whole environment a program sees: a fixed minimum, plus `extra` (the host's is never passed)."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/sandbox",
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Started:
+    """A run whose process is up and waiting for its stdin, with what must be released after it."""
+
+    proc: subprocess.Popen
+    uid: int | None
+    group: cgroup.TreeGroup | None
+    workdir: Path | None
+    result_r: int | None
+    """read end of the result channel (descriptor 3 inside), if requested"""
+    status_r: int | None
+    """read end of bwrap's ``--json-status-fd``"""
+    limits: Limits
+
+
+class Pump:
+    """Moves a run's bytes: feeds stdin, reads stdout, stderr and the two channels concurrently, each
+    capped (an overflow kills the run), and waits for the exit within the timeout."""
+
+    def __init__(self, run: Started, kill: Callable[[], None]):
+        self.run, self.kill = run, kill
+        self.out, self.err, self.res, self.status = bytearray(), bytearray(), bytearray(), bytearray()
+        self.overflow = False
+
+    def wait(self, stdin: bytes | None, timeout_s: float) -> bool:
+        """Run to the end or to `timeout_s`, then kill the whole tree; True if the timeout came first."""
+        run, cap = self.run, self.run.limits.output_bytes
+        jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+            (self._drain, (run.proc.stdout.read1, self.out, cap)),  # type: ignore[union-attr]
+            (self._drain, (run.proc.stderr.read1, self.err, cap)),  # type: ignore[union-attr]
+            (self._feed, (stdin,)),
+        ]
+        if run.result_r is not None:
+            jobs.append((self._drain, (partial(os.read, run.result_r), self.res, 1 << 20)))
+        if run.status_r is not None:
+            jobs.append((self._drain, (partial(os.read, run.status_r), self.status, 1 << 16)))
+        threads = [threading.Thread(target=f, args=a, daemon=True) for f, a in jobs]
+        for t in threads:
+            t.start()
+        exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
+        threading.Thread(target=lambda: (run.proc.wait(), exited.set()), daemon=True).start()
+        timed_out = not exited.wait(timeout=timeout_s)
+        self.kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
+        for t in threads:
+            t.join(timeout=5)
+        return timed_out
+
+    def _drain(self, read: Callable[[int], bytes], buf: bytearray, cap: int) -> None:
+        while True:
+            chunk = read(65536)
+            if not chunk:
+                return
+            room = cap - len(buf)
+            buf += chunk[: max(room, 0)]
+            if len(chunk) > room:
+                self.overflow = True
+                self.kill()
+                return
+
+    def _feed(self, stdin: bytes | None) -> None:
+        try:
+            if stdin:
+                self.run.proc.stdin.write(stdin)  # type: ignore[union-attr]
+            self.run.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass

@@ -1,0 +1,75 @@
+"""The config module reads recipes without torch, and checks the learner's part names against the registries."""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from argym.algorithms import registry
+
+from argym.errors import ConfigError
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("recipe", ["dapo.yaml", "drgrpo.yaml", "grpo_math.yaml"])
+def test_reading_a_recipe_imports_no_torch(recipe):
+    code = (
+        "import sys\n"
+        "from argym.algorithms.config import load_config\n"
+        f"cfg = load_config({str(CONFIGS / recipe)!r}, ['algorithm.advantage=rloo'])\n"
+        "assert cfg.algorithm.advantage == 'rloo'\n"
+        "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "print('torch modules:', loaded)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "torch modules: []"
+
+
+def test_a_config_names_an_unknown_part_without_torch():
+    code = (
+        "import sys\n"
+        "from argym.algorithms.config import LearnerConfig\n"
+        "from argym.errors import ConfigError\n"
+        "try:\n"
+        "    LearnerConfig(policy_loss='gspo_tokn')\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Did you mean: gspo_token" in out.stdout and out.stdout.strip().endswith("False")
+
+
+@pytest.mark.parametrize(
+    "table", [registry.ADVANTAGES, registry.POLICY_LOSSES, registry.KL_ESTIMATORS, registry.AGGREGATIONS]
+)
+def test_every_built_in_name_is_registered_by_the_module_it_names(table):
+    for name, module in table._builtins.items():
+        importlib.import_module(module)
+        assert name in table._items and table._items[name].__module__ == module, (table.kind, name)
+    assert callable(table.get(table.names()[0]))
+    with pytest.raises(ConfigError, match="Registered:"):
+        table.get("no-such-part")
+
+
+def test_a_built_in_name_cannot_be_taken_before_its_module_loads():
+    code = (
+        "import sys\n"
+        "from argym.algorithms.registry import ADVANTAGES\n"
+        "assert 'argym.algorithms.advantages' not in sys.modules\n"
+        "try:\n"
+        "    ADVANTAGES.register('grpo')(lambda rewards, group_ids, config: rewards)\n"
+        "except ValueError as e:\n"
+        "    print('refused:', e)\n"
+        "print(ADVANTAGES.get('grpo').__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "refused: A advantage estimator named 'grpo' is already registered" in out.stdout
+    assert out.stdout.strip().endswith("argym.algorithms.advantages")
