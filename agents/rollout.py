@@ -315,7 +315,8 @@ class RolloutEngine:
         reports one (`agents.scheduler.VersionedGenerator`), else `policy_version`."""
         versioned = getattr(self.agent, "generate_versioned", None)
         if versioned is not None:
-            return versioned(prompts, sampling, seed=seed)
+            completions, version = versioned(prompts, sampling, seed=seed)
+            return list(completions), int(version)
         return self.agent.generate(prompts, sampling, seed=seed), self.policy_version  # type: ignore[union-attr]
 
     def close(self) -> None:

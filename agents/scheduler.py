@@ -339,7 +339,7 @@ class AheadOfLearner:
         self.max_staleness = max_staleness
         self.last = last
         self._stop = threading.Event()
-        self._futures: dict[int, Future] = {}
+        self._futures: dict[int, Future[Any]] = {}
         self._admitted = threading.Condition()
         self._workers = ThreadPoolExecutor(max_workers=max_staleness + 1, thread_name_prefix="argym-batch")
         self._thread = threading.Thread(target=self._admit, args=(first,), name="argym-ahead", daemon=True)
