@@ -420,7 +420,7 @@ class TrainConfig:
     def _check_async(self) -> None:
         """Async needs plain rollouts and, once tokens can be stale, the off-policy correction: the learner's
         PPO clip on π_θ/π_old times `tis_cap`'s min(π_old/μ, C) is AReaL's decoupled PPO objective
-        (arXiv 2505.24298 §5.2, eq. 5: π_old the proximal policy, μ the behaviour policy that sampled)."""
+        (arXiv 2505.24298, "Decoupled PPO Objective": π_old the proximal policy, μ the behaviour policy that sampled)."""
         if self.rollout.strategy != "plain":
             raise ConfigError(
                 f"rollout.mode=async runs plain group rollouts; rollout.strategy={self.rollout.strategy!r} "

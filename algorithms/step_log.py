@@ -99,7 +99,7 @@ class StepLog:
                     "reward": round(float(t.reward), 6),
                     "reward_parts": reward_parts(t),
                     "success": bool(t.success),
-                    "advantage": None if advantages[i] is None else round(float(advantages[i]), 6),
+                    "advantage": None if (a := advantages[i]) is None else round(float(a), 6),
                     "infra_failure": bool(t.infra_failure),
                     "transcript": transcript(t),
                 }

@@ -415,7 +415,7 @@ class Trainer:
         )
         return metrics
 
-    def _take_ahead(self) -> tuple[float, tuple[list, dict[str, float]]]:
+    def _take_ahead(self) -> tuple[float, tuple[list[Trajectory], dict[str, float]]]:
         """Async: publish the weights as version `step`, then take step `step`'s batch (collected ahead) and
         score it here, where the policy is not being updated (SAR reads it). Returns the publish time too."""
         cfg, t0 = self.cfg, time.perf_counter()
@@ -475,7 +475,7 @@ class Trainer:
         self.metrics.close()
 
 
-def version_lag(trajectories: list, version: int, bound: int) -> dict[str, float]:
+def version_lag(trajectories: list[Trajectory], version: int, bound: int) -> dict[str, float]:
     """Mean and max lag (learner version − the version that sampled it) over the trained policy tokens.
 
     Tokens of unknown version (-1, or a trajectory that records none) are left out. Raises if a

@@ -63,7 +63,8 @@ def describe_step(reward: float, info: dict[str, Any]) -> str:
     An env whose verdict holds its parts unweighted (``verdict["parts"]``) with their ``weights`` (ToolCall)
     shows them so; otherwise the step's reward parts are shown as they are.
     """
-    verdict = info.get("verdict") if isinstance(info.get("verdict"), dict) else {}
+    given = info.get("verdict")
+    verdict: dict[str, Any] = given if isinstance(given, dict) else {}
     parts, weights = info.get("reward_parts") or {}, {}
     if isinstance(verdict.get("parts"), dict) and isinstance(verdict.get("weights"), dict):
         parts, weights = verdict["parts"], verdict["weights"]
