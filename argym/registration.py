@@ -168,5 +168,9 @@ def make(env_id: str, **kwargs: Any) -> gym.Env:
     choice (``sandbox=dockr``) is a `ConfigError` here, before the env is built.
     """
     env_id = resolve(env_id)
-    kwargs = check_kwargs(env_id, creator(env_id), kwargs)
-    return gym.make(env_id, **kwargs)
+    return gym.make(env_id, **checked_kwargs(env_id, kwargs))
+
+
+def checked_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` checked against `env_id`'s constructor and coerced (what `make` passes on), building nothing."""
+    return check_kwargs(resolve(env_id), creator(env_id), kwargs)

@@ -86,3 +86,9 @@ def test_board_with_an_unknown_env_says_so(tmp_path):
 def test_unknown_env_id_still_raises_unknown_env_error():
     with pytest.raises(UnknownEnvError, match="Did you mean: argym/Math-v0"):
         argym.make("argym/Mth-v0")
+
+
+def test_check_refuses_a_bad_kwarg_in_one_line_not_as_failed_checks():
+    out = run("check", "argym/Math-v0", "max_attempt=2", "--quick")
+    assert out.returncode == 2 and "Did you mean: max_attempts" in out.stderr
+    assert "FAILED" not in out.stdout and "Traceback" not in out.stderr
