@@ -247,7 +247,9 @@ class PolicyEndpoint:
         shim = SimpleNamespace(task=SimpleNamespace(tools=tools))  # OpenAIAgent offers `env.task.tools`
         act = self.agent.act
         try:
-            reply = act(messages, shim, sampling) if _takes_sampling(act) else act(messages, shim)
+            reply: str | Message = (
+                act(messages, shim, sampling) if _takes_sampling(act) else act(messages, shim)
+            )
         except Exception as e:
             raise RequestError(
                 502, f"The agent behind the endpoint failed: {type(e).__name__}: {e}", "upstream_error"

@@ -52,7 +52,7 @@ def normalize_message(raw: Any, where: str = "message") -> Message:
         raise ValueError(
             f"{where}: 'content' must be a string or a list of text parts, got {type(content).__name__}."
         )
-    out: Message = {"role": "system" if role == "developer" else role, "content": content or ""}  # type: ignore[typeddict-item]
+    out: Message = {"role": "system" if role == "developer" else role, "content": content or ""}
     if role == "assistant" and raw.get("tool_calls"):
         calls = raw["tool_calls"]
         if not isinstance(calls, list):
@@ -60,7 +60,7 @@ def normalize_message(raw: Any, where: str = "message") -> Message:
         out["tool_calls"] = [_normalize_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)]
     for key in ("tool_call_id", "name"):
         if isinstance(raw.get(key), str):
-            out[key] = raw[key]  # type: ignore[literal-required]
+            out[key] = raw[key]
     return out
 
 

@@ -85,7 +85,8 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the success rate is under ``"mean"``, the episode count under ``"n"``)."""
-        return json.loads(json.dumps(asdict(self), default=str))
+        plain: dict[str, Any] = json.loads(json.dumps(asdict(self), default=str))
+        return plain
 
 
 def evaluate(
@@ -214,7 +215,7 @@ def _eval_setup(
     return tasks, grader_versions, split_hash, env_defaults
 
 
-def _env_defaults(cls: type, given: dict[str, Any]) -> dict[str, Any]:
+def _env_defaults(cls: type[object], given: dict[str, Any]) -> dict[str, Any]:
     """The plain-valued constructor defaults of an env class that `given` does not set."""
     import inspect
 

@@ -74,8 +74,8 @@ class HFPolicy:
 
         path = resolve_checkpoint(path)
         tokenizer = load_tokenizer(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
-        return cls(model, tokenizer, name=str(path))
+        model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        return cls(model.to(device), tokenizer, name=str(path))
 
     def save(self, path: str | Path) -> None:
         from transformers.utils import logging as hf_logging
@@ -92,7 +92,8 @@ class HFPolicy:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        first: torch.nn.Parameter = next(self.model.parameters())
+        return first.device
 
     @torch.no_grad()
     def generate(
@@ -206,7 +207,6 @@ class HFPolicy:
         config = CompileConfig(
             fullgraph=False, dynamic=False, mode="reduce-overhead" if on_gpu else "default"
         )
-        config._compile_all_devices = (
-            True  # transformers compiles only on accelerators unless told (its own flag)
-        )
+        # transformers compiles only on accelerators unless told by this flag (a class attribute it types None)
+        vars(config)["_compile_all_devices"] = True
         return config

@@ -196,7 +196,7 @@ class OpenAIAgent:
             try:
                 req = urllib.request.Request(url, data=data, headers=headers, method=method)
                 with urllib.request.urlopen(req, timeout=cfg.timeout_s) as resp:
-                    answer = json.loads(resp.read().decode("utf-8"))
+                    answer: dict[str, Any] = json.loads(resp.read().decode("utf-8"))
                 with self._lock:
                     self.usage["requests"] += 1
                 return answer

@@ -41,6 +41,7 @@ from typing import Any
 from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
 from argym.agents.episodes import EpisodeRecord, normalize_message
 from argym.agents.policy import SamplingParams
+from argym.envs.executors import Executors
 
 import argym
 from argym.callables import load_function
@@ -106,7 +107,7 @@ class ProgramTools:
             obs, reward, terminated, truncated, info = self._env.step(action)
             self.record(reward, terminated, truncated, info)
         last = max(i for i, m in enumerate(obs) if m.get("role") == "assistant")
-        return [dict(m) for m in obs[last + 1 :]]  # type: ignore[misc]
+        return [m.copy() for m in obs[last + 1 :]]
 
     def close(self) -> None:
         """The episode is over (finished or abandoned): `run` refuses from now on."""
@@ -149,7 +150,7 @@ class _Live:
     env: Any
     tools: ProgramTools
     key: str
-    thread: threading.Thread
+    thread: threading.Thread = dataclasses.field(init=False)
     started: float = 0.0
     result: Any = None
     error: BaseException | None = None
@@ -158,7 +159,10 @@ class _Live:
 
 
 class ProgramRunner:
-    """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint."""
+    """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint.
+
+    Like the rollout engine, it owns the `Executors` its envs share and closes them last.
+    """
 
     def __init__(
         self,
@@ -185,6 +189,7 @@ class ProgramRunner:
         self.program, self.reward_fn = program, reward_fn
         self.deadline_s, self.concurrency = deadline_s, concurrency
         self.endpoint = PolicyEndpoint(agent, sampling, max_total_tokens, require_key=training)
+        self.executors = Executors()
         self._envs: list[Any] = []
         self.first_error = ""
 
@@ -224,8 +229,11 @@ class ProgramRunner:
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            self._envs.append(argym.make(self.env_id, **self.env_kwargs))
+            self._envs.append(self._make_env())
         return self._envs[i]
+
+    def _make_env(self) -> Any:
+        return argym.make(self.env_id, **{**self.env_kwargs, "executors": self.executors})
 
     # ---- the rollout strategy interface ------------------------------------------------------------
 
@@ -260,7 +268,7 @@ class ProgramRunner:
                 obs, _ = env.reset(seed=seed + i, options={"task": task})
                 shown = dataclasses.replace(task, prompt=tuple(obs))
                 record = self.endpoint.open_episode()
-                live = _Live(i, shown, t, env, ProgramTools(env, task), record.key, thread=None)  # type: ignore[arg-type]
+                live = _Live(i, shown, t, env, ProgramTools(env, task), record.key)
                 live.thread = threading.Thread(
                     target=self._call, args=(live,), daemon=True, name=f"argym-program-{i}"
                 )
@@ -307,9 +315,7 @@ class ProgramRunner:
         tools = live.tools
         tools.close()
         if timed_out:
-            self._envs[live.index] = argym.make(
-                self.env_id, **self.env_kwargs
-            )  # the abandoned thread keeps the old one
+            self._envs[live.index] = self._make_env()  # the abandoned thread keeps the old one
         out = Trajectory(
             task_id=live.task.id,
             messages=[],
@@ -384,6 +390,7 @@ class ProgramRunner:
         for env in self._envs:
             env.close()
         self._envs.clear()
+        self.executors.close()
 
 
 def _answer_text(result: Any) -> str:

@@ -52,7 +52,8 @@ class ChatRenderer:
             kwargs["tools"] = list(tools)
         if not self.native_tools:
             messages = [_with_calls_in_text(m) for m in messages]
-        return self.tokenizer.apply_chat_template(list(messages), **kwargs)
+        text: str = self.tokenizer.apply_chat_template(list(messages), **kwargs)
+        return text
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -103,7 +104,8 @@ class ChatRenderer:
         return self.encode(full[len(before) : end]) + [self.eos_id]
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        text: str = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return text
 
 
 def _end_of_turn(tokenizer: Any) -> tuple[str, int]:

@@ -18,12 +18,14 @@ and the other episodes go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
+from argym.envs.executors import Executors
 
 import argym
 from argym.errors import InfrastructureError
@@ -120,7 +122,12 @@ class Resume:
 
 
 class RolloutEngine:
-    """Drives one env id with one agent; env instances are pooled and reused across `run` calls."""
+    """Drives one env id with one agent; env instances are pooled and reused across `run` calls.
+
+    The engine owns the `Executors` (worker pools, sandboxes) its envs share: it
+    builds them unless `executors` is given (then they stay the caller's), hands
+    them to every env it makes, and `close()` closes its envs, then them.
+    """
 
     def __init__(
         self,
@@ -129,25 +136,29 @@ class RolloutEngine:
         agent: TokenPolicy | MessageAgent,
         sampling: SamplingParams | None = None,
         max_total_tokens: int = 2048,
-        executors: Any = None,
+        executors: Executors | None = None,
         step_threads: int = 16,
+        make_env: Callable[[str, dict[str, Any]], Any] | None = None,
     ):
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self.agent = agent
         self.sampling = sampling or SamplingParams()
         self.max_total_tokens = max_total_tokens
-        self.executors = executors
+        self._owns_executors = executors is None
+        self.executors = executors if executors is not None else Executors()
+        # how an env instance is built: here (`argym.make`), or hosted elsewhere behind the same
+        # reset/step/close calls (`argym.cluster.RayEnvPool.make`: a Ray actor's env, with deadlines)
+        self._make_env = make_env or _make_local
         self._envs: list[Any] = []
         self._threads = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="argym-step")
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            kwargs = dict(self.env_kwargs)
-            if self.executors is not None:
-                kwargs["executors"] = self.executors
-            self._envs.append(argym.make(self.env_id, **kwargs))
+            # a remote env (a Ray worker's) builds its executors where it runs; a local one shares the engine's
+            local = {"executors": self.executors} if self._make_env is _make_local else {}
+            self._envs.append(self._make_env(self.env_id, {**self.env_kwargs, **local}))
         return self._envs[i]
 
     @property
@@ -290,12 +301,18 @@ class RolloutEngine:
             env.close()
         self._envs.clear()
         self._threads.shutdown(wait=False)
+        if self._owns_executors:
+            self.executors.close()
 
     def __enter__(self) -> RolloutEngine:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _make_local(env_id: str, kwargs: dict[str, Any]) -> Any:
+    return argym.make(env_id, **kwargs)
 
 
 def _last_assistant(messages: list[Message]) -> int:

@@ -15,7 +15,9 @@ class OracleAgent:
 
     def act(self, messages: list[Message], env: Any) -> str | Message:
         try:
-            return env.get_wrapper_attr("oracle_action")()  # a wrapper's own oracle (DecomposeReasoner) first
+            # a wrapper's own oracle (DecomposeReasoner) first
+            action: str | Message = env.get_wrapper_attr("oracle_action")()
+            return action
         except NotImplementedError:
             env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
             raise ConfigError(
@@ -38,4 +40,5 @@ class RandomAgent:
         if id(space) not in self._seeded:
             space.seed(self.seed)
             self._seeded.add(id(space))
-        return space.sample()
+        action: str = space.sample()  # a `UnicodeText` space samples a string
+        return action

@@ -63,4 +63,5 @@ def find_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_state(ckpt: Path) -> dict[str, Any]:
-    return torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    state: dict[str, Any] = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    return state

@@ -286,6 +286,43 @@ class EvalConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """Where the envs run (docs/scaling.md): in this process, or in Ray actors (``pip install 'argym[ray]'``)."""
+
+    address: str | None = None
+    """null: everything in this process (no Ray); local: start Ray here (`num_cpus`, `num_gpus`);
+    auto, HOST:PORT or ray://HOST:PORT: join a running cluster (`ray start --head` on its head node)."""
+    num_cpus: int | None = None
+    """CPUs a `local` Ray may use (None: all of this machine's)."""
+    num_gpus: int | None = None
+    """GPUs a `local` Ray may use (None: all of this machine's)."""
+    env_workers: int = 2
+    """Ray actors hosting the training envs; the envs are spread over them round-robin."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves for each env worker (fractions share a CPU)."""
+    env_timeout_s: float = 600.0
+    """Deadline of each env reset and step: a worker that misses it is killed and replaced, and its
+    episodes become infrastructure failures (kept out of the advantages, counted in `cluster/*`)."""
+    start_timeout_s: float = 300.0
+    """Deadline of building one env in a worker, a fresh worker's start included."""
+
+    def __post_init__(self) -> None:
+        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
+            raise ConfigError(
+                f"cluster.address must be null, local, auto, HOST:PORT or ray://HOST:PORT, got {self.address!r}."
+            )
+        if self.env_workers < 1:
+            raise ConfigError(f"cluster.env_workers must be >= 1, got {self.env_workers}.")
+        if self.cpus_per_worker < 0:
+            raise ConfigError(f"cluster.cpus_per_worker must be >= 0, got {self.cpus_per_worker}.")
+        if min(self.env_timeout_s, self.start_timeout_s) <= 0:
+            raise ConfigError(
+                f"cluster.env_timeout_s and cluster.start_timeout_s must be > 0, got "
+                f"{self.env_timeout_s} and {self.start_timeout_s}."
+            )
+
+
+@dataclass
 class TrainConfig:
     """A whole training run."""
 
@@ -313,6 +350,8 @@ class TrainConfig:
     """The agent program `rollout.strategy: program` trains (docs/agent_programs.md)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Where the training envs run: this process (default) or Ray actors (`cluster.address`)."""
     steps: int = 100
     """RL steps (each: sample, score, update)."""
     seed: int = 0
@@ -336,6 +375,11 @@ class TrainConfig:
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
                 "set rollout.strategy=program to train the program."
+            )
+        if self.cluster.address is not None and self.rollout.strategy == "program":
+            raise ConfigError(
+                "cluster.address is set but rollout.strategy is 'program', whose agent program runs its own "
+                "envs in this process; set cluster.address=null, or train another strategy on the cluster."
             )
 
     def to_dict(self) -> dict[str, Any]:

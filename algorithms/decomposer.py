@@ -61,7 +61,7 @@ class DecomposerConfig:
 
 def decomposer_messages(task: Task) -> list[Message]:
     """The decomposer's role prompt: the task's question, then the request for sub-questions."""
-    return [*[dict(m) for m in task.prompt], {"role": "user", "content": DECOMPOSER_PROMPT}]  # type: ignore[misc]
+    return [*[m.copy() for m in task.prompt], {"role": "user", "content": DECOMPOSER_PROMPT}]
 
 
 def with_hints(task: Task, hints: str) -> Task:
@@ -84,14 +84,14 @@ class UtilityDecomposer:
     def __init__(self, engine: RolloutEngine, config: DecomposerConfig, policy: Any, decomposer: Any = None):
         if engine.renderer is None:
             raise ConfigError("The decomposer strategy trains on token contexts; it needs a token policy.")
-        self.engine, self.config = engine, config
+        self.engine, self.config, self.renderer = engine, config, engine.renderer
         self.decomposer = decomposer if decomposer is not None else policy
         self.trains_decomposer = decomposer is None or decomposer is policy
 
     def run(
         self, tasks: list[Task], group_size: int, seed: int = 0, sampling: SamplingParams | None = None
     ) -> tuple[list[Trajectory], dict[str, float]]:
-        cfg, renderer = self.config, self.engine.renderer
+        cfg, renderer = self.config, self.renderer
         sampling = sampling or self.engine.sampling
         plain = self.engine.run(tasks, group_size=group_size, seed=seed, sampling=sampling)
         base_rate = [_rate([t for t in plain if t.group == g]) for g in range(len(tasks))]
@@ -118,8 +118,8 @@ class UtilityDecomposer:
             if self.trains_decomposer:
                 out.append(_sample(prompt, completion, utility, tasks[g].id, group=len(tasks) + g))
             if cfg.distill:
-                plain_prompt = renderer.prompt_ids([dict(m) for m in tasks[g].prompt], tools=tasks[g].tools)
-                guided_prompt = len(renderer.prompt_ids([dict(m) for m in task.prompt], tools=task.tools))
+                plain_prompt = renderer.prompt_ids([m.copy() for m in tasks[g].prompt], tools=tasks[g].tools)
+                guided_prompt = len(renderer.prompt_ids([m.copy() for m in task.prompt], tools=task.tools))
                 for t in mine:
                     if t.success and not t.infra_failure:
                         out.append(distill(_regroup(t, g), guided_prompt, plain_prompt))

@@ -54,7 +54,10 @@ class AdapterOffReference(nn.Module):
     """
 
     def __init__(self, peft_model: nn.Module):
+        from peft import PeftModel
+
         super().__init__()
+        assert isinstance(peft_model, PeftModel), "a LoRA policy's model is the peft model `apply_lora` made"
         self._peft = [peft_model]  # a list, not an attribute: keeps it out of .parameters()
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

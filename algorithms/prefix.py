@@ -107,8 +107,10 @@ def shared_prefix_logits(
 
 def _cache_kwarg(model: nn.Module) -> str:
     """transformers 5.24 renamed `past_key_values` to `cache` in model forwards (the old name warns)."""
-    inner = model.module if hasattr(model, "module") else model  # DDP
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
+    inner = getattr(model, "module", model)  # DDP
+    get_base_model = getattr(inner, "get_base_model", None)  # peft
+    if get_base_model is not None:
+        inner = get_base_model()
     return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
 
 

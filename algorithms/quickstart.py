@@ -20,7 +20,7 @@ def _cached_eval(trainer: Trainer, name: str) -> dict[str, Any]:
     """Evaluate once per run dir: a resumed quickstart reuses the 'before' figures."""
     path = trainer.run_dir / f"eval_{name}.json"
     if path.exists():
-        cached = json.loads(path.read_text())
+        cached: dict[str, Any] = json.loads(path.read_text())
         if cached.get("step") == trainer.step:
             return cached
     t0 = time.perf_counter()

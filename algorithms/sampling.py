@@ -10,7 +10,7 @@ turn of an episode (`longest_turn`), since L_max caps each turn's generation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from argym.rewards.overlong import longest_turn, overlong_penalty
@@ -98,7 +98,9 @@ def informative_groups(trajectories: Sequence[Trajectory], outcome: Sequence[flo
     return [g for g, rs in rewards.items() if len(rs) > 1 and max(rs) > min(rs)]
 
 
-def draw_informative(draw, groups_needed: int, max_draws: int) -> tuple[list[Trajectory], dict[str, float]]:
+def draw_informative(
+    draw: Callable[[int], tuple[Sequence[Trajectory], Sequence[float]]], groups_needed: int, max_draws: int
+) -> tuple[list[Trajectory], dict[str, float]]:
     """DAPO's dynamic sampling: call ``draw(k) -> (trajectories, outcome_rewards)`` until full.
 
     `draw(k)` rolls out round k's groups. Groups whose outcome rewards are all

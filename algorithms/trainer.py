@@ -38,11 +38,12 @@ from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
 
+from argym.cluster import connect
 from argym.errors import ConfigError
 from argym.seeding import seed_for
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster")
 
 
 def seed_everything(seed: int) -> None:
@@ -169,12 +170,14 @@ class Trainer:
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
+        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
         self.engine = RolloutEngine(
             cfg.env.id,
             {**cfg.env.kwargs, "split": "train"},
             self.generator,
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
+            make_env=self.cluster.envs.make if self.cluster is not None else None,
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
@@ -344,6 +347,8 @@ class Trainer:
         if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
             metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
         metrics.update(sampling_metrics)
+        if self.cluster is not None:
+            metrics.update(self.cluster.metrics())
         t2 = time.perf_counter()
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update(
@@ -390,6 +395,8 @@ class Trainer:
 
     def close(self) -> None:
         self.engine.close()
+        if self.cluster is not None:
+            self.cluster.close()
         if isinstance(self.strategy, ProgramRunner):
             self.strategy.close()
         if self.generator is not self.policy:

@@ -37,7 +37,7 @@ def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
             module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"{what}: cannot import {module_name!r} ({e}).") from e
-    fn: Callable[..., Any] | None = getattr(module, fn_name, None)
-    if fn is None or not callable(fn):
+    fn: object = getattr(module, fn_name, None)
+    if not callable(fn):
         raise ConfigError(f"{what}: {module_name!r} has no function {fn_name!r}.")
     return fn

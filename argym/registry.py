@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from argym.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
-_ALL: dict[str, Registry] = {}
+_ALL: dict[str, Registry[Any]] = {}
 """Every registry by kind, in creation order (what `catalog` lists)."""
 
 BUILTIN_MODULES = (

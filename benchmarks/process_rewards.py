@@ -225,6 +225,7 @@ def agentprm(a: argparse.Namespace) -> None:
     from argym.algorithms.agent_prm import AgentPRMConfig, agent_prm_round, policy_actor
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
+    from argym.envs.executors import Executors
     from argym.rewards.prm import build_classifier
 
     import argym
@@ -252,13 +253,14 @@ def agentprm(a: argparse.Namespace) -> None:
     prm = build_classifier(build_tiny_tokenizer(), hidden_size=64, num_layers=2, num_heads=4)
     cfg = AgentPRMConfig(branches=2, epochs=5, lr=1e-3, batch_size=32)
     branched = sum(max(t.turns - 1, 0) for t in trajs) * cfg.branches  # branch episodes are samples too
-    report = agent_prm_round(
-        prm,
-        trajs,
-        cfg,
-        make_env=lambda: argym.make(env_id, **{**kwargs, "split": "train"}),
-        act=policy_actor(policy, sampling, seed=5),
-    )
+    with Executors() as executors:  # the branch envs share one verifier pool, not one each
+        report = agent_prm_round(
+            prm,
+            trajs,
+            cfg,
+            make_env=lambda: argym.make(env_id, **{**kwargs, "split": "train", "executors": executors}),
+            act=policy_actor(policy, sampling, seed=5),
+        )
     prm_dir = out / "prm"
     prm.save(prm_dir)
     prm_samples = len(trajs) + branched

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from argym.envs.executors import Executors
 from argym.envs.spaces import Conversation, UnicodeText
 from argym.envs.tasks import TaskSource, check_split
 
@@ -38,13 +39,16 @@ class Reply:
     """What an env answers to one assistant turn (returned by `TextEnv.respond`).
 
     `messages` are appended to the conversation after the assistant's turn;
-    `reward_parts` are summed into the step's reward; `success` is the task's
+    `reward_parts` are summed into the step's reward; `terminated`: the task is
+    over; `truncated`: a limit of the env's own (time, a last turn it graded)
+    ended the episode, as reaching `max_turns` does; `success` is the task's
     pass/fail; `infra_failure` marks a harness fault (never the candidate's).
     """
 
     messages: list[Message] = field(default_factory=list)
     reward_parts: dict[str, float] = field(default_factory=dict)
     terminated: bool = False
+    truncated: bool = False
     success: bool = False
     verdict: dict[str, Any] = field(default_factory=dict)
     infra_failure: bool = False
@@ -66,6 +70,10 @@ class EnvState:
 
 class TextEnv(gym.Env[list[Message], Action]):
     """Base class of argym's multi-turn text environments.
+
+    `executors`: the worker pools and sandboxes the env grades with. The rollout
+    engine hands in its own (shared by all its envs); without one the env builds
+    its own, which `close()` releases. A subclass forwards the kwarg.
 
     `reset(seed=None, options=None) -> (obs, info)`:
         `obs` is the conversation so far (list of chat messages). Options:
@@ -99,7 +107,7 @@ class TextEnv(gym.Env[list[Message], Action]):
         split: str = "train",
         max_turns: int = 1,
         render_mode: str | None = None,
-        executors: Any = None,
+        executors: Executors | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
@@ -110,7 +118,9 @@ class TextEnv(gym.Env[list[Message], Action]):
         self.render_mode = render_mode
         self.split = check_split(split)
         self.max_turns = int(max_turns)
-        self.executors = executors
+        # the pools and sandboxes this env grades with: its rollout engine's, else its own (closed by close())
+        self._owns_executors = executors is None
+        self.executors = executors if executors is not None else Executors()
         self.tasks: TaskSource = self.load_tasks(tasks)
         self.observation_space = Conversation()
         self.action_space = UnicodeText()
@@ -133,6 +143,15 @@ class TextEnv(gym.Env[list[Message], Action]):
     def begin(self, task: Task) -> list[Message]:
         """Start an episode on `task`; returns the first messages. Reset per-episode state here."""
         return [dict(m) for m in task.prompt]  # type: ignore[misc]
+
+    def unreadable(self, problem: str) -> Reply:
+        """The reply to an action that could not be read (`problem` says why): reward 0, and the
+        problem as the next user message. The turn still counts, so `max_turns` truncates as usual."""
+        return Reply(
+            messages=[{"role": "user", "content": problem}],
+            reward_parts={"outcome": 0.0},
+            verdict={"error": problem},
+        )
 
     def oracle_action(self) -> Action:
         """A correct action for the current state (scripted oracle agent, SFT warm start)."""
@@ -180,18 +199,11 @@ class TextEnv(gym.Env[list[Message], Action]):
         self._actions.append(copy.deepcopy(action))
         message, problem = parse_action(action)
         self._messages.append(message)
-        if problem is not None:
-            reply = Reply(
-                messages=[{"role": "user", "content": problem}],
-                reward_parts={"outcome": 0.0},
-                verdict={"error": problem},
-            )
-        else:
-            reply = self.respond(message)
+        reply = self.respond(message) if problem is None else self.unreadable(problem)
         self._messages.extend(reply.messages)
         self._turn += 1
         terminated = bool(reply.terminated)
-        truncated = (not terminated) and self._turn >= self.max_turns
+        truncated = (not terminated) and (bool(reply.truncated) or self._turn >= self.max_turns)
         self._done = terminated or truncated
         reward = float(sum(reply.reward_parts.values()))
         info = {
@@ -228,11 +240,10 @@ class TextEnv(gym.Env[list[Message], Action]):
         """Bring this env to `state` by reset and replay, checking each observation.
 
         Envs whose steps have expensive or non-deterministic side effects override
-        this with a real copy of their workspace.
+        this: they check the state (`check_state`), rebuild their own part from a
+        real copy (a workspace), then `load_episode(state)` for the base's part.
         """
-        me = f"{type(self).__module__}.{type(self).__qualname__}"
-        if state.env_class != me:
-            raise ConfigError(f"Cannot restore a snapshot of {state.env_class} into {me}.")
+        self.check_state(state)
         obs, _ = self.reset(options={"task": state.task})
         for action in state.actions:
             obs, *_ = self.step(action)
@@ -241,7 +252,24 @@ class TextEnv(gym.Env[list[Message], Action]):
                 f"Replaying {len(state.actions)} actions did not reproduce the snapshot's conversation; "
                 f"{type(self).__name__} is not deterministic, so it must override snapshot()/restore()."
             )
-        self._turn, self._done = state.turn, state.done
+        self.load_episode(state)
+
+    def check_state(self, state: EnvState, kind: type[EnvState] = EnvState) -> None:
+        """Raise `ConfigError` unless `state` is a `kind` snapshot of this env's class."""
+        me = f"{type(self).__module__}.{type(self).__qualname__}"
+        if state.env_class != me or not isinstance(state, kind):
+            raise ConfigError(
+                f"Cannot restore a snapshot of {state.env_class} ({type(state).__name__}) into {me}: "
+                f"restore a snapshot taken from a {type(self).__name__}."
+            )
+
+    def load_episode(self, state: EnvState) -> None:
+        """Set the base's part of the episode (task, conversation, actions, turn, RNG) from `state`
+        without replaying anything; a subclass's `restore` calls it once its own part is rebuilt."""
+        self._task = state.task
+        self._messages = [dict(m) for m in state.messages]  # type: ignore[misc]
+        self._actions = copy.deepcopy(state.actions)
+        self._turn, self._done, self._started = state.turn, state.done, True
         self.np_random.bit_generator.state = copy.deepcopy(state.rng_state)
 
     # ---- rendering and lifetime -----------------------------------------------------
@@ -256,6 +284,9 @@ class TextEnv(gym.Env[list[Message], Action]):
         return text
 
     def close(self) -> None:
+        """Release what this env holds; subclasses release their own part first, then call this."""
+        if self._owns_executors:
+            self.executors.close()
         super().close()
 
     def __enter__(self) -> TextEnv:

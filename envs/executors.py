@@ -7,7 +7,8 @@ of its own process, and the parent enforces a hard wall-clock deadline by
 killing the worker (without one, a hung verify holds a reward worker for good:
 inclusionAI/AReaL issue 1426). The rollout engine builds one `Executors` and
 hands it to every env, so 256 live episodes share one pool instead of
-starting 256 (docs/design.md, "Agents and rollouts").
+starting 256; an env made on its own builds and closes its own
+(docs/design.md, "Who owns executors and sandboxes").
 
 A worker is a fresh interpreter (like multiprocessing's spawn) started with
 `subprocess` and talking over a socket-pair `Connection`, not a
@@ -28,9 +29,11 @@ import sys
 import threading
 import traceback
 import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from argym.envs.sandbox.base import Sandbox, make_sandbox
 
 from argym.errors import ArgymError, InfrastructureError
 
@@ -200,29 +203,84 @@ class WorkerPool:
         self.close()
 
 
-@dataclass
 class Executors:
-    """The shared pools the rollout engine builds once and passes to every env (`executors=`)."""
+    """The worker pools and sandboxes a set of envs shares, and the one place that closes them.
 
-    verifier: WorkerPool | None = None
-    """Runs `argym.envs.math.verifier:grade`; envs given None use the process-wide default."""
-    sandbox: Any = None
-    """An `argym.envs.sandbox.Sandbox` shared by the code envs; envs given None use the process-wide one."""
-    tools: WorkerPool | None = None
-    """Runs `argym.envs.toolcall.tools:run_tool` (ToolCall's stateless tools); None: the process-wide default."""
+    Whoever builds an `Executors` owns it. The rollout engine builds one, hands it to
+    every env it makes (`executors=`) and closes it with itself; an env made without
+    one builds its own and closes it in `env.close()`. So two engines never share a
+    pool, and closing one leaves the other's running. Each resource is built on
+    first use (`shared`) and released by `close()`; after `close()` the next use
+    builds a fresh one. A pool or sandbox handed to the constructor stays its
+    caller's: it is used, never closed here.
+    """
 
-    @classmethod
-    def default(cls) -> Executors:
-        """The process-wide executors (one per process, rebuilt in a forked child); workers start on first use."""
-        global _DEFAULT
-        with _DEFAULT_LOCK:
-            if _DEFAULT is None or _DEFAULT[0] != os.getpid():
-                from argym.envs.math.verifier import verifier_pool
-                from argym.envs.toolcall.tools import tool_pool
+    def __init__(
+        self,
+        verifier: WorkerPool | None = None,
+        sandbox: Sandbox | None = None,
+        tools: WorkerPool | None = None,
+    ):
+        self._given_verifier, self._given_sandbox, self._given_tools = verifier, sandbox, tools
+        self._built: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
-                _DEFAULT = (os.getpid(), cls(verifier=verifier_pool(), tools=tool_pool()))
-            return _DEFAULT[1]
+    def shared(self, key: str, build: Callable[[], Any]) -> Any:
+        """The resource named `key`, built by `build()` on first use; `close()` closes it."""
+        with self._lock:
+            if key not in self._built:
+                self._built[key] = build()
+            return self._built[key]
 
+    @property
+    def verifier(self) -> WorkerPool:
+        """Runs `argym.envs.math.verifier:grade` (the Math env's grader)."""
+        if self._given_verifier is not None:
+            return self._given_verifier
+        from argym.envs.math.verifier import verifier_pool
 
-_DEFAULT: tuple[int, Executors] | None = None
-_DEFAULT_LOCK = threading.Lock()
+        return self.shared("verifier", verifier_pool)
+
+    @property
+    def tools(self) -> WorkerPool:
+        """Runs `argym.envs.toolcall.tools:run_tool` (ToolCall's stateless tools)."""
+        if self._given_tools is not None:
+            return self._given_tools
+        from argym.envs.toolcall.tools import tool_pool
+
+        return self.shared("tools", tool_pool)
+
+    def sandbox_for(self, spec: str | Sandbox) -> Sandbox:
+        """The sandbox a code env's episodes run in: the one handed to the
+        constructor, else `spec` itself if it is a sandbox, else one of backend `spec` (``process``,
+        ``process-weak``, ``docker``) built on first use."""
+        if self._given_sandbox is not None:
+            return self._given_sandbox
+        if isinstance(spec, Sandbox):
+            return spec
+        backend = str(spec)
+        return self.shared(f"sandbox/{backend}", lambda: make_sandbox(backend))
+
+    def close(self) -> None:
+        """Close everything built here (newest first); what was handed in is left to its owner."""
+        with self._lock:
+            built, self._built = list(self._built.values()), {}
+        errors = []
+        for resource in reversed(built):
+            try:
+                resource.close()
+            except Exception as e:  # close the rest before saying so
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Executors:
+        """A handle, not a value: a copy names the same pools (gymnasium deep-copies an env's spec,
+        whose kwargs hold the executors an engine handed in)."""
+        return self
+
+    def __enter__(self) -> Executors:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -4,7 +4,8 @@ Components (`REWARD_COMPONENTS`, a registry: `@register_reward("mine")` adds one
 - ``outcome``: the env's own reward (the verifiable outcome), on the turns where
   the env gave it, times its weight (PURE's `verifiable_reward_coef`);
 - ``format``: 1 if the last turn was readable (a parsed answer, no action or
-  tool error), else 0;
+  tool error; and boxed, where the verdict says whether it was: Math with
+  ``answer_format=final``), else 0;
 - ``overlong``: DAPO's soft overlong penalty (arXiv 2503.14476 eq. 13) of the longest turn, in policy tokens;
 - ``process``: a PRM's step rewards, credited by `credit` (PURE's min-form by
   default) and placed on each step's last token;
@@ -114,11 +115,14 @@ def outcome_reward(traj: Trajectory) -> float:
 
 
 def format_reward(traj: Trajectory) -> float:
-    """1 if the last turn was readable: no action or tool error, and a parsed answer where the env parses one."""
+    """1 if the last turn was readable: no action or tool error, a parsed answer where the env parses one,
+    and a boxed one where the env grades unboxed answers too (Math's ``answer_format=final`` says ``boxed``)."""
     verdict = (traj.infos[-1].get("verdict") or {}) if traj.infos else {}
     if verdict.get("error") or verdict.get("tool_errors"):
         return 0.0
     if "parsed" in verdict and verdict["parsed"] is None:
+        return 0.0
+    if verdict.get("boxed") is False:
         return 0.0
     return 1.0
 

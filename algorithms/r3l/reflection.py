@@ -64,9 +64,11 @@ def parse_reflection(text: str, num_steps: int) -> Reflection:
         return Reflection(0, FALLBACK_GUIDANCE, fallback="no JSON object in the reflection")
     raw_step = obj.get("retry_from_step")
     try:
-        step = int(raw_step)  # type: ignore[arg-type]
+        if not isinstance(raw_step, (int, float, str)):  # null, a list or an object
+            raise TypeError(raw_step)
+        step = int(raw_step)
         problem = None if 0 <= step <= last else f"retry_from_step {step} outside 0..{last}"
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
         step, problem = 0, f"retry_from_step {raw_step!r} is not an integer"
     suggestion = str(obj.get("improvement_suggestion") or "").strip()
     if not suggestion:

@@ -88,7 +88,9 @@ def retry_start(
         raise ValueError(f"no snapshot before turn {k}: roll out with record_snapshots=True.")
     plain = list(traj.token_ids[: turn_start(traj, k)])
     messages = traj.messages[: _assistant_index(traj.messages, k)]
-    guidance: Message = {"role": role, "content": reflection.guidance}  # type: ignore[typeddict-item]
+    if role not in ("user", "system"):
+        raise ValueError(f"the guidance role must be 'user' or 'system', got {role!r}.")
+    guidance: Message = {"role": "system" if role == "system" else "user", "content": reflection.guidance}
     task = traj.snapshots[k].task
     tools = task.tools
     if k == 0:
@@ -194,16 +196,16 @@ class R3LRollout:
                 out.append(mask_before(t, pivot_of[id(t)]))
         out += retries
         if self.config.train_reflections and isinstance(self.reflector, PolicyReflector):
-            out += self._reflection_samples(failed, retries, len(tasks))
+            out += self._reflection_samples(self.reflector, failed, retries, len(tasks))
         out.sort(key=lambda t: t.group)  # stable: ordinary rollouts, then retries, per task
         return out, self._metrics(failed, reflections, retries, out)
 
     def _reflection_samples(
-        self, failed: list[Trajectory], retries: list[Trajectory], num_tasks: int
+        self, reflector: PolicyReflector, failed: list[Trajectory], retries: list[Trajectory], num_tasks: int
     ) -> list[Trajectory]:
         """Each reflection as a one-turn sample, reward 1 if its retry beat the original (group: task + N)."""
         samples = []
-        for (prompt, gen, logprobs), orig, retry in zip(self.reflector.last_samples, failed, retries):  # type: ignore[union-attr]
+        for (prompt, gen, logprobs), orig, retry in zip(reflector.last_samples, failed, retries):
             improved = float(retry.reward > orig.reward)
             samples.append(
                 Trajectory(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+
 from argym.check.base import FAIL, PASS, Hang, Outcome, Subject, short
 
 NAME = "bad_input"
@@ -47,7 +49,7 @@ MALFORMED: tuple[tuple[str, Any], ...] = (
 
 def check(subject: Subject) -> Outcome:
     problems: list[str] = []
-    env = subject.make()
+    env: gym.Env | None = subject.make()
     try:
         for name, action in MALFORMED:
             if env is None:

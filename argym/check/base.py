@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat, TypeVar
 
 import gymnasium as gym
 
@@ -93,28 +93,32 @@ class Timings:
             self.calls.append((kind, seconds, label))
 
 
-def bounded(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
+T = TypeVar("T")
+
+
+def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     """Run `fn` in a daemon thread; raise `Hang` if it has not returned after `timeout_s`.
 
     A thread cannot be killed: a hung call is abandoned (it keeps its thread until
     the process exits), and the env it belongs to is never used again.
     """
-    box: dict[str, Any] = {}
+    value: list[T] = []
+    error: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            value.append(fn())
         except BaseException as e:
-            box["error"] = e
+            error.append(e)
 
     t = threading.Thread(target=run, name=f"argym-check {what}", daemon=True)
     t.start()
     t.join(timeout_s)
     if t.is_alive():
         raise Hang(f"{what} did not return within {timeout_s:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    if error:
+        raise error[0]
+    return value[0]
 
 
 def import_modules(modules: tuple[str, ...] | list[str]) -> None:
@@ -197,15 +201,15 @@ class Subject:
         return self._call(env, "reset", lambda: env.reset(seed=seed, options=options), label)
 
     def step(
-        self, env: Any, action: Any, label: str = "step"
-    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self, env: gym.Env, action: Any, label: str = "step"
+    ) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._call(env, "step", lambda: env.step(action), label)
 
-    def call(self, env: gym.Env, kind: str, fn: Callable[[], Any], label: str) -> Any:
+    def call(self, env: gym.Env, kind: str, fn: Callable[[], T], label: str) -> T:
         """Any other call on an env (snapshot, restore, oracle), bounded like a step."""
         return self._call(env, kind, fn, label)
 
-    def _call(self, env: Any, kind: str, fn: Callable[[], Any], label: str) -> Any:
+    def _call(self, env: gym.Env, kind: str, fn: Callable[[], T], label: str) -> T:
         bound = self.config.reset_timeout_s if kind in ("reset", "restore") else self.config.step_timeout_s
         start = time.monotonic()
         try:

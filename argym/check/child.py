@@ -95,17 +95,19 @@ def read_result(path: str, returncode: int | None) -> dict[str, Any]:
         return {
             "error": f"the child process exited with status {returncode} and no result: {' | '.join(tail)}"
         }
-    return json.loads(texts[0])
+    result: dict[str, Any] = json.loads(texts[0])
+    return result
 
 
 def descendants(root: int) -> list[int]:
     """The live (not zombie) descendants of `root`, from /proc."""
     children: dict[int, list[int]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        stat = _stat(int(pid))
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        stat = _stat(int(name))
         if stat is not None:
-            children.setdefault(stat[1], []).append(int(pid))
-    out, todo = [], list(children.get(root, []))
+            children.setdefault(stat[1], []).append(int(name))
+    out: list[int] = []
+    todo = list(children.get(root, []))
     while todo:
         pid = todo.pop()
         if alive(pid):

@@ -8,14 +8,16 @@ output, module-level state.
 
 from __future__ import annotations
 
+import gymnasium as gym
+
 from argym.check.base import FAIL, PASS, Outcome, Subject
 from argym.check.child import run_child
-from argym.check.episodes import Trace, first_difference, generic_script, oracle_script, play
+from argym.check.episodes import Script, Trace, first_difference, generic_script, oracle_script, play
 
 NAME = "determinism"
 
 
-def scripts_of(env) -> dict[str, object]:
+def scripts_of(env: gym.Env) -> dict[str, Script]:
     out = {"generic": generic_script(env)}
     oracle = oracle_script(env)
     if oracle is not None:

@@ -9,6 +9,7 @@ a line of output) an env that leaks state into the next episode would show.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,7 +103,7 @@ def play(
             obs, info = subject.reset(env, seed=seed, options=options, label=label)
             trace.reset = canonical([obs, info])
         for i in range(start, start + max_steps):
-            action = subject.call(env, "action", lambda i=i: script(env, i), label)
+            action = subject.call(env, "action", functools.partial(script, env, i), label)
             trace.actions.append(action)
             obs, reward, terminated, truncated, info = subject.step(env, action, label=f"{label} step {i}")
             trace.steps.append(canonical([obs, float(reward), bool(terminated), bool(truncated), info]))

@@ -19,7 +19,8 @@ NAME = "snapshot"
 
 def check(subject: Subject) -> Outcome:
     env = subject.make()
-    if owner(env, "snapshot") is None or owner(env, "restore") is None:
+    taker = owner(env, "snapshot")
+    if taker is None or owner(env, "restore") is None:
         subject.close(env)
         return Outcome(NAME, NOT_APPLICABLE, "the env has no snapshot()/restore()")
     fresh = None
@@ -30,7 +31,6 @@ def check(subject: Subject) -> Outcome:
             return Outcome(NAME, FAIL, head.hang)
         if head.done:  # the first step ended it: snapshot right after reset instead
             subject.reset(env, seed=subject.config.seed, label="snapshot head")
-        taker = owner(env, "snapshot")
         blob = subject.call(env, "snapshot", lambda: pickle.dumps(taker.snapshot()), "snapshot")
         rest = play(
             subject,
@@ -44,6 +44,7 @@ def check(subject: Subject) -> Outcome:
         )
         fresh = subject.make()
         restorer = owner(fresh, "restore")
+        assert restorer is not None, "a fresh instance of the env has restore() as the first one did"
         subject.call(fresh, "restore", lambda: restorer.restore(pickle.loads(blob)), "restore")
         replay = play(
             subject,

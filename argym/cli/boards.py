@@ -112,7 +112,7 @@ def board_export(
     found = load_boards(env_id, env_kwargs, **filters)
     if html_path:
         with user_errors(), Store(filters["db"]) as store:
-            details = [store.submission(r.id) for b in found for r in b.rows]
+            details = [d for b in found for r in b.rows if (d := store.submission(r.id)) is not None]
         console().print(f"wrote {write_html(html_path, found, details)}", markup=False)
     if plot_path:
         console().print(f"wrote {write_plot(plot_path, found)}", markup=False)
@@ -129,6 +129,7 @@ def board_serve(host: str, port: int, db: str | None) -> None:
     with user_errors():
         server = make_server(db, host, port)
     h, p = server.server_address[:2]
+    assert isinstance(h, str), "an AF_INET server's address is a (host, port) pair of str and int"
     console().print(f"argym boards at http://{h}:{p}/  (JSON: /api/boards; Ctrl-C stops)", markup=False)
     try:
         server.serve_forever()

@@ -7,13 +7,16 @@ import importlib
 import sys
 import traceback
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from argym.cli.app import USAGE_ERROR, debugging
 from argym.errors import ArgymError, ConfigError
 from argym.values import parse_pair
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @contextlib.contextmanager
@@ -54,7 +57,7 @@ def check_overrides(pairs: tuple[str, ...] | list[str]) -> list[str]:
     return list(pairs)
 
 
-def console(stderr: bool = False):
+def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False)

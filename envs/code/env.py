@@ -52,7 +52,7 @@ from typing import Any
 from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.code.grader import FEEDBACK_MODES, feedback, grade
 from argym.envs.code.tasks import code_tasks
-from argym.envs.sandbox.base import Sandbox, SandboxName, episode_sandbox
+from argym.envs.sandbox.base import Sandbox, SandboxName
 from argym.envs.tasks import TaskSource
 
 from argym.errors import ConfigError, InfrastructureError
@@ -107,8 +107,8 @@ class CodeEnv(TextEnv):
 
     @property
     def sandbox(self) -> Sandbox:
-        """The engine's shared sandbox if it handed one in, else the process-wide one of the named backend."""
-        return episode_sandbox(self.executors, self._sandbox_spec)
+        """The executors' sandbox (the engine's if it handed one in, else this env's own) of the named backend."""
+        return self.executors.sandbox_for(self._sandbox_spec)
 
     def load_tasks(self, tasks: Any) -> TaskSource:
         return code_tasks(tasks)

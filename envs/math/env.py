@@ -1,5 +1,10 @@
 """`argym/Math-v0`: answer a math question in ``\\boxed{}``, graded by math-verify or the task's own scorer.
 
+``answer_format="boxed"`` (the default) grades the last ``\\boxed{}``; ``"final"`` grades the
+reply's last mathematical expression as math-verify extracts it from unboxed text (for a
+model that answers without the box), and the verdict says whether the reply was ``boxed``,
+so a recipe can reward the format apart (the `format` reward component).
+
 With ``max_attempts > 1`` a wrong answer gets a short "try again" and the
 agent answers again; the episode ends at the first correct answer or when the
 attempts run out. Tasks (``tasks=``):
@@ -28,10 +33,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from argym.envs.base import Action, Reply, TextEnv
+from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.math.arithmetic import arithmetic_source
-from argym.envs.math.verifier import BOXED_INSTRUCTION, MathVerifier
+from argym.envs.math.verifier import ANSWER_FORMATS, BOXED_INSTRUCTION, MathVerifier
 from argym.envs.tasks import TaskSource, resolve_source
 
 from argym.errors import ConfigError, InfrastructureError
@@ -48,7 +53,8 @@ class MathEnv(TextEnv):
     with reason one of no_boxed_answer, answer_too_long, timeout, verified,
     mismatch (or infra_failure, with an ``error`` text, when the grader itself
     failed: `info["infra_failure"]` is then True and the episode ends), and a
-    ``score`` for a task graded by its own scorer.
+    ``score`` for a task graded by its own scorer. With ``answer_format="final"``
+    no_boxed_answer is no_answer and the verdict has ``boxed`` (bool).
     """
 
     def __init__(
@@ -58,21 +64,33 @@ class MathEnv(TextEnv):
         max_attempts: int = 1,
         render_mode: str | None = None,
         executors: Executors | None = None,
+        answer_format: str = "boxed",
     ):
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}.")
+        if answer_format not in ANSWER_FORMATS:
+            raise ConfigError(
+                f"answer_format must be one of {', '.join(ANSWER_FORMATS)}, got {answer_format!r}."
+            )
         self.max_attempts = max_attempts
+        self.answer_format = answer_format
         self._verifier: MathVerifier | None = None
         super().__init__(
             tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode, executors=executors
         )
+        from argym.envs.math.reasoning_gym import is_reasoning_gym
+
+        if answer_format != "boxed" and is_reasoning_gym(self.tasks):
+            raise ConfigError(
+                f"answer_format={answer_format!r} grades with math-verify, but reasoning-gym tasks are "
+                f"scored by their dataset's own scorer on the boxed answer; use answer_format='boxed'."
+            )
 
     @property
     def verifier(self) -> MathVerifier:
-        """Grades through `executors.verifier`, else the process-wide shared pool (never one per env)."""
+        """Grades through the executors' verifier pool: the engine's (shared by its envs), else this env's own."""
         if self._verifier is None:
-            pool = self.executors.verifier if self.executors is not None else None
-            self._verifier = MathVerifier(pool if pool is not None else Executors.default().verifier)
+            self._verifier = MathVerifier(self.executors.verifier)
         return self._verifier
 
     def load_tasks(self, tasks: Any) -> TaskSource:
@@ -87,7 +105,10 @@ class MathEnv(TextEnv):
         try:
             verdict: dict[str, Any] = dict(
                 self.verifier.check(
-                    self.task.answer or "", action.get("content") or "", scorer=self.task.meta.get("scorer")
+                    self.task.answer or "",
+                    action.get("content") or "",
+                    scorer=self.task.meta.get("scorer"),
+                    answer_format=self.answer_format,
                 )
             )
         except InfrastructureError as e:
@@ -109,11 +130,11 @@ class MathEnv(TextEnv):
             verdict=verdict,
         )
 
-    def step(self, action: Action):
-        # The turn limit is the attempt limit, which ends the task: an unreadable action
-        # on the last attempt (handled by the base class) terminates too.
-        obs, reward, terminated, truncated, info = super().step(action)
-        return obs, reward, terminated or truncated, False, info
+    def unreadable(self, problem: str) -> Reply:
+        """The turn limit is the attempt limit, which ends the task: an unreadable last attempt terminates."""
+        reply = super().unreadable(problem)
+        reply.terminated = self.turn + 1 >= self.max_attempts
+        return reply
 
     def grader_versions(self) -> dict[str, str]:
         """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else math-verify."""

@@ -1,4 +1,11 @@
-"""Grading math answers: extract the last ``\\boxed{}``, compare with math-verify.
+"""Grading math answers: extract the answer, compare with math-verify.
+
+Two answer formats (`ANSWER_FORMATS`): ``boxed``, the last complete ``\\boxed{}``
+(found here, linearly); ``final``, the last mathematical expression of the reply as
+math-verify's own `parse` extracts it from unboxed text (its anchors first: "final
+answer is", a ``\\boxed{}``, "answer:"; else the rightmost LaTeX or plain
+expression or number). A small instruct model rarely boxes, but often ends on its
+answer: ``final`` grades what it meant, ``boxed`` grades the format too.
 
 The comparison runs in a `WorkerPool` process with math-verify's own SIGALRM
 timeouts on (they need a main thread) under a hard parent-side deadline, and
@@ -22,6 +29,7 @@ from argym.envs.executors import DeadlineExceeded, WorkerPool
 from argym.errors import InfrastructureError
 
 BOXED_INSTRUCTION = "Put the final answer in \\boxed{}."
+ANSWER_FORMATS = ("boxed", "final")
 GRADE_FN = "argym.envs.math.verifier:grade"
 MAX_ANSWER_CHARS = 1000  # longer boxed answers are rejected unparsed
 MAX_TEXT_CHARS = 10_000  # only the tail of a response is searched
@@ -33,10 +41,11 @@ _TOKENS = re.compile(r"\\boxed\s*\{|\\[{}]|[{}]")
 class Verdict(TypedDict):
     """Why an answer was scored as it was (`info["verdict"]`)."""
 
-    parsed: str | None  # the last \boxed{} content, or None
+    parsed: str | None  # the last \boxed{} content (final: the extracted expression), or None
     correct: bool
-    reason: str  # no_boxed_answer | answer_too_long | timeout | verified | mismatch
+    reason: str  # no_boxed_answer (final: no_answer) | answer_too_long | timeout | verified | mismatch
     score: NotRequired[float]  # a task scored by its own scorer: that score in [0, 1] (1: correct)
+    boxed: NotRequired[bool]  # answer_format final only: whether the reply has a complete \boxed{}
 
 
 def _last_boxed(text: str) -> str | None:
@@ -83,8 +92,12 @@ PRELOAD = "preload"
 
 
 def grade(
-    gold: str, answer: str, timeout_s: int = 5, scorer: dict[str, Any] | str | None = None
-) -> str | float:
+    gold: str,
+    answer: str,
+    timeout_s: int = 5,
+    scorer: dict[str, Any] | str | None = None,
+    answer_format: str = "boxed",
+) -> str | float | tuple[str, str | None]:
     """ "verified", "mismatch", "timeout" or "gold_unparsed": math-verify on gold vs answer.
 
     Both sides are wrapped in ``\\boxed{}`` so LaTeX parses; gold goes first,
@@ -95,6 +108,10 @@ def grade(
 
     With `scorer` (a task's ``meta["scorer"]``), the dataset's own score of `answer` instead, a float
     in [0, 1] (`argym.envs.math.reasoning_gym.dataset_score`; it raises if the scorer fails).
+
+    With ``answer_format="final"``, `answer` is the whole reply: math-verify extracts its final
+    expression here, in the worker (extraction parses with sympy, so it needs the same bounds),
+    and the result is ``(reason, extracted text or None)``; reason "no_answer" when nothing is found.
     """
     if scorer is not None:
         from argym.envs.math import reasoning_gym
@@ -102,16 +119,16 @@ def grade(
         if scorer != PRELOAD:
             return reasoning_gym.dataset_score(scorer, answer)  # type: ignore[arg-type]
         reasoning_gym.preload()
-    from math_verify import parse, verify
+    from math_verify import parse
     from math_verify.errors import TimeoutException
 
-    gold, answer = strip_math_delimiters(gold), strip_math_delimiters(answer)
+    gold = strip_math_delimiters(gold)
+    if answer_format == "final":
+        return _grade_final(_parse_gold(gold, timeout_s), answer, timeout_s)
+    answer = strip_math_delimiters(answer)
     if gold and "".join(gold.split()) == "".join(answer.split()):
         return "verified"  # the same text: no need to ask sympy
-    try:
-        g = parse(f"\\boxed{{{gold}}}", parsing_timeout=timeout_s, raise_on_error=True)
-    except (Exception, TimeoutException):
-        g = []
+    g = _parse_gold(gold, timeout_s)
     if not g:
         return "gold_unparsed"
     try:
@@ -120,9 +137,49 @@ def grade(
         return "timeout"
     except Exception:
         return "mismatch"
+    return _compare(g, p, timeout_s)
+
+
+def _parse_gold(gold: str, timeout_s: int) -> list[Any]:
+    """math-verify's parse of the gold answer (boxed, so LaTeX parses), or [] if it does not parse."""
+    from math_verify import parse
+    from math_verify.errors import TimeoutException
+
+    try:
+        return parse(f"\\boxed{{{gold}}}", parsing_timeout=timeout_s, raise_on_error=True)
+    except (Exception, TimeoutException):
+        return []
+
+
+def _grade_final(gold: list[Any], text: str, timeout_s: int) -> tuple[str, str | None]:
+    """`grade` for answer_format final: math-verify's default extraction of `text`, then the comparison."""
+    from math_verify import parse
+    from math_verify.errors import TimeoutException
+
+    if not gold:
+        return "gold_unparsed", None
+    try:  # default extraction: LaTeX and plain expressions, the first string match kept as a fallback
+        p = parse(text, parsing_timeout=timeout_s, raise_on_error=True)
+    except TimeoutException:
+        return "timeout", None
+    except Exception:
+        return "no_answer", None
+    if not p:
+        return "no_answer", None
+    parsed = p[-1] if isinstance(p[-1], str) else str(p[0])
+    if len(parsed) > MAX_ANSWER_CHARS:
+        return "answer_too_long", None
+    return _compare(gold, p, timeout_s), parsed.strip()
+
+
+def _compare(gold: list[Any], answer: list[Any], timeout_s: int) -> str:
+    """ "verified" if any parsed gold matches any parsed answer, else "timeout" or "mismatch"."""
+    from math_verify import verify
+    from math_verify.errors import TimeoutException
+
     timed_out = False
-    for gi in g:  # pair by pair, so one comparison that fails does not hide the others
-        for pj in p:
+    for gi in gold:  # pair by pair, so one comparison that fails does not hide the others
+        for pj in answer:
             try:
                 if verify(gi, pj, timeout_seconds=timeout_s, raise_on_error=True):
                     return "verified"
@@ -159,9 +216,17 @@ class MathVerifier:
         self.pool = pool if pool is not None else verifier_pool(deadline_s=deadline_s)
         self.internal_timeout_s = max(1, int(self.pool.deadline_s * 0.6))
 
-    def check(self, gold: str, text: str, scorer: dict[str, Any] | None = None) -> Verdict:
+    def check(
+        self, gold: str, text: str, scorer: dict[str, Any] | None = None, answer_format: str = "boxed"
+    ) -> Verdict:
         """Grade `text` (the whole response) against `gold`, or with the task's own `scorer` if it has one
-        (then the verdict has a ``score``). Raises `InfrastructureError` if the worker or the scorer failed."""
+        (then the verdict has a ``score``). Raises `InfrastructureError` if the worker or the scorer failed.
+
+        ``answer_format="final"`` grades the reply's final expression (see the module docstring); the
+        verdict then also says whether the reply was ``boxed`` (the `format` reward component reads it).
+        """
+        if answer_format == "final":
+            return self._check_final(gold, text[-MAX_TEXT_CHARS:])
         answer = _last_boxed(text[-MAX_TEXT_CHARS:])
         if answer is None:
             return {"parsed": None, "correct": False, "reason": "no_boxed_answer", **_zero(scorer)}
@@ -187,6 +252,18 @@ class MathVerifier:
                 f"The gold answer {gold[:200]!r} does not parse with math-verify; fix the task's answer."
             )
         return {"parsed": answer, "correct": reason == "verified", "reason": reason}
+
+    def _check_final(self, gold: str, text: str) -> Verdict:
+        boxed = _last_boxed(text) is not None
+        try:
+            reason, parsed = self.pool.call(gold, text, self.internal_timeout_s, None, "final")
+        except DeadlineExceeded:
+            reason, parsed = "timeout", None
+        if reason == "gold_unparsed":
+            raise InfrastructureError(
+                f"The gold answer {gold[:200]!r} does not parse with math-verify; fix the task's answer."
+            )
+        return {"parsed": parsed, "correct": reason == "verified", "reason": reason, "boxed": boxed}
 
 
 def _zero(scorer: dict[str, Any] | None) -> dict[str, float]:

@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from argym.envs.executors import Executors
 from argym.envs.openenv.models import ArgymAction, ArgymObservation, ArgymState, jsonable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -43,17 +44,21 @@ CLOSED = (
 class ArgymEnvironment(Environment[ArgymAction, ArgymObservation, ArgymState]):
     """One argym env (`argym.make(env_id, **env_kwargs)`) behind OpenEnv's `Environment` interface.
 
-    Sessions are isolated (each has its own env and sandbox handles), so the
-    server may run many at once. `reset` takes ``seed`` (one seed, one task, as
-    in-process), ``episode_id`` and ``task_id`` (pins the task).
+    Sessions are isolated (each has its own env and episode), so the server may
+    run many at once; their envs share the server's `executors` (worker pools,
+    sandboxes), as a rollout engine's do. `reset` takes ``seed`` (one seed, one
+    task, as in-process), ``episode_id`` and ``task_id`` (pins the task).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None):
+    def __init__(
+        self, env_id: str, env_kwargs: dict[str, Any] | None = None, executors: Executors | None = None
+    ):
         super().__init__()
         self.env_id = env_id
-        self._env = argym.make(env_id, **(env_kwargs or {}))
+        kwargs = {**(env_kwargs or {}), **({"executors": executors} if executors is not None else {})}
+        self._env = argym.make(env_id, **kwargs)
         self._state = ArgymState(env_id=env_id)
         self._closed = False
 
@@ -154,10 +159,13 @@ def build_app(cfg: ServeConfig) -> tuple[FastAPI, HTTPEnvServer]:
     """The FastAPI app serving `cfg.env_id` and the OpenEnv server behind it (for its session counts).
 
     Makes (and closes) one env first, so an unknown id or a bad kwarg fails here, not in every session.
+    The server owns the executors its sessions' envs share (16 sessions, one verifier pool) and closes
+    them at shutdown.
     """
     argym.make(cfg.env_id, **cfg.env_kwargs).close()
+    executors = Executors()
     server = HTTPEnvServer(
-        functools.partial(ArgymEnvironment, cfg.env_id, dict(cfg.env_kwargs)),
+        functools.partial(ArgymEnvironment, cfg.env_id, dict(cfg.env_kwargs), executors),
         ArgymAction,
         ArgymObservation,
         concurrency_config=ConcurrencyConfig(
@@ -166,6 +174,7 @@ def build_app(cfg: ServeConfig) -> tuple[FastAPI, HTTPEnvServer]:
     )
     app = FastAPI(title=f"argym {cfg.env_id} (OpenEnv protocol)")
     server.register_routes(app)
+    app.router.on_shutdown.append(executors.close)  # after openenv's own (its sessions' envs)
     app.add_exception_handler(ArgymError, _argym_error)
     app.add_middleware(BodyLimit, max_bytes=cfg.max_message_bytes)
     return app, server

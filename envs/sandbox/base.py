@@ -9,9 +9,7 @@ one sandbox is shared by every live episode (the rollout engine owns it).
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -159,30 +157,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 def clean_output(data: bytes) -> str:
     """Decode program output for display: invalid UTF-8 replaced, NUL and terminal escapes removed."""
     return _ANSI.sub("", data.decode("utf-8", errors="replace").replace("\x00", ""))
-
-
-_DEFAULTS: dict[tuple[int, str], Sandbox] = {}
-_DEFAULTS_LOCK = threading.Lock()
-
-
-def default_sandbox(backend: str = "process") -> Sandbox:
-    """The process-wide sandbox of `backend` (one per process, built on first use)."""
-    key = (os.getpid(), backend)
-    with _DEFAULTS_LOCK:
-        if key not in _DEFAULTS:
-            _DEFAULTS[key] = make_sandbox(backend)
-        return _DEFAULTS[key]
-
-
-def episode_sandbox(executors: Any, spec: str | Sandbox) -> Sandbox:
-    """The sandbox an env's episode runs in: the rollout engine's shared one if it handed one in
-    (`executors.sandbox`), else the `spec` itself if it is a sandbox, else the process-wide one of that backend."""
-    shared = getattr(executors, "sandbox", None)
-    if shared is not None:
-        return shared
-    if isinstance(spec, Sandbox):
-        return spec
-    return default_sandbox(str(spec))
 
 
 SANDBOX_BACKENDS: Registry[Callable[..., Sandbox]] = Registry("sandbox backend")

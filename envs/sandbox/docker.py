@@ -7,7 +7,9 @@ inside, needs to start the candidate as ``nobody`` and to kill it),
 ``no-new-privileges``, a read-only root with size-capped tmpfs at ``/sandbox``
 and ``/tmp``, an init process, rlimits. Commands run with ``timeout -s KILL``
 inside and a host-side timer that kills the container; output is streamed
-and capped. Containers carry the label ``argym.sandbox`` and their owning
+and capped. Containers are made and started ahead of demand and removed after use by a
+`ContainerPool` (`pool=`; docs/sandboxes.md, "Container pools"), each used for one run or one
+session only. Containers carry the label ``argym.sandbox`` and their owning
 process (``argym.sandbox.process``: host, boot, pid, start time). A sandbox
 removes its containers when it is closed, garbage-collected or the
 interpreter exits, and on start `reap_orphans` removes those whose owner on
@@ -40,6 +42,7 @@ from argym.envs.sandbox.base import (
     SandboxUnavailable,
     clean_output,
 )
+from argym.envs.sandbox.pool import ContainerPool
 
 from argym.errors import MissingDependencyError
 
@@ -80,9 +83,9 @@ def cleanup(client: Any | None = None, everything: bool = False) -> int:
     if not everything:
         return reap_orphans(client)
     n = 0
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in _listed(client, LABEL):
         try:
-            c.remove(force=True, v=True)
+            client.api.remove_container(c["Id"], force=True, v=True)
             n += 1
         except Exception:
             pass
@@ -94,6 +97,13 @@ def cleanup(client: Any | None = None, everything: bool = False) -> int:
         except Exception:
             pass
     return n
+
+
+def _listed(client: Any, label: str) -> list[dict[str, Any]]:
+    """The engine's summaries (``Id``, ``Labels``) of the containers with `label`, in one call: the high-level
+    ``containers.list`` inspects each one afterwards and fails on one removed in between (pools remove
+    containers in the background, and other sandboxes share the engine)."""
+    return client.api.containers(all=True, filters={"label": label})
 
 
 def process_tag(pid: int) -> str | None:
@@ -114,27 +124,134 @@ def reap_orphans(client: Any) -> int:
     """
     mine = (process_tag(os.getpid()) or "").rsplit(":", 2)[0]
     n = 0
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.process"}):
-        tag = c.labels.get(f"{LABEL}.process", "")
+    for c in _listed(client, f"{LABEL}.process"):
+        tag = (c.get("Labels") or {}).get(f"{LABEL}.process", "")
         host, _, rest = tag.rpartition(":")[0].rpartition(":")
         if host != mine or not rest.isdigit() or process_tag(int(rest)) == tag:
             continue
         try:
-            c.remove(force=True, v=True)  # v: its tmpfs work-dir volume too
+            client.api.remove_container(c["Id"], force=True, v=True)  # v: its tmpfs work-dir volume too
             n += 1
         except Exception:
             pass
     return n
 
 
+def _shutdown(client: Any, owner: str, pools: tuple[ContainerPool, ...]) -> None:
+    for p in pools:
+        p.close()  # no more containers made in the background
+    _remove_owned(client, owner)
+
+
 def _remove_owned(client: Any, owner: str) -> None:
     if owner.split("-")[0] != str(os.getpid()):
         return  # a forked child exiting: the containers are its parent's
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.owner={owner}"}):
+    for c in _listed(client, f"{LABEL}.owner={owner}"):
         try:
-            c.remove(force=True, v=True)
+            client.api.remove_container(c["Id"], force=True, v=True)
         except Exception:
             pass
+
+
+def _run_box(client: Any, image: str, labels: dict[str, str], limits: Limits, cpu: int) -> Any:
+    """A started container for one run: the confinement of the module docstring, idle until used."""
+    import docker
+
+    size = f"size={limits.disk_mb}m,mode=1777"
+    try:
+        return client.containers.run(
+            image,
+            ["sleep", "infinity"],
+            detach=True,
+            network_mode="none",
+            user="0",
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=1_000_000_000,
+            pids_limit=limits.processes,
+            cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "KILL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
+            working_dir="/sandbox",
+            init=True,
+            labels=labels,
+            ulimits=[
+                docker.types.Ulimit(name=n, soft=v, hard=v)
+                for n, v in (
+                    ("cpu", cpu),
+                    ("fsize", limits.file_size_mb << 20),
+                    ("nofile", limits.open_files),
+                    ("core", 0),
+                )
+            ],
+        )  # no "as": runc itself needs more address space
+    except Exception as e:
+        raise SandboxError(f"could not start a sandbox container from {image!r}: {e}") from e
+
+
+def _session_box(
+    client: Any,
+    labels: dict[str, str],
+    owner: str,
+    limits: Limits,
+    image: str,
+    workdir: str,
+    tmp_mb: int,
+    workdir_mb: int | None,
+) -> Any:
+    """A started session container (`DockerSandbox.start_session`), idle until its first command."""
+    import docker
+
+    cpu = limits.cpu_s or int(limits.timeout_s) + 1
+    mounts = (
+        []
+        if workdir_mb is None
+        else [
+            docker.types.Mount(
+                workdir,
+                None,
+                type="volume",
+                labels={LABEL: "1", f"{LABEL}.owner": owner},
+                driver_config=docker.types.DriverConfig(
+                    "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_mb}m"}
+                ),
+            )
+        ]
+    )
+    try:
+        return client.containers.run(
+            image,
+            ["sleep", "infinity"],
+            detach=True,
+            network_mode="none",
+            user="0",
+            mounts=mounts,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=1_000_000_000,
+            pids_limit=limits.processes,
+            cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "KILL"],
+            security_opt=["no-new-privileges"],
+            tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
+            working_dir=workdir,
+            init=True,
+            labels=labels,
+            ulimits=[
+                docker.types.Ulimit(name=n, soft=v, hard=v)
+                for n, v in (
+                    ("cpu", cpu),
+                    ("fsize", limits.file_size_mb << 20),
+                    ("nofile", limits.open_files),
+                    ("core", 0),
+                    ("nproc", max(limits.processes - 16, 8)),
+                )
+            ],
+        )  # room for root's kill_user
+    except Exception as e:
+        raise SandboxError(f"could not start a session container from {image!r}: {e}") from e
 
 
 class DockerSandbox(Sandbox):
@@ -142,7 +259,17 @@ class DockerSandbox(Sandbox):
 
     backend = "docker"
 
-    def __init__(self, slots: int = 2, limits: Limits | None = None, image: str = IMAGE, client: Any = None):
+    def __init__(
+        self,
+        slots: int = 2,
+        limits: Limits | None = None,
+        image: str = IMAGE,
+        client: Any = None,
+        pool: int | None = None,
+    ):
+        """`pool`: started containers kept ready per kind (runs, sessions), made in the background so that
+        a run or a workspace does not wait for a container create and start (default: `slots`; 0: none).
+        Each is used once and removed (`argym.envs.sandbox.pool`)."""
         self.limits = limits or Limits()
         self.slots = slots
         self.client = client or client_from_env()
@@ -162,14 +289,27 @@ class DockerSandbox(Sandbox):
             f"{LABEL}.process": process_tag(os.getpid()) or "",
         }
         reap_orphans(self.client)
+        size = slots if pool is None else pool
+        # runs: at most `slots` in use plus `size` ready or being removed; sessions are long-lived (a
+        # workspace each), so only their ready ones are bounded
+        self._run_pool = ContainerPool(size, threads=max(2, slots), bound=slots + size if size else None)
+        self._session_pool = ContainerPool(size, threads=2)
         # an env that is never closed still takes its containers with it (at garbage collection or at exit)
-        self._finalizer = weakref.finalize(self, _remove_owned, self.client, self._owner)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self.client, self._owner, (self._run_pool, self._session_pool)
+        )
+
+    def containers(self) -> list[str]:
+        """Ids of every container of this sandbox the engine holds: in use, ready in a pool, or being removed."""
+        return [c["Id"] for c in _listed(self.client, f"{LABEL}.owner={self._owner}")]
 
     def leftover_containers(self) -> list[str]:
-        return [
-            c.id
-            for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.owner={self._owner}"})
-        ]
+        """Containers that runs or sessions left behind: once the pools' background work is done, every
+        container of this sandbox except the pools' ready (never used) ones."""
+        for p in (self._run_pool, self._session_pool):
+            p.wait_settled()
+        ready = set(self._run_pool.ready()) | set(self._session_pool.ready())
+        return [c for c in self.containers() if c not in ready]
 
     def run(
         self,
@@ -196,41 +336,18 @@ class DockerSandbox(Sandbox):
         limits: Limits,
         result_channel: bool,
     ) -> ExecResult:
-        import docker
-
-        size = f"size={limits.disk_mb}m,mode=1777"
         cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        try:
-            box = self.client.containers.run(
-                self.image,
-                ["sleep", "infinity"],
-                detach=True,
-                network_mode="none",
-                user="0",
-                mem_limit=f"{limits.memory_mb}m",
-                memswap_limit=f"{limits.memory_mb}m",
-                nano_cpus=1_000_000_000,
-                pids_limit=limits.processes,
-                cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"],
-                read_only=True,
-                tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
-                working_dir="/sandbox",
-                init=True,
-                labels=self._labels,
-                ulimits=[
-                    docker.types.Ulimit(name=n, soft=v, hard=v)
-                    for n, v in (
-                        ("cpu", cpu),
-                        ("fsize", limits.file_size_mb << 20),
-                        ("nofile", limits.open_files),
-                        ("core", 0),
-                    )
-                ],
-            )  # no "as": runc itself needs more address space
-        except Exception as e:
-            raise SandboxError(f"could not start a sandbox container from {self.image!r}: {e}") from e
+        spec = (
+            self.image,
+            limits.memory_mb,
+            limits.processes,
+            limits.disk_mb,
+            limits.file_size_mb,
+            limits.open_files,
+            cpu,
+        )
+        client, image, labels = self.client, self.image, self._labels  # the pool must not hold the sandbox
+        box = self._run_pool.take(spec, lambda: _run_box(client, image, labels, limits, cpu))
         start = time.monotonic()
         try:
             if files:
@@ -260,12 +377,11 @@ class DockerSandbox(Sandbox):
                 env["ARGYM_JOB_PARTS"] = str(len(chunks))
                 env.update({f"ARGYM_JOB_{i}": c for i, c in enumerate(chunks)})
             cmd = ["timeout", "-s", "KILL", f"{limits.timeout_s:g}", *argv]
-            return self._exec(box, cmd, env, user, limits, result_channel, start)
+            result = self._exec(box, cmd, env, user, limits, result_channel, start)
+            result.meta["container"] = box.id
+            return result
         finally:
-            try:
-                box.remove(force=True)
-            except Exception:
-                pass
+            self._run_pool.discard(box)  # removed in the background, never used again
 
     def start_session(
         self,
@@ -274,6 +390,7 @@ class DockerSandbox(Sandbox):
         workdir: str = "/testbed",
         tmp_mb: int = 256,
         workdir_mb: int | None = None,
+        pooled: bool = False,
     ) -> Any:
         """A long-lived container for a multi-command session (SWE workspaces), labelled like `run`'s.
 
@@ -289,61 +406,26 @@ class DockerSandbox(Sandbox):
         can be committed as a snapshot; commands run as an unprivileged uid (`exec_in`'s
         `user`, the caller's files in `workdir` and the size-capped ``/tmp`` only); its
         processes are capped by an nproc rlimit below the pids limit, so `kill_user`
-        can always start. The caller removes it (``remove(force=True, v=True)``).
-        """
-        import docker
+        can always start. The caller removes it (``remove(force=True, v=True)``; a `pooled` one with
+        `end_session`).
 
-        limits = limits or self.limits
-        cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        mounts = (
-            []
-            if workdir_mb is None
-            else [
-                docker.types.Mount(
-                    workdir,
-                    None,
-                    type="volume",
-                    labels={LABEL: "1", f"{LABEL}.owner": self._owner},
-                    driver_config=docker.types.DriverConfig(
-                        "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_mb}m"}
-                    ),
-                )
-            ]
-        )
-        try:
-            return self.client.containers.run(
-                image or self.image,
-                ["sleep", "infinity"],
-                detach=True,
-                network_mode="none",
-                user="0",
-                mounts=mounts,
-                mem_limit=f"{limits.memory_mb}m",
-                memswap_limit=f"{limits.memory_mb}m",
-                nano_cpus=1_000_000_000,
-                pids_limit=limits.processes,
-                cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"],
-                tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
-                working_dir=workdir,
-                init=True,
-                labels=self._labels,
-                ulimits=[
-                    docker.types.Ulimit(name=n, soft=v, hard=v)
-                    for n, v in (
-                        ("cpu", cpu),
-                        ("fsize", limits.file_size_mb << 20),
-                        ("nofile", limits.open_files),
-                        ("core", 0),
-                        ("nproc", max(limits.processes - 16, 8)),
-                    )
-                ],
-            )  # room for root's kill_user
-        except Exception as e:
-            raise SandboxError(
-                f"could not start a session container from {image or self.image!r}: {e}"
-            ) from e
+        `pooled`: take a ready container from the session pool and keep the pool filled with this
+        configuration (for sessions whose next one is alike, e.g. every shipped SWE instance runs
+        in the same image; not for a per-instance image, whose ready containers would be wasted).
+        """
+        limits, image = limits or self.limits, image or self.image
+        client, labels, owner = self.client, self._labels, self._owner  # the pool must not hold the sandbox
+
+        def make() -> Any:
+            return _session_box(client, labels, owner, limits, image, workdir, tmp_mb, workdir_mb)
+
+        if not pooled:
+            return make()
+        return self._session_pool.take((image, limits, workdir, tmp_mb, workdir_mb), make)
+
+    def end_session(self, box: Any) -> None:
+        """Remove a `pooled` session's container (and its work-dir volume) in the background."""
+        self._session_pool.discard(box)
 
     def exec_in(
         self,

@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
 from argym.envs.base import EnvState, Reply, TextEnv
+from argym.envs.executors import Executors
 from argym.envs.sandbox.base import Sandbox, SandboxName, make_sandbox
 from argym.envs.swe import grading
 from argym.envs.swe.instances import Instance, instance_of, swe_tasks
@@ -70,21 +70,14 @@ call submit; your changes are then graded by the repository's tests in a fresh c
 COMPACT_PROMPT = """Fix the issue in the repository at /testbed. Tools: {names}.
 Call one as <tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>; call submit when done."""
 
-_SANDBOXES: dict[str, Sandbox] = {}
-_LOCK = threading.Lock()
 
-
-def swe_sandbox(backend: str) -> Sandbox:
-    """One sandbox per backend per process (4 slots: agents' commands and graders share it)."""
-    with _LOCK:
-        if backend not in _SANDBOXES:
-            if backend == "docker":
-                _SANDBOXES[backend] = make_sandbox("docker", slots=4, image=SWE_IMAGE)
-            elif backend == "process":
-                _SANDBOXES[backend] = make_sandbox("process", slots=4)
-            else:
-                raise ConfigError(f"SWE-v0's sandbox must be 'process' or 'docker', got {backend!r}.")
-        return _SANDBOXES[backend]
+def swe_sandbox(executors: Executors, backend: str) -> Sandbox:
+    """`executors`' sandbox for SWE workspaces on `backend`, built on first use (4 slots: agents'
+    commands and graders share it). Not the code envs' one: a workspace needs mounts or the SWE image."""
+    if backend not in ("process", "docker"):
+        raise ConfigError(f"SWE-v0's sandbox must be 'process' or 'docker', got {backend!r}.")
+    extra = {"image": SWE_IMAGE} if backend == "docker" else {}
+    return executors.shared(f"swe/{backend}", lambda: make_sandbox(backend, slots=4, **extra))
 
 
 @dataclass
@@ -120,7 +113,7 @@ class SWEEnv(TextEnv):
         oracle_style: str = "hermes",
         compact_prompt: bool = False,
         render_mode: str | None = None,
-        executors: Any = None,
+        executors: Executors | None = None,
     ):
         if find_spec("swebench") is None:
             raise MissingDependencyError(
@@ -148,16 +141,16 @@ class SWEEnv(TextEnv):
         self._elapsed = 0.0
         self._oracle: list[ToolCall] = []
         self._oracle_next = 0  # the oracle's plan position: calls it has handed out this episode
-        self._time_up = False
         super().__init__(
             tasks=tasks, split=split, max_turns=max_turns, render_mode=render_mode, executors=executors
         )
 
     @property
     def sandbox(self) -> Sandbox:
+        """The `sandbox=` given, else the executors' SWE sandbox of that backend (the engine's, else this env's own)."""
         if isinstance(self._sandbox_spec, Sandbox):
             return self._sandbox_spec
-        return swe_sandbox(str(self._sandbox_spec))
+        return swe_sandbox(self.executors, str(self._sandbox_spec))
 
     def load_tasks(self, tasks: Any) -> TaskSource:
         return swe_tasks(tasks)
@@ -244,11 +237,8 @@ class SWEEnv(TextEnv):
                     terminated=True,
                     verdict={"calls": results, "resolved": False, "rejected": "disk_limit"},
                 )
-            if self._elapsed > self.time_limit_s:
-                self._time_up = True
-                done = self._finish(messages, {"calls": results, "time_limit": True}, auto=True)
-                done.terminated = False  # a limit, like the turn limit: `step` truncates
-                return done
+            if self._elapsed > self.time_limit_s:  # a limit, like the turn limit: graded, then truncated
+                return _truncated(self._finish(messages, {"calls": results, "time_limit": True}, auto=True))
         if turn.errors:
             messages.append({"role": "user", "content": " ".join(turn.errors)})
         return self._maybe_last(
@@ -259,21 +249,11 @@ class SWEEnv(TextEnv):
             )
         )
 
-    def step(self, action: Any):
-        """`TextEnv.step`; past `time_limit_s` (after grading the workspace) the episode is truncated."""
-        self._time_up = False
-        obs, reward, terminated, truncated, info = super().step(action)
-        if self._time_up and not terminated:
-            truncated, self._done = True, True
-        return obs, reward, terminated, truncated, info
-
     def _maybe_last(self, reply: Reply) -> Reply:
         """On the last turn the workspace is graded as it stands (the episode is then truncated)."""
         if self.turn + 1 < self.max_turns:
             return reply
-        done = self._finish(reply.messages, reply.verdict, auto=True)
-        done.terminated = False
-        return done
+        return _truncated(self._finish(reply.messages, reply.verdict, auto=True))
 
     def _finish(self, messages: list[Message], verdict: dict[str, Any], auto: bool) -> Reply:
         instance = instance_of(self.task)
@@ -332,18 +312,14 @@ class SWEEnv(TextEnv):
 
     def restore(self, state: EnvState) -> None:
         """Restore from a real copy of the workspace (no replay of the commands)."""
-        me = f"{type(self).__module__}.{type(self).__qualname__}"
-        if state.env_class != me or not isinstance(state, SWEState):
-            raise ConfigError(f"Cannot restore a snapshot of {state.env_class} into {me}.")
+        self.check_state(state, SWEState)
+        assert isinstance(state, SWEState)
         self._open(state.task, state.workspace)
         assert self._tools is not None
         self._tools.history = copy.deepcopy(state.history)
         self._elapsed = state.elapsed_s
-        self._task, self._messages = state.task, [dict(m) for m in state.messages]  # type: ignore[misc]
-        self._actions = copy.deepcopy(state.actions)
-        self._turn, self._done, self._started = state.turn, state.done, True
         self._oracle, self._oracle_next = [], len(state.actions)
-        self.np_random.bit_generator.state = copy.deepcopy(state.rng_state)
+        self.load_episode(state)
 
     def grader_versions(self) -> dict[str, str]:
         from importlib.metadata import version
@@ -359,6 +335,12 @@ class SWEEnv(TextEnv):
     def close(self) -> None:
         self._close_workspace()
         super().close()
+
+
+def _truncated(reply: Reply) -> Reply:
+    """`reply` (the workspace graded as it stands) as the end of an episode cut by a limit."""
+    reply.terminated, reply.truncated = False, True
+    return reply
 
 
 def patch_to_calls(patch: str) -> list[ToolCall]:

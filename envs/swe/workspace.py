@@ -271,15 +271,22 @@ def _remove_snapshot_images() -> None:
 
 
 def _tar_of(tree: Path, arcroot: str, uid: int) -> bytes:
+    return _tar_of_trees([(tree, arcroot, uid)])
+
+
+def _tar_of_trees(parts: list[tuple[Path, str, int]]) -> bytes:
+    """One tar of several trees, each at its `arcroot` and owned by its uid: one `put_archive` (each call
+    costs the engine a helper process) copies them all."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        for tree, arcroot, uid in parts:
 
-        def owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid = info.gid = uid
-            info.uname = info.gname = ""
-            return info
+            def owner(info: tarfile.TarInfo, uid: int = uid) -> tarfile.TarInfo:
+                info.uid = info.gid = uid
+                info.uname = info.gname = ""
+                return info
 
-        tar.add(str(tree), arcname=arcroot, filter=owner)
+            tar.add(str(tree), arcname=arcroot, filter=owner)
     return buf.getvalue()
 
 
@@ -339,16 +346,24 @@ class DockerWorkspace(Workspace):
         )  # above the process sandbox's uid pool
         if image is not None and tree is None:
             tree = _image_tree(sandbox.client, image)
+        # a fresh workspace of a shipped instance: every one runs in the SWE image, so the next
+        # episode's container is started ahead in the sandbox's session pool (docs/sandboxes.md)
+        self._pooled = image is None
         self.box = sandbox.start_session(
-            limits, image=image or SWE_IMAGE, workdir=ROOT, tmp_mb=limits.disk_mb, workdir_mb=limits.disk_mb
+            limits,
+            image=image or SWE_IMAGE,
+            workdir=ROOT,
+            tmp_mb=limits.disk_mb,
+            workdir_mb=limits.disk_mb,
+            pooled=self._pooled,
         )
         # removed with the workspace even if nobody closes it (an env dropped unclosed); at exit at the latest
         self._finalizer = weakref.finalize(self, _remove_container, self.box, os.getpid())
         try:
             if image is None:  # a fresh workspace: copy the base repository in
                 assert base is not None
-                self.box.put_archive("/", _tar_of(base, ROOT.lstrip("/"), self.uid))
-                self.box.put_archive("/opt/argym", _tar_of(base / ".git", "base.git", 0))
+                trees = [(base, ROOT.lstrip("/"), self.uid), (base / ".git", BASE_GIT.lstrip("/"), 0)]
+                self.box.put_archive("/", _tar_of_trees(trees))
             else:
                 with open(tree, "rb") as f:
                     self.box.put_archive("/", f)
@@ -409,7 +424,12 @@ class DockerWorkspace(Workspace):
         }
 
     def close(self) -> None:
-        self._finalizer()
+        """Remove the container; a pooled one in the background (`end_session`), off `reset`'s path."""
+        if self._finalizer.detach() is not None:
+            if self._pooled:
+                self.sandbox.end_session(self.box)
+            else:
+                _remove_container(self.box, os.getpid())
 
 
 def _remove_container(box: Any, owner_pid: int) -> None:

@@ -54,8 +54,8 @@ from dataclasses import replace
 from typing import Any
 
 from argym.envs.base import Reply, TextEnv
-from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
-from argym.envs.sandbox.base import Sandbox, SandboxName, SandboxUnavailable, episode_sandbox
+from argym.envs.executors import DeadlineExceeded, WorkerPool
+from argym.envs.sandbox.base import Sandbox, SandboxName, SandboxUnavailable
 from argym.envs.tasks import ListSource, TaskSource, resolve_source
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
@@ -224,8 +224,8 @@ class ToolCallEnv(TextEnv):
 
     @property
     def sandbox(self) -> Sandbox:
-        """The engine's shared sandbox if it handed one in, else the process-wide one of the named backend."""
-        return episode_sandbox(self.executors, self._sandbox_spec)
+        """The executors' sandbox (the engine's if it handed one in, else this env's own) of the named backend."""
+        return self.executors.sandbox_for(self._sandbox_spec)
 
     def begin(self, task: Task) -> list[Message]:
         if not task.tools and task.meta.get("source") != "bfcl":  # a few BFCL irrelevance tasks offer no tool
@@ -321,9 +321,8 @@ class ToolCallEnv(TextEnv):
         return f"Error: {problem}"
 
     def _tool_pool(self) -> WorkerPool:
-        """The engine's shared tool workers if it handed them in, else the process-wide pool."""
-        pool = getattr(self.executors, "tools", None)
-        return pool if pool is not None else Executors.default().tools  # type: ignore[return-value]
+        """The executors' tool workers: the engine's if it handed them in, else this env's own."""
+        return self.executors.tools
 
     def _shaping(self, verdict: dict[str, Any]) -> dict[str, float]:
         return {

@@ -338,3 +338,46 @@ def test_tiny_checkpoint_round_trip(tmp_path):
     assert [c.token_ids for c in again.generate([prompt], greedy)] == [
         c.token_ids for c in policy.generate([prompt], greedy)
     ]
+
+
+def _workers(pool) -> list:
+    return [w.proc for w in pool._all]
+
+
+def test_two_engines_own_their_executors_and_closing_one_leaves_the_other_working():
+    from argym.agents.scripted import OracleAgent
+
+    math = ("argym/Math-v0", {"tasks": "arithmetic(digits=1)"})
+    a, b = RolloutEngine(*math, OracleAgent()), RolloutEngine(*math, OracleAgent())
+    try:
+        tasks = a.task_source.take("test", 1)  # one episode at a time: one worker per pool to start
+        assert all(t.reward == 1.0 for t in a.run(tasks) + b.run(tasks))
+        assert a.executors is not b.executors
+        assert all(env.unwrapped.executors is a.executors for env in a._envs)  # handed to each env it made
+        assert a.executors.verifier is not b.executors.verifier
+        a_workers = _workers(a.executors.verifier)
+        assert a_workers and all(p.poll() is None for p in a_workers)
+        a.close()
+        assert all(p.poll() is not None for p in a_workers)  # the engine's close() ended its workers
+        assert all(t.reward == 1.0 for t in b.run(tasks))  # b's are its own: still grading
+        b_workers = _workers(b.executors.verifier)
+    finally:
+        a.close()
+        b.close()
+    assert b_workers and all(p.poll() is not None for p in b_workers)
+
+
+def test_executors_handed_to_an_engine_stay_the_callers():
+    from argym.agents.scripted import OracleAgent
+    from argym.envs.executors import Executors
+
+    with Executors() as executors:
+        with RolloutEngine("argym/Math-v0", {}, OracleAgent(), executors=executors) as engine:
+            tasks = engine.task_source.take("test", 1)
+            assert engine.run(tasks)[0].reward == 1.0
+        pool = executors.verifier  # the engine is closed; its envs are, the caller's pool is not
+        workers = _workers(pool)
+        assert workers and all(p.poll() is None for p in workers)
+        with RolloutEngine("argym/Math-v0", {}, OracleAgent(), executors=executors) as again:
+            assert again.run(tasks)[0].reward == 1.0 and executors.verifier is pool
+    assert all(p.poll() is not None for p in workers)

@@ -149,6 +149,9 @@ def test_rule_reflector_takes_the_pivot_from_the_verdicts():
     [
         ("I think it went wrong somewhere.", "no JSON object"),
         ('{"retry_from_step": "two", "improvement_suggestion": "x"}', "not an integer"),
+        ('{"retry_from_step": Infinity, "improvement_suggestion": "x"}', "not an integer"),
+        ('{"retry_from_step": null, "improvement_suggestion": "x"}', "not an integer"),
+        ('{"retry_from_step": [1], "improvement_suggestion": "x"}', "not an integer"),
         ('{"retry_from_step": 9, "improvement_suggestion": "check"}', "outside 0..2"),
         ('{"retry_from_step": 1}', "no improvement_suggestion"),
         ('{"retry_from_step": 1, "improvement_suggestion": "check", ', "no JSON object"),

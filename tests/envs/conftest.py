@@ -121,8 +121,10 @@ def broken_bwrap_sandbox(require_backend):
 
 _BWRAP_WRAPPER = """import os, sys
 args = sys.argv[1:]
-if {close}:  # the harness's report descriptor becomes a read-only /dev/null: nothing can be written on it
-    os.dup2(os.open(os.devnull, os.O_RDONLY), int(args[args.index("ARGYM_RESULT_FD") + 1]))
+if {close}:  # the harness's report descriptor is closed: nothing can be written on it
+    # (closed, not replaced by dup2: its number can be above the run's open-files limit when the test
+    # process holds many descriptors, and dup2 cannot make a descriptor there)
+    os.close(int(args[args.index("ARGYM_RESULT_FD") + 1]))
 end = args.index("--")  # the extra mounts go last, over the sandbox's own
 os.execv({real!r}, [{real!r}, *args[:end], *{extra!r}, *args[end:]])
 """

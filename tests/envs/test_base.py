@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from dataclasses import dataclass
 
 import gymnasium as gym
 import pytest
@@ -50,6 +51,37 @@ class CoinEnv(EchoEnv):
         return Reply(
             messages=[{"role": "user", "content": str(CoinEnv.counter)}], reward_parts={"outcome": 0.0}
         )
+
+
+class TallyEnv(EchoEnv):
+    """Keeps a tally of its own that only grows (a stand-in for a workspace): replay cannot rebuild it,
+    so its snapshot carries the tally and its `restore` loads it, then the base's part; "stop" is a limit
+    of its own, which truncates the episode."""
+
+    def begin(self, task):
+        self.tally = 0
+        return super().begin(task)
+
+    def respond(self, action):
+        self.tally += 1
+        if action["content"] == "stop":
+            return Reply(reward_parts={"outcome": 0.0}, truncated=True, verdict={"limit": "stop"})
+        if action["content"] == "both":
+            return Reply(reward_parts={"outcome": 0.0}, terminated=True, truncated=True)
+        return super().respond(action)
+
+    def snapshot(self):
+        return TallyState(**vars(super().snapshot()), tally=self.tally)
+
+    def restore(self, state):
+        self.check_state(state, TallyState)
+        self.tally = state.tally
+        self.load_episode(state)
+
+
+@dataclass
+class TallyState(EnvState):
+    tally: int = 0
 
 
 def make_env(env_id: str, request) -> gym.Env:
@@ -120,6 +152,42 @@ def test_turn_limit_truncates() -> None:
     env.reset(options={"task_id": "t3"})
     _, reward, terminated, truncated, info = env.step("3")
     assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
+
+
+def test_a_reply_can_truncate_the_episode_before_the_turn_limit() -> None:
+    env = TallyEnv(max_turns=5)
+    env.reset(options={"task_id": "t3"})
+    _, reward, terminated, truncated, info = env.step("stop")
+    assert (reward, terminated, truncated, info["turn"], info["verdict"]) == (
+        0.0,
+        False,
+        True,
+        1,
+        {"limit": "stop"},
+    )
+    with pytest.raises(argym.EnvStateError, match="after the episode ended"):
+        env.step("3")
+    env.reset(options={"task_id": "t3"})
+    assert env.step("both")[2:4] == (True, False)  # a task that is over is terminated, not truncated
+
+
+def test_a_subclass_restores_its_own_state_then_the_base_part_through_the_hooks() -> None:
+    env = TallyEnv(max_turns=4)
+    env.reset(seed=4)
+    env.step("wrong")
+    env.step("again")
+    state = pickle.loads(pickle.dumps(env.snapshot()))
+    assert isinstance(state, TallyState) and state.tally == 2
+    fresh = TallyEnv(max_turns=4)
+    fresh.restore(state)  # no replay: the tally is loaded, not counted again
+    assert (fresh.tally, fresh.turn, fresh.task) == (2, 2, env.task)
+    assert fresh.snapshot() == env.snapshot()
+    assert fresh.step(env.task.answer) == env.step(env.task.answer)
+    assert fresh.reset() == env.reset()
+    plain = EchoEnv(max_turns=4)
+    plain.reset(seed=4)
+    with pytest.raises(argym.ConfigError, match="Cannot restore"):
+        TallyEnv().restore(plain.snapshot())
 
 
 @pytest.mark.parametrize(

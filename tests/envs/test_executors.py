@@ -112,7 +112,42 @@ def test_bad_arguments() -> None:
         WorkerPool("os:getpid", workers=0)
 
 
-def test_default_executors_are_one_per_process() -> None:
-    assert Executors.default() is Executors.default()
-    assert Executors.default().verifier.fn_path == "argym.envs.math.verifier:grade"
-    assert Executors().verifier is None
+def test_executors_build_on_first_use_and_close_only_what_they_built() -> None:
+    given = WorkerPool("os:getpid", workers=1)
+    executors = Executors(tools=given)
+    verifier = executors.verifier
+    assert executors.verifier is verifier  # built once, on first use
+    assert verifier.fn_path == "argym.envs.math.verifier:grade"
+    assert executors.tools is given
+    assert executors.shared("pid", lambda: WorkerPool("os:getpid", workers=1)).call() != os.getpid()
+    pid_pool = executors.shared("pid", lambda: pytest.fail("built twice"))
+    executors.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pid_pool.call()
+    assert given.call() != os.getpid()  # handed in: its owner's to close
+    assert executors.verifier is not verifier  # after close(), the next use builds afresh
+    executors.close()
+    given.close()
+
+
+def test_a_code_env_made_alone_builds_its_sandbox_and_close_releases_it(require_backend) -> None:
+    require_backend("process")
+    a, b = argym.make("argym/Code-v0").unwrapped, argym.make("argym/Code-v0").unwrapped
+    a.reset(seed=0)
+    assert a.step(a.oracle_action())[1] == 1.0
+    box = a.sandbox
+    assert box is not b.sandbox and box._tmp.exists()
+    a.close()
+    assert not box._tmp.exists()  # the sandbox a built is gone with a...
+    b.reset(seed=0)
+    assert b.step(b.oracle_action())[1] == 1.0  # ...and b's, its own, still runs
+    b.close()
+
+
+def test_a_wrapped_env_made_with_executors_keeps_its_spec_and_shares_them() -> None:
+    """gymnasium deep-copies a wrapper's spec, kwargs included: the copy names the same executors."""
+    with Executors() as executors:
+        env = argym.make("argym/DecomposeReasoner-v0", executors=executors)
+        assert env.spec is not None and env.spec.kwargs["executors"] is executors
+        assert env.unwrapped.executors is executors
+        env.close()

@@ -23,8 +23,15 @@ DEADLINE_S = 2.0  # the bad-input tests' pool deadline: math-verify's own timeou
 
 
 @pytest.fixture(scope="module")
-def verifier() -> MathVerifier:
-    return MathVerifier(Executors.default().verifier)
+def executors():
+    """One verifier pool for the env tests that are not about who owns it (a pool per env: a worker start each)."""
+    with Executors() as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def verifier(executors: Executors) -> MathVerifier:
+    return MathVerifier(executors.verifier)
 
 
 @pytest.fixture(scope="module")
@@ -247,8 +254,8 @@ def test_small_arithmetic_spaces_still_have_a_test_split() -> None:
         assert 1 <= len(src.test_tasks()) < 20
 
 
-def test_task_id_lookup_whatever_the_split() -> None:
-    env = gym.make(MATH)
+def test_task_id_lookup_whatever_the_split(executors: Executors) -> None:
+    env = gym.make(MATH, executors=executors)
     src = env.unwrapped.tasks
     test_task = src.test_tasks()[3]
     train_task = src.sample(np.random.default_rng(1), "train")
@@ -265,7 +272,7 @@ def test_task_id_lookup_whatever_the_split() -> None:
 
 
 # ---- JSONL tasks -----------------------------------------------------------------------
-def test_jsonl_tasks(tmp_path) -> None:
+def test_jsonl_tasks(tmp_path, executors: Executors) -> None:
     path = tmp_path / "algebra.jsonl"
     rows = [
         {"question": "What is 1/2 + 1/4?", "answer": "3/4"},
@@ -273,7 +280,7 @@ def test_jsonl_tasks(tmp_path) -> None:
         {"question": "Half of 1?", "answer": 0.5, "split": "train"},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n\n" + json.dumps(rows[2]) + "\n")
-    env = gym.make(MATH, tasks=str(path), split="all")
+    env = gym.make(MATH, tasks=str(path), split="all", executors=executors)
     src = env.unwrapped.tasks
     first, eq, half = src.get("algebra#1"), src.get("eq"), src.get("algebra#4")
     assert first.prompt[0]["content"] == "What is 1/2 + 1/4?\nPut the final answer in \\boxed{}."
@@ -324,8 +331,8 @@ def test_unknown_sources_are_config_errors(tmp_path) -> None:
         "reasoning_gym/fraction_simplification",
     ],
 )
-def test_reasoning_gym_oracle_verifies(spec: str, verifier: MathVerifier) -> None:
-    env = gym.make(MATH, tasks=spec)
+def test_reasoning_gym_oracle_verifies(spec: str, verifier: MathVerifier, executors: Executors) -> None:
+    env = gym.make(MATH, tasks=spec, executors=executors)
     src = env.unwrapped.tasks
     assert src.name == spec
     for i in range(20):
@@ -366,23 +373,25 @@ RG_CASES = [  # (dataset, how to spell the answer, the dataset's own score of it
 
 
 @pytest.mark.parametrize("name, spell, expected", RG_CASES)
-def test_reasoning_gym_tasks_are_graded_by_their_datasets_scorer(name, spell, expected) -> None:
+def test_reasoning_gym_tasks_are_graded_by_their_datasets_scorer(
+    name, spell, expected, executors: Executors
+) -> None:
     """The dataset's ``score_answer`` is the specification; its score is the reward (issue 15, finding 12)."""
     dataset, entry = _rg_entry(name, 1)
     answer = spell(entry)
     spec_score = dataset.score_answer(answer, entry)
     assert spec_score == pytest.approx(expected)  # the case is what the test says it is
-    env = gym.make(MATH, tasks=f"reasoning_gym/{name}")
+    env = gym.make(MATH, tasks=f"reasoning_gym/{name}", executors=executors)
     env.reset(options={"task_id": f"reasoning_gym/{name}#1"})
     _, reward, terminated, _, info = env.step(f"So: \\boxed{{{answer}}}")
     assert reward == pytest.approx(spec_score) and terminated
     assert info["success"] == (spec_score == 1.0) and info["verdict"]["score"] == pytest.approx(spec_score)
 
 
-def test_reasoning_gym_partial_score_on_the_last_attempt_and_no_box_scores_0() -> None:
+def test_reasoning_gym_partial_score_on_the_last_attempt_and_no_box_scores_0(executors: Executors) -> None:
     _, entry = _rg_entry("word_sorting", 1)
     wrong_order = ", ".join(reversed(entry["metadata"]["sorted_words"]))
-    env = gym.make(MATH, tasks="reasoning_gym/word_sorting", max_attempts=2)
+    env = gym.make(MATH, tasks="reasoning_gym/word_sorting", max_attempts=2, executors=executors)
     env.reset(options={"task_id": "reasoning_gym/word_sorting#1"})
     obs, reward, terminated, _, info = env.step(f"\\boxed{{{wrong_order}}}")
     assert (reward, terminated, obs[-1]["content"]) == (0.0, False, RETRY_MESSAGE)
@@ -408,14 +417,14 @@ def test_reasoning_gyms_version_is_in_the_board_key() -> None:
     assert set(MathEnv(tasks="arithmetic").grader_versions()) == {"math-verify"}
 
 
-def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure() -> None:
+def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure(executors: Executors) -> None:
     from argym.envs.tasks import ListSource
 
     from argym.types import Task
 
     scorer = {"kind": "reasoning_gym", "dataset": "no_such_dataset", "config": {}, "seed": 0}
     task = Task(id="broken", prompt=({"role": "user", "content": "?"},), answer="x", meta={"scorer": scorer})
-    env = MathEnv(tasks=ListSource([task], name="broken"))
+    env = MathEnv(tasks=ListSource([task], name="broken"), executors=executors)
     env.reset(options={"task_id": "broken"})
     _, reward, terminated, _, info = env.step("\\boxed{x}")
     assert (reward, terminated, info["infra_failure"], info["verdict"]["reason"]) == (
@@ -458,9 +467,74 @@ def test_reasoning_gym_errors() -> None:
     assert a.name == b.name == "reasoning_gym/chain_sum(max_terms=3,min_terms=2)"  # one name, one board key
 
 
+# ---- answer_format="final": the reply's last expression, as math-verify extracts it ------
+@pytest.mark.parametrize(
+    "gold, text, parsed, correct, reason, is_boxed",
+    [
+        ("129", "75 + 54 = 129, so \\boxed{129}.", "129", True, "verified", True),  # boxed
+        ("129", "75 + 54 = 129. The answer is 129.", "129", True, "verified", False),  # unboxed final number
+        ("129", "The sum is 129.\n\nCheck: 129 - 54 = 75", "75", False, "mismatch", False),  # the last one
+        ("0.5", "Half of it: $\\frac{1}{2}$", "\\frac{1}{2}", True, "verified", False),  # a fraction
+        ("1/2", "So the result is 2/4", "2/4", True, "verified", False),  # a plain fraction
+        ("7", "I do not know.", None, False, "no_answer", False),  # none
+        ("7", "", None, False, "no_answer", False),
+    ],
+)
+def test_final_answer_format(verifier, gold, text, parsed, correct, reason, is_boxed) -> None:
+    assert verifier.check(gold, text, answer_format="final") == {
+        "parsed": parsed,
+        "correct": correct,
+        "reason": reason,
+        "boxed": is_boxed,
+    }
+
+
+def test_boxed_answer_format_ignores_unboxed_answers(verifier) -> None:
+    assert verifier.check("129", "The answer is 129.") == {
+        "parsed": None,
+        "correct": False,
+        "reason": "no_boxed_answer",
+    }
+
+
+def test_final_answer_format_through_the_env() -> None:
+    env = gym.make(MATH, answer_format="final", max_attempts=2)
+    env.reset(seed=1)
+    gold = env.unwrapped.task.answer
+    obs, reward, terminated, _, info = env.step(f"It is {int(gold) + 1}.")
+    assert (reward, terminated, obs[-1]["content"]) == (0.0, False, RETRY_MESSAGE)
+    assert info["verdict"] == {
+        "parsed": str(int(gold) + 1),
+        "correct": False,
+        "reason": "mismatch",
+        "boxed": False,
+    }
+    obs, reward, terminated, _, info = env.step(f"Sorry: the answer is {gold}.")
+    assert (reward, terminated, info["success"], info["reward_parts"]) == (1.0, True, True, {"outcome": 1.0})
+    env.reset(seed=1)
+    assert env.step(env.unwrapped.oracle_action())[4]["verdict"]["boxed"] is True
+
+
+def test_final_answer_format_on_adversarial_input_stays_bounded(fast_executors) -> None:
+    env = MathEnv(answer_format="final", executors=fast_executors)
+    for text in ("$" * 10_000, "1/" * 5000, "\\frac{" * 3000, "9^" * 3000 + "9"):
+        env.reset(seed=0)
+        t0 = time.perf_counter()
+        _, reward, terminated, _, info = env.step(text)
+        assert time.perf_counter() - t0 < DEADLINE_S + 3.0
+        assert (reward, terminated, info["infra_failure"]) == (0.0, True, False), info["verdict"]
+
+
+def test_answer_format_errors() -> None:
+    with pytest.raises(argym.ConfigError, match="answer_format must be one of boxed, final, got 'latex'"):
+        MathEnv(answer_format="latex")
+    with pytest.raises(argym.ConfigError, match="reasoning-gym tasks are scored by their dataset"):
+        MathEnv(tasks="reasoning_gym/chain_sum", answer_format="final")
+
+
 # ---- the env ----------------------------------------------------------------------
-def test_oracle_and_verdict() -> None:
-    env = gym.make(MATH)
+def test_oracle_and_verdict(executors: Executors) -> None:
+    env = gym.make(MATH, executors=executors)
     obs, info = env.reset(seed=0)
     assert env.unwrapped.oracle_action() == f"\\boxed{{{env.unwrapped.task.answer}}}"
     obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
@@ -470,8 +544,8 @@ def test_oracle_and_verdict() -> None:
     assert obs[-1] == {"role": "assistant", "content": env.unwrapped.oracle_action()}
 
 
-def test_multi_turn_feedback() -> None:
-    env = gym.make(MATH, max_attempts=3)
+def test_multi_turn_feedback(executors: Executors) -> None:
+    env = gym.make(MATH, max_attempts=3, executors=executors)
     env.reset(seed=1)
     gold = env.unwrapped.task.answer
     for attempt in (1, 2):
@@ -489,18 +563,31 @@ def test_multi_turn_feedback() -> None:
     assert (reward, terminated, info["success"], len(obs)) == (1.0, True, True, 4)
 
 
-def test_envs_share_one_default_pool(fast_executors: Executors) -> None:
+def test_an_env_made_alone_owns_its_pool_and_close_releases_it(fast_executors: Executors) -> None:
     a, b = MathEnv(), MathEnv()
-    assert a.verifier.pool is b.verifier.pool is Executors.default().verifier
-    assert MathEnv(executors=fast_executors).verifier.pool is fast_executors.verifier
+    for env in (a, b):
+        env.reset(seed=0)
+        assert env.step(env.oracle_action())[1] == 1.0
+    assert a.verifier.pool is not b.verifier.pool
+    (worker,) = a.verifier.pool._all
+    a.close()
+    assert worker.proc.poll() is not None  # a's worker is gone...
+    b.reset(seed=1)
+    assert b.step(b.oracle_action())[1] == 1.0  # ...and b, whose pool is its own, still grades
+    b.close()
+    given = MathEnv(executors=fast_executors)
+    assert given.verifier.pool is fast_executors.verifier
+    given.reset(seed=0)
+    given.close()  # executors handed in stay their owner's: still running
+    assert given.step(given.oracle_action())[1] == 1.0
 
 
-def test_snapshot_restore_in_a_fresh_instance() -> None:
-    env = gym.make(MATH, max_attempts=3)
+def test_snapshot_restore_in_a_fresh_instance(executors: Executors) -> None:
+    env = gym.make(MATH, max_attempts=3, executors=executors)
     env.reset(seed=5)
     env.step("\\boxed{1}")
     state = pickle.loads(pickle.dumps(env.get_wrapper_attr("snapshot")()))
-    fresh = MathEnv(max_attempts=3)
+    fresh = MathEnv(max_attempts=3, executors=executors)
     fresh.restore(state)
     assert fresh.snapshot().messages == state.messages and fresh.turn == 1
     gold = env.unwrapped.task.answer
@@ -509,12 +596,12 @@ def test_snapshot_restore_in_a_fresh_instance() -> None:
     assert env.reset() == fresh.reset()  # the RNG state travelled too
 
 
-def test_restore_into_a_fresh_gym_make_env() -> None:
+def test_restore_into_a_fresh_gym_make_env(executors: Executors) -> None:
     """R³L and AgentPRM restore into envs built by gym.make (argym registers without the passive checker)."""
-    env = gym.make(MATH, max_attempts=3)
+    env = gym.make(MATH, max_attempts=3, executors=executors)
     env.reset(seed=5)
     env.step("\\boxed{1}")
-    fresh = gym.make(MATH, max_attempts=3)
+    fresh = gym.make(MATH, max_attempts=3, executors=executors)
     fresh.get_wrapper_attr("restore")(env.get_wrapper_attr("snapshot")())
     assert fresh.step("\\boxed{2}") == env.step("\\boxed{2}")
 

@@ -51,8 +51,26 @@ def test_same_tasks_spelled_differently_and_longer_runs_share_a_board():
     assert keys[0] == keys[1] != keys[2]
     rows = lb.board("argym/Math-v0", key=keys[0])
     assert [(r.agent, r.n) for r in rows] == [("oracle", 4), ("random", 7)]
-    assert lb.boards(key=keys[0])[0].env_kwargs == {"tasks": "arithmetic", "max_attempts": 1}
+    assert lb.boards(key=keys[0])[0].env_kwargs == {
+        "tasks": "arithmetic",
+        "max_attempts": 1,
+        "answer_format": "boxed",
+    }
     assert len(lb.boards(env_kwargs={"tasks": "arithmetic(digits=3,ops=+,terms=2)"})) == 1
+
+
+def test_answer_format_is_part_of_the_board_key():
+    """Grading the final expression is another board than grading the box; the default is boxed."""
+    from argym.agents.evaluate import evaluate
+
+    results = [
+        evaluate("argym/Math-v0", kwargs, "oracle", episodes=3)
+        for kwargs in ({}, {"answer_format": "boxed"}, {"answer_format": "final"})
+    ]
+    keys = [lb.submit(r)["board"] for r in results]
+    assert keys[0] == keys[1] != keys[2]
+    assert lb.boards(key=keys[2])[0].env_kwargs["answer_format"] == "final"
+    assert lb.boards(key=keys[0])[0].env_kwargs["answer_format"] == "boxed"
 
 
 def test_different_env_kwargs_land_on_different_boards(result):

@@ -140,6 +140,16 @@ def test_weight_zero_is_logged_not_trained_on(renderer):
     assert [o.reward for o in out] == [1.5, 0.0]
 
 
+def test_format_is_the_box_where_the_verdict_says(renderer):
+    """Math with answer_format=final grades unboxed answers; `format` still rewards the box apart."""
+    unboxed, boxed = (traj(renderer, ["It is 1."], success=True) for _ in range(2))
+    unboxed.infos[-1]["verdict"]["boxed"] = False
+    boxed.infos[-1]["verdict"]["boxed"] = True
+    assert (format_reward(unboxed), format_reward(boxed)) == (0.0, 1.0)
+    out, m = RewardComposer(RewardConfig(weights={"outcome": 1.0, "format": 0.25}))([unboxed, boxed])
+    assert [o.reward for o in out] == [1.0, 1.25] and m["reward/format"] == 0.5
+
+
 def test_a_component_harness_fault_is_an_infra_failure_not_a_zero(renderer):
     ts = [
         traj(renderer, ["\\boxed{1}"], success=True, group=0),

@@ -12,6 +12,7 @@ import urllib.request
 from typing import Any
 
 import pytest
+from argym.envs.executors import Executors
 from argym.envs.openenv.models import jsonable
 from openenv.core import GenericEnvClient
 from websockets.asyncio.client import connect as ws_connect_async
@@ -21,9 +22,12 @@ from websockets.sync.client import connect as ws_connect
 import argym
 
 
-def in_process(env_id: str, kwargs: dict[str, Any], seed: int, actions: list[Any]) -> list[dict[str, Any]]:
-    """What argym's own `reset`/`step` return for `seed` and `actions`, in the wire's field names."""
-    env = argym.make(env_id, **kwargs)
+def in_process(
+    env_id: str, kwargs: dict[str, Any], seed: int, actions: list[Any], executors: Executors | None = None
+) -> list[dict[str, Any]]:
+    """What argym's own `reset`/`step` return for `seed` and `actions`, in the wire's field names
+    (with `executors`, many calls share one verifier pool instead of starting one each)."""
+    env = argym.make(env_id, **kwargs, **({"executors": executors} if executors is not None else {}))
     try:
         obs, info = env.reset(seed=seed)
         out = [{"messages": jsonable(obs), "task_id": info["task_id"], "reward": None, "done": False}]
@@ -69,7 +73,7 @@ def assert_same(local: list[dict[str, Any]], remote: list[dict[str, Any]]) -> No
 
 
 def oracle(env_id: str, kwargs: dict[str, Any], seed: int) -> Any:
-    env = argym.make(env_id, **kwargs)
+    env = argym.make(env_id, **kwargs)  # builds no pool: the oracle grades nothing
     try:
         env.reset(seed=seed)
         return env.unwrapped.oracle_action()
@@ -188,7 +192,8 @@ def post(url: str, data: bytes) -> tuple[int, dict[str, Any]]:
 def test_sixteen_concurrent_sessions_limit_and_idle_reaping(serve):
     n, seeds = 16, list(range(100, 116))
     answers = {s: oracle("argym/Math-v0", {}, s) for s in seeds}
-    expected = {s: in_process("argym/Math-v0", {}, s, [answers[s]]) for s in seeds}
+    with Executors() as local:
+        expected = {s: in_process("argym/Math-v0", {}, s, [answers[s]], local) for s in seeds}
 
     async def run(url: str, env_server: Any) -> None:
         clients = [GenericEnvClient(base_url=url) for _ in seeds]

@@ -48,6 +48,16 @@ def penv(need):
 
 
 @pytest.fixture(scope="session")
+def swe_sandbox():
+    """`swe_sandbox(backend)`: the sandbox SWE-v0 builds for `backend`, shared by the session's tests, closed at its end."""
+    from argym.envs.executors import Executors
+    from argym.envs.swe.env import swe_sandbox
+
+    with Executors() as executors:
+        yield lambda backend: swe_sandbox(executors, backend)
+
+
+@pytest.fixture(scope="session")
 def sample() -> list[str]:
     """`sample_ids()`, as a fixture (test modules cannot import conftest under --import-mode=importlib)."""
     return sample_ids()

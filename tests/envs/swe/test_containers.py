@@ -109,3 +109,26 @@ def test_sandbox_cleanup_leaves_live_runs_containers(need) -> None:
         assert _exists(sandbox.client, box.id)
     finally:
         sandbox.close()
+
+
+def test_the_next_episodes_container_is_made_before_its_reset(need) -> None:
+    """reset takes a container started in the background (no create or start on its path), and the one it
+    replaces is removed."""
+    need("docker")
+    env = argym.make("argym/SWE-v0", split="all", sandbox="docker").unwrapped
+    try:
+        env.reset(seed=0)
+        pool, client = env.sandbox._session_pool, env.sandbox.client
+        assert pool.wait_ready(1)
+        ready, first = set(pool.ready()), env._ws.box.id
+        assert ready and first not in ready
+        env.reset(seed=1)
+        assert env._ws.box.id in ready  # made before the reset was asked for
+        assert pool.wait_settled() and not _exists(client, first)  # the last episode's container is gone
+        r = env._ws.shell(
+            "git -C /testbed status --short | wc -l; "
+            'test "$(git --git-dir=/opt/argym/base.git rev-parse HEAD)" = "$(git rev-parse HEAD)" && echo same'
+        )
+        assert r.exit_code == 0 and r.stdout.split() == ["0", "same"], r  # a clean copy, and the base's git
+    finally:
+        env.close()

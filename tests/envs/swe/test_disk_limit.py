@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from argym.envs.sandbox.disk import BoundedDir
-from argym.envs.swe.env import swe_sandbox
 from argym.envs.swe.project import cache_root
 from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, SWE_IMAGE, DockerWorkspace, _tar_of, open_workspace
 
@@ -51,7 +50,7 @@ def _host_bytes(tree: Path) -> int:
 
 @pytest.mark.parametrize("backend", ["process", "docker"])
 def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(
-    backend, need, require_backend, base
+    backend, need, require_backend, base, swe_sandbox
 ) -> None:
     need(backend)
     ws = open_workspace(swe_sandbox(backend), base, DEFAULT_LIMITS.with_(disk_mb=LIMIT_MB))
@@ -80,7 +79,7 @@ def test_a_command_cannot_write_past_the_disk_limit_while_it_runs(
         ws.close()
 
 
-def test_an_image_workspace_starts_with_the_images_repository_and_is_bounded(need, base) -> None:
+def test_an_image_workspace_starts_with_the_images_repository_and_is_bounded(need, base, swe_sandbox) -> None:
     """SWE-bench instances start from their image's /testbed: copied into the bounded volume, not hidden by it."""
     need("docker")
     sandbox = swe_sandbox("docker")

@@ -191,3 +191,23 @@ def test_check_env_and_bad_kwargs(need) -> None:
         argym.make("argym/SWE-v0", command_timeout_s=0)
     with pytest.raises(argym.ConfigError):
         argym.make("argym/SWE-v0", sandbox="vm")
+
+
+def test_the_env_takes_its_sandbox_from_its_executors_and_close_releases_its_own(need, sample) -> None:
+    need("process")
+    from argym.envs.executors import Executors
+    from argym.envs.swe.env import swe_sandbox
+
+    env = argym.make("argym/SWE-v0", split="all", max_turns=2).unwrapped
+    env.reset(options={"task_id": sample[0]})  # a workspace in the env's own sandbox
+    own = env.sandbox
+    assert own is swe_sandbox(env.executors, "process") and own._tmp.exists()
+    env.close()
+    assert not own._tmp.exists()  # made alone, the env built its sandbox and close() released it
+    with Executors() as executors:
+        shared = argym.make("argym/SWE-v0", split="all", executors=executors).unwrapped
+        box = shared.sandbox
+        assert box is swe_sandbox(executors, "process") and box is not own
+        shared.close()
+        assert box._tmp.exists()  # the executors' owner (an engine; here the test) closes it, not the env
+    assert not box._tmp.exists()

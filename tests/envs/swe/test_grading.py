@@ -203,9 +203,8 @@ def test_sentinels_decide_whether_a_run_is_trusted() -> None:
     assert conflicting(log) == ["t.py::a"] and conflicting(log.replace("FAILED t.py::a - x\n", "")) == []
 
 
-def test_the_grader_rejects_a_patch_that_writes_test_files_whatever_its_text(need) -> None:
+def test_the_grader_rejects_a_patch_that_writes_test_files_whatever_its_text(need, swe_sandbox) -> None:
     need("process")  # the on-disk check, without split_diff: a forged diff goes straight to `grade`
-    from argym.envs.swe.env import swe_sandbox
     from argym.envs.swe.grading import grade
     from argym.envs.swe.project import base_repo
     from argym.envs.swe.workspace import open_workspace
@@ -220,9 +219,8 @@ def test_the_grader_rejects_a_patch_that_writes_test_files_whatever_its_text(nee
     assert "evil/conftest.py" in v["rejected"]
 
 
-def test_the_on_disk_check_ignores_gitignore(need) -> None:
+def test_the_on_disk_check_ignores_gitignore(need, swe_sandbox) -> None:
     need("process")
-    from argym.envs.swe.env import swe_sandbox
     from argym.envs.swe.grading import grade
     from argym.envs.swe.project import base_repo
     from argym.envs.swe.workspace import open_workspace

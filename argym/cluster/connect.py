@@ -1,0 +1,62 @@
+"""Joining or starting Ray for a run, as `cluster.address` says; Ray is imported only here, lazily."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from argym.errors import ConfigError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from argym.algorithms.config import ClusterConfig
+    from argym.cluster.envs import RayEnvPool
+
+
+def import_ray() -> Any:
+    """The `ray` module, or an error that names the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError("ray", "ray", "cluster.address (env workers as Ray actors)") from None
+    return ray
+
+
+class Cluster:
+    """A run's Ray connection and its env workers; `close` ends the workers, and Ray if this run started it.
+
+    ``local`` starts Ray in this process with `num_cpus`/`num_gpus`; any other address
+    (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``) joins a running cluster (``ray start --head``).
+    A Ray already initialised in this process (by a script or a test) is used as it is.
+    """
+
+    def __init__(self, config: ClusterConfig):
+        from argym.cluster.envs import RayEnvPool
+
+        ray = import_ray()
+        self.started = not ray.is_initialized()
+        if self.started and config.address == "local":
+            ray.init(num_cpus=config.num_cpus, num_gpus=config.num_gpus, include_dashboard=False)
+        elif self.started:
+            try:
+                ray.init(address=config.address)
+            except ConnectionError as e:
+                raise ConfigError(
+                    f"cluster.address is {config.address!r} but no Ray cluster answers there ({e}). Start one "
+                    f"(`ray start --head` on the head node), or set cluster.address=local to start Ray here."
+                ) from None
+        self._ray = ray
+        self.envs: RayEnvPool = RayEnvPool(
+            config.env_workers, config.cpus_per_worker, config.env_timeout_s, config.start_timeout_s
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return self.envs.metrics()
+
+    def close(self) -> None:
+        self.envs.close()
+        if self.started:
+            self._ray.shutdown()
+
+
+def connect(config: ClusterConfig) -> Cluster | None:
+    """The run's `Cluster`, or None for ``cluster.address: null`` (everything in this process, no Ray)."""
+    return None if config.address is None else Cluster(config)

@@ -1,0 +1,450 @@
+"""Does argym make a real model better, and how fast next to TRL? SmolLM2-135M-Instruct on two CPU cores.
+
+One run, three child processes in turn (each with the whole machine):
+1. argym trains `configs/grpo_smollm2_math.yaml` (vLLM CPU rollouts, weights synced every step) for
+   `--minutes` of wall time;
+2. TRL's `GRPOTrainer` (trl pinned by the `trl` extra; its default transformers generation) trains the
+   same model for the same wall time: same training tasks in the same order, same reward (argym's
+   grader, ``answer_format=final``), same group size, prompts per step, new tokens, temperature, lr,
+   GRPO loss (ε 0.2, β 0, group-std advantages, one optimizer step per batch), float32 on the CPU;
+3. one vLLM engine evaluates, greedily on the first `--episodes` held-out test tasks, the model before
+   training and each arm's checkpoints: two-digit addition at every checkpoint (the learning curves),
+   and at the end also `word_problems` and two-digit addition with two attempts (multi-turn: a wrong
+   answer gets "Incorrect, try again").
+
+The clock of an arm starts before its trainer is built (model load, vLLM engine start: setup counts
+against argym) and pauses while a checkpoint is written. Checkpoints are taken at `--points` evenly
+spaced times and at the end; the time for argym to reach TRL's final accuracy is the first argym
+checkpoint at or above it (checkpoint granularity: an upper bound). Intervals: 95% Wilson.
+Evaluation runs in vLLM's bfloat16 kernels for both arms alike.
+
+    .venv/bin/python benchmarks/smollm2_learning.py --minutes 30      # the measurement (see BENCHMARKS.md)
+    .venv/bin/python benchmarks/smollm2_learning.py --smoke           # the whole script on a tiny budget
+
+Writes `--out`/results.json and `--out`/curves.png. Needs the `trl` and `vllm` extras (CPU: `make vllm`) and
+the SmolLM2 GGUF (`make smollm2`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "configs" / "grpo_smollm2_math.yaml"
+SEED = 0
+
+# name -> (env id, env kwargs) of the held-out evaluations
+ADDITION = {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "answer_format": "final"}
+EVALS = {
+    "addition": ("argym/Math-v0", ADDITION),
+    "word_problems": ("argym/Math-v0", {"tasks": "word_problems(max_number=12)", "answer_format": "final"}),
+    "addition_2_attempts": ("argym/Math-v0", {**ADDITION, "max_attempts": 2}),
+}
+
+
+class Clock:
+    """Wall time since `start`, less the pauses (checkpoint writes)."""
+
+    def __init__(self) -> None:
+        self.t0, self.paused = time.perf_counter(), 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.t0 - self.paused
+
+    def pause(self, since: float) -> None:
+        self.paused += time.perf_counter() - since
+
+
+def save_weights(model: Any, path: Path) -> None:
+    """The model's weights under HF names (LoRA merged), bfloat16 (what the evaluating engine runs)."""
+    import torch
+    from argym.agents.vllm import hf_state_dict
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in hf_state_dict(model).items()}
+    save_file(tensors, str(path))
+
+
+class Checkpoints:
+    """Saves weights when the clock passes the next of `points` evenly spaced marks, and at the end."""
+
+    def __init__(self, out: Path, clock: Clock, budget_s: float, points: int):
+        self.out, self.clock, self.budget_s = out, clock, budget_s
+        self.marks = [budget_s * (i + 1) / points for i in range(points)]
+        self.saved: list[dict[str, Any]] = []
+        out.mkdir(parents=True, exist_ok=True)
+
+    def maybe_save(self, model: Any, step: int, final: bool = False) -> None:
+        now = self.clock()
+        due = [m for m in self.marks if m <= now]
+        if not due and not final:
+            return
+        if final and self.saved and self.saved[-1]["step"] == step:
+            return
+        self.marks = [m for m in self.marks if m > now]
+        t = time.perf_counter()
+        path = self.out / f"step{step:05d}.safetensors"
+        save_weights(model, path)
+        self.saved.append({"train_s": now, "step": step, "path": str(path)})
+        self.clock.pause(t)
+
+
+# ---- the arms ---------------------------------------------------------------------------------------
+
+
+def recipe_overrides(a: argparse.Namespace) -> list[str]:
+    """The recipe as the benchmark runs it (the smoke shrinks it; --lora-r/--lr change both arms)."""
+    o = [f"seed={SEED}", f"algorithm.lr={a.lr}", f"policy.lora_r={a.lora_r}"]
+    o += [f"rollout.tasks_per_step={a.prompts}", f"rollout.group_size={a.group}"]
+    o += [f"rollout.max_new_tokens={a.new_tokens}"]
+    if a.smoke:
+        o += ["rollout.vllm.enforce_eager=true", "rollout.vllm.kv_cache_gb=0.5"]
+    return o
+
+
+def run_argym(a: argparse.Namespace, out: Path) -> dict[str, Any]:
+    from argym.algorithms.config import load_config
+    from argym.algorithms.trainer import Trainer
+
+    run_dir = out / "argym_run"
+    cfg = load_config(
+        RECIPE,
+        [
+            *recipe_overrides(a),
+            f"out_dir={run_dir}",
+            "steps=1000000",
+            "checkpoint_every=1000000",
+            "eval.every=0",
+        ],
+    )
+    clock = Clock()
+    trainer = Trainer(cfg)
+    setup_s = clock()
+    ckpts = Checkpoints(out / "argym_ckpt", clock, a.minutes * 60, a.points)
+    steps: list[dict[str, float]] = []
+    try:
+        while True:
+            t = time.perf_counter()
+            m = trainer.train_step()
+            trainer.step += 1
+            steps.append(
+                {
+                    "train_s": clock(),
+                    "step_s": time.perf_counter() - t,
+                    "success": m["train/success"],
+                    "rollout_s": m["perf/rollout_s"],
+                    "update_s": m["perf/update_s"],
+                    "mismatch_mean": m.get("train/logprob_mismatch_mean", float("nan")),
+                }
+            )
+            done = clock() >= a.minutes * 60
+            ckpts.maybe_save(trainer.policy.model, trainer.step, final=done)
+            if done:
+                break
+    finally:
+        trainer.close()
+    return {"setup_s": setup_s, "steps": steps, "checkpoints": ckpts.saved}
+
+
+def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from argym.agents.hf import load_tokenizer
+    from argym.agents.models import resolve_checkpoint
+    from argym.algorithms.config import load_config
+    from argym.envs.math.env import math_tasks
+    from argym.envs.math.verifier import MathVerifier
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    cfg = load_config(RECIPE, recipe_overrides(a))
+    kwargs = cfg.env.kwargs
+    source, rng = math_tasks(kwargs["tasks"]), np.random.default_rng(SEED)  # argym's task draws, in order
+    tasks = [source.sample(rng, "train") for _ in range(a.prompts * a.max_trl_steps)]
+    data = Dataset.from_dict(
+        {"prompt": [[dict(m) for m in t.prompt] for t in tasks], "answer": [t.answer for t in tasks]}
+    )
+    verifier = MathVerifier()
+
+    def reward(completions, answer, **kw):  # argym's grader, as the env grades (answer_format final)
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [
+            float(verifier.check(g, t, answer_format=kwargs["answer_format"])["correct"])
+            for t, g in zip(texts, answer)
+        ]
+
+    clock = Clock()
+    path = resolve_checkpoint(cfg.policy.path)
+    tok = load_tokenizer(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    peft_config = None
+    if a.lora_r > 0:
+        from peft import LoraConfig
+
+        pc = cfg.policy
+        peft_config = LoraConfig(
+            r=pc.lora_r,
+            lora_alpha=pc.lora_alpha,
+            lora_dropout=pc.lora_dropout,
+            target_modules=pc.lora_target_modules or "all-linear",
+            task_type="CAUSAL_LM",
+        )
+    ckpts = Checkpoints(out / "trl_ckpt", clock, a.minutes * 60, a.points)
+    steps: list[dict[str, float]] = []
+
+    class Budget(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t = time.perf_counter()
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "reward" in logs and steps:
+                steps[-1]["success"] = float(logs["reward"])
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            steps.append({"train_s": clock(), "step_s": time.perf_counter() - self.t})
+            done = clock() >= a.minutes * 60 or state.global_step >= a.max_trl_steps
+            ckpts.maybe_save(trainer.model, state.global_step, final=done)
+            control.should_training_stop = done
+
+    args = GRPOConfig(
+        output_dir=str(out / "trl_run"),
+        bf16=False,
+        use_cpu=True,
+        report_to=[],
+        per_device_train_batch_size=a.prompts * a.group,
+        num_generations=a.group,
+        gradient_accumulation_steps=1,
+        max_completion_length=a.new_tokens,
+        temperature=cfg.rollout.temperature,
+        top_p=cfg.rollout.top_p,
+        learning_rate=a.lr,
+        beta=0.0,
+        loss_type="grpo",  # argym's default seq-mean-token-mean with group-std advantages
+        epsilon=cfg.algorithm.clip_low,
+        max_grad_norm=cfg.algorithm.max_grad_norm,
+        weight_decay=cfg.algorithm.weight_decay,
+        max_steps=a.max_trl_steps,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        save_strategy="no",
+        logging_steps=1,
+        seed=SEED,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=data,
+        processing_class=tok,
+        peft_config=peft_config,
+        callbacks=[Budget()],
+    )
+    setup_s = clock()
+    trainer.train()
+    ckpts.maybe_save(trainer.model, trainer.state.global_step, final=True)
+    return {"setup_s": setup_s, "steps": steps, "checkpoints": ckpts.saved}
+
+
+# ---- evaluation ---------------------------------------------------------------------------------------
+
+
+class _Weights:
+    """Saved weights in the shape `VLLMPolicy.load_weights` takes (an object with `state_dict()`)."""
+
+    def __init__(self, path: str):
+        from safetensors.torch import load_file
+
+        self.tensors = load_file(path)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.tensors
+
+
+def run_eval(a: argparse.Namespace, out: Path) -> dict[str, Any]:
+    from argym.agents.evaluate import evaluate
+    from argym.agents.policy import SamplingParams
+    from argym.agents.vllm import VLLMPolicy
+    from argym.algorithms.config import load_config
+
+    cfg = load_config(RECIPE, recipe_overrides(a))
+    policy = VLLMPolicy(cfg.policy.path, cfg.rollout.vllm, name="vllm:smollm2")
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=a.new_tokens)
+
+    def score(name: str) -> dict[str, Any]:
+        env_id, kwargs = EVALS[name]
+        r = evaluate(
+            env_id,
+            kwargs,
+            policy,
+            agent_spec="vllm:smollm2",
+            episodes=a.episodes,
+            seed=SEED,
+            sampling=sampling,
+            max_total_tokens=cfg.rollout.max_total_tokens,
+        )
+        return {"accuracy": r.mean, "ci": [r.ci_low, r.ci_high], "n": r.n, "wall_s": r.wall_s}
+
+    results: dict[str, Any] = {"before": {name: score(name) for name in EVALS}}
+    for arm in ("argym", "trl"):
+        trained = json.loads((out / f"{arm}.json").read_text())
+        curve = []
+        for i, c in enumerate(trained["checkpoints"]):
+            policy.load_weights(_Weights(c["path"]))
+            last = i == len(trained["checkpoints"]) - 1
+            point = {"train_s": c["train_s"], "step": c["step"], "addition": score("addition")}
+            if last:
+                point.update({name: score(name) for name in EVALS if name != "addition"})
+            curve.append(point)
+        results[arm] = curve
+    policy.close()
+    return results
+
+
+# ---- report ----------------------------------------------------------------------------------------------
+
+
+def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
+    """Accuracy at equal time and the time argym takes to reach TRL's final accuracy."""
+    out: dict[str, Any] = {"before": evals["before"]}
+    for arm in ("argym", "trl"):
+        t = trained[arm]
+        final = evals[arm][-1]
+        out[arm] = {
+            "setup_s": t["setup_s"],
+            "train_s": final["train_s"],
+            "steps": final["step"],
+            "median_step_s": statistics.median(s["step_s"] for s in t["steps"]) if t["steps"] else None,
+            "after": {name: final[name] for name in EVALS},
+        }
+    target = evals["trl"][-1]["addition"]["accuracy"]
+    reached = next((p for p in evals["argym"] if p["addition"]["accuracy"] >= target), None)
+    out["argym_reaches_trl_final"] = {
+        "trl_final_accuracy": target,
+        "argym_s": reached["train_s"] if reached else None,
+        "trl_s": evals["trl"][-1]["train_s"],
+        "ratio": reached["train_s"] / evals["trl"][-1]["train_s"] if reached else None,
+    }
+    return out
+
+
+def plot(evals: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    before = evals["before"]["addition"]
+    for arm, color in (("argym", "tab:blue"), ("trl", "tab:orange")):
+        pts = [{"train_s": 0.0, "addition": before}, *evals[arm]]
+        x = [p["train_s"] / 60 for p in pts]
+        y = [p["addition"]["accuracy"] for p in pts]
+        lo = [p["addition"]["accuracy"] - p["addition"]["ci"][0] for p in pts]
+        hi = [p["addition"]["ci"][1] - p["addition"]["accuracy"] for p in pts]
+        ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, color=color, label=arm.replace("trl", "TRL"))
+    ax.set_xlabel("training wall time, minutes (setup included)")
+    ax.set_ylabel("held-out greedy accuracy (95% Wilson)")
+    ax.set_title(title)
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def print_table(s: dict[str, Any]) -> None:
+    def cell(r: dict[str, Any]) -> str:
+        return f"{r['accuracy']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
+
+    print(f"{'held-out (greedy)':22} {'before':>22} {'argym after':>22} {'TRL after':>22}")
+    for name in EVALS:
+        print(
+            f"{name:22} {cell(s['before'][name]):>22} {cell(s['argym']['after'][name]):>22} "
+            f"{cell(s['trl']['after'][name]):>22}"
+        )
+    for arm in ("argym", "trl"):
+        r = s[arm]
+        print(
+            f"{arm}: {r['steps']} steps in {r['train_s'] / 60:.1f} min (setup {r['setup_s']:.0f} s, "
+            f"median step {r['median_step_s']:.1f} s)"
+        )
+    reach = s["argym_reaches_trl_final"]
+    if reach["argym_s"] is None:
+        print(f"argym did not reach TRL's final accuracy {reach['trl_final_accuracy']:.3f}")
+    else:
+        print(
+            f"argym reached TRL's final accuracy {reach['trl_final_accuracy']:.3f} at "
+            f"{reach['argym_s'] / 60:.1f} min, TRL at {reach['trl_s'] / 60:.1f} min (ratio {reach['ratio']:.2f})"
+        )
+
+
+def child(a: argparse.Namespace) -> None:
+    import torch
+
+    torch.manual_seed(SEED)
+    out = Path(a.out)
+    run = {"argym": run_argym, "trl": run_trl, "eval": run_eval}[a.child]
+    (out / f"{a.child}.json").write_text(json.dumps(run(a, out), indent=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=30.0, help="wall-clock training budget of each arm")
+    ap.add_argument("--episodes", type=int, default=300, help="held-out test tasks per evaluation")
+    ap.add_argument("--points", type=int, default=5, help="checkpoints on each learning curve (plus the end)")
+    ap.add_argument("--prompts", type=int, default=8, help="tasks per step")
+    ap.add_argument("--group", type=int, default=8, help="samples per task (GRPO's G)")
+    ap.add_argument("--new-tokens", type=int, default=96)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--lora-r", type=int, default=0, help="> 0: LoRA of this rank in both arms (raise --lr)")
+    ap.add_argument("--max-trl-steps", type=int, default=2000, help="TRL's dataset size in steps")
+    ap.add_argument("--smoke", action="store_true", help="a tiny budget: the script end to end")
+    ap.add_argument("--out", default="runs/smollm2_learning")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.smoke:
+        a.minutes, a.episodes, a.points, a.prompts, a.group, a.new_tokens = 0.5, 6, 1, 2, 2, 16
+        a.max_trl_steps = 3
+    if a.child:
+        return child(a)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from argym.agents.models import prepare
+
+    prepare("smollm2")  # once, before any clock starts
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # the same cores as the learner
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in vars(a).items() if k not in ("child", "smoke")]
+    argv += ["--smoke"] if a.smoke else []
+    for which in ("argym", "trl", "eval"):
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, __file__, "--child", which, *argv], text=True)
+        if proc.returncode:
+            sys.exit(f"the {which} child failed (exit {proc.returncode}); its output is above.")
+        print(f"{which}: {time.perf_counter() - t0:.0f} s", flush=True)
+    trained = {arm: json.loads((out / f"{arm}.json").read_text()) for arm in ("argym", "trl")}
+    evals = json.loads((out / "eval.json").read_text())
+    summary = summarize(trained, evals)
+    setting = {k: v for k, v in vars(a).items() if k != "child"}
+    (out / "results.json").write_text(json.dumps({"setting": setting, **summary, "curves": evals}, indent=2))
+    plot(evals, out / "curves.png", f"SmolLM2-135M-Instruct, 2-digit addition, {a.minutes:g} min per arm")
+    print_table(summary)
+    print(f"wrote {out / 'results.json'} and {out / 'curves.png'}")
+
+
+if __name__ == "__main__":
+    main()
