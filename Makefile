@@ -70,6 +70,7 @@ endef
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	bash .ci/typecheck.sh $(PY)
 
 test: lint $(VENV)/.vllm-installed $(SMOLLM2) $(BFCL)
 	$(call run_tests,)

@@ -30,6 +30,7 @@ from argym.agents.policy import SamplingParams
 import argym
 from argym.errors import ConfigError, InfrastructureError
 from argym.stats import pass_at_k, success_interval
+from argym.transcript import transcript
 from argym.types import Task, Trajectory
 
 CONFIDENCE = 0.95
@@ -44,7 +45,8 @@ class EvalResult:
     episodes, in [0, 1]; `ci_low`/`ci_high` its 95% interval. `pass_at_k` maps
     ``"pass@1"`` .. ``"pass@k"`` to the unbiased estimate averaged over tasks
     (only when `samples_per_task` > 1). `episodes` holds one dict per episode:
-    ``{task_id, sample, success, reward, turns, tokens, infra_failure}``.
+    ``{task_id, sample, success, reward, turns, tokens, infra_failure, transcript}``; the transcript
+    (what the model wrote, the env's replies, the verdict) is bounded (`argym.transcript`).
     """
 
     env_id: str
@@ -267,6 +269,7 @@ def score(
                 "turns": int(traj.turns),
                 "tokens": int(traj.num_policy_tokens),
                 "infra_failure": bool(traj.infra_failure),
+                "transcript": transcript(traj),
             }
         )
         if not traj.infra_failure:

@@ -178,7 +178,7 @@ class RolloutEngine:
         With `record_snapshots`, each trajectory's `snapshots[k]` is the env's
         `snapshot()` before turn k (reached through wrappers), for R³L's retries.
         """
-        episodes = []
+        episodes: list[_Episode] = []
         for t, task in enumerate(tasks):
             for _s in range(group_size):
                 env = self._env(len(episodes))

@@ -118,9 +118,9 @@ class WeightSync:
             tied[id(param)].append(name)
         with safe_open(path, framework="pt", device="cpu") as f:
             names = list(f.keys())
-            self.reload_weights(
-                weights_iterator=((n, f.get_tensor(n)) for n in names),  # type: ignore[attr-defined]
-                is_checkpoint_format=True,
+            worker: Any = self  # a vLLM worker: `reload_weights` is its own method, which this class extends
+            worker.reload_weights(
+                weights_iterator=((n, f.get_tensor(n)) for n in names), is_checkpoint_format=True
             )
         # The layerwise reload gives the loaded parameter a new tensor, which unties its twins (lm_head),
         # and those twins keep kernel data derived from the old one (the CPU backend's packed GEMM
@@ -132,7 +132,7 @@ class WeightSync:
                 module = model.get_submodule(module_name)
                 setattr(module, attr, source)
                 method = getattr(module, "quant_method", None)
-                if hasattr(method, "process_weights_after_loading"):
+                if method is not None and hasattr(method, "process_weights_after_loading"):
                     method.process_weights_after_loading(module)
         return len(names)
 

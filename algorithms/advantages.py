@@ -87,6 +87,9 @@ class Estimator:
     """The learner whitens the token advantages over every policy token of the batch (REINFORCE++)."""
     needs_values: bool = False
     """Reads a value model's `values`: the trainer builds a critic for it (VAPO's GAE)."""
+    needs_groups: bool = False
+    """Compares a sample with the others of its group: a group of one gets no signal, so a config with
+    ``rollout.group_size: 1`` is refused at load (`argym.algorithms.config.TrainConfig`)."""
 
     def __call__(self, inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
         return self.fn(inputs, config)
@@ -96,12 +99,18 @@ get_advantage = ADVANTAGES.get
 
 
 def register_advantage(
-    name: str, *, token_level: bool = False, whiten_tokens: bool = False, needs_values: bool = False
+    name: str,
+    *,
+    token_level: bool = False,
+    whiten_tokens: bool = False,
+    needs_values: bool = False,
+    needs_groups: bool = False,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Decorator filing an estimator under `name` with what it is (`Estimator`); returns it unchanged."""
 
     def deco(fn: AdvantageFn) -> AdvantageFn:
-        ADVANTAGES.add(name, Estimator(fn, token_level, whiten_tokens, needs_values), module=fn.__module__)
+        estimator = Estimator(fn, token_level, whiten_tokens, needs_values, needs_groups)
+        ADVANTAGES.add(name, estimator, module=fn.__module__)
         return fn
 
     return deco
@@ -156,19 +165,19 @@ def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True, e
     return adv.to(rewards.dtype if rewards.is_floating_point() else torch.float32)
 
 
-@register_advantage("grpo")
+@register_advantage("grpo", needs_groups=True)
 def grpo_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """GRPO (and, with ``adv_std=False``, Dr.GRPO) outcome advantages from the config."""
     return group_normalized(inputs.rewards, inputs.group_ids, use_std=config.adv_std, eps=config.adv_eps)
 
 
-@register_advantage("drgrpo")
+@register_advantage("drgrpo", needs_groups=True)
 def drgrpo_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """Dr.GRPO: Â_i = r_i − mean_g r, no std (arXiv 2503.20783 eq. 2, "question-level bias")."""
     return group_normalized(inputs.rewards, inputs.group_ids, use_std=False)
 
 
-@register_advantage("rloo")
+@register_advantage("rloo", needs_groups=True)
 def rloo_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """RLOO: Â_i = r_i − (1/(k−1)) Σ_{j≠i} r_j = k/(k−1)·(r_i − mean_g r) (arXiv 2402.14740 eq. 5).
 
@@ -196,11 +205,11 @@ def masked_whiten(
     total = reduce or (lambda t: t)
     m = (mask > 0).to(torch.float64)
     v = x.to(torch.float64)
-    n, s = total(torch.stack([m.sum(), (v * m).sum()])).tolist()
+    n, s = (float(x) for x in total(torch.stack([m.sum(), (v * m).sum()])).tolist())
     if n < 2:
         return torch.zeros_like(x, dtype=torch.float32)
     mean = s / n
-    sq = total((((v - mean) ** 2) * m).sum().reshape(1)).item()
+    sq = float(total((((v - mean) ** 2) * m).sum().reshape(1)).item())
     return ((v - mean) / (math.sqrt(sq / (n - 1)) + eps) * m).float()
 
 
@@ -222,7 +231,7 @@ def reinforce_pp_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Te
     return discounted_returns(*inputs.tokens(), config.gamma)
 
 
-@register_advantage("reinforce++_baseline", token_level=True, whiten_tokens=True)
+@register_advantage("reinforce++_baseline", token_level=True, whiten_tokens=True, needs_groups=True)
 def reinforce_pp_baseline_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
     """REINFORCE++-baseline (arXiv 2501.03262 §3.2): the group's mean reward taken off each
     response's last policy token, then token returns as `reinforce_pp_advantage`; (B, T).
@@ -342,6 +351,7 @@ def gae_advantage(inputs: AdvantageInputs, config: LearnerConfig) -> Tensor:
             "advantage 'gae' needs a value model: build the Learner with critic= "
             "(argym.algorithms.value.Critic), as the trainer does for VAPO."
         )
+    lam: float | Tensor
     if config.lam_alpha > 0:
         lam = length_adaptive_lambda(mask.sum(-1), config.lam_alpha, low=config.lam_policy)  # (B,)
     else:

@@ -116,8 +116,8 @@ def branch_q_targets(
                     envs.append(env)
                     starts.append(snap.messages)
                     keys.append(key)
-        for key, (ok, turns) in zip(keys, play_out(envs, starts, act)):
-            table.add(key, discounted_target(ok, turns, gamma))
+        for key, (ok, played) in zip(keys, play_out(envs, starts, act)):
+            table.add(key, discounted_target(ok, played, gamma))
     finally:
         base.close()
         for env in envs:

@@ -14,8 +14,9 @@ update" step 2), so no learner trains on a harness fault.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -63,16 +64,14 @@ class TrainBatch:
     def num_policy_tokens(self) -> int:
         return int(self.loss_mask.sum().item())
 
-    def _map(self, fn) -> TrainBatch:
+    def _map(self, fn: Callable[[str, Tensor], Tensor]) -> TrainBatch:
         """Apply ``fn(name, tensor)`` to every tensor field (rows come first in all of them)."""
-        return dataclasses.replace(
-            self,
-            **{
-                f.name: fn(f.name, getattr(self, f.name))
-                for f in dataclasses.fields(self)
-                if isinstance(getattr(self, f.name), Tensor)
-            },
-        )
+        changed: dict[str, Any] = {
+            f.name: fn(f.name, getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), Tensor)
+        }
+        return dataclasses.replace(self, **changed)
 
     def select(self, rows: Tensor | slice) -> TrainBatch:
         """The rows `rows` (an index tensor or a slice), every field kept aligned."""
@@ -147,7 +146,7 @@ def make_batch(
             "pass one per trajectory, infra failures included."
         )
     token_level = not isinstance(advantages, Tensor)
-    if not token_level and advantages.dim() != 1:
+    if isinstance(advantages, Tensor) and advantages.dim() != 1:
         raise ValueError(
             f"A tensor of advantages must have shape (N,), got {tuple(advantages.shape)}; "
             "pass token-level advantages as one list per trajectory."
@@ -183,6 +182,7 @@ def make_batch(
                 )
         adv = pad([torch.as_tensor(advantages[i], dtype=torch.float32) for i in keep], 0.0)[:, 1:]  # (B, L-1)
     else:
+        assert isinstance(advantages, Tensor)  # not token-level: one advantage per trajectory
         adv = advantages.detach().to("cpu", torch.float32)[keep][:, None].expand_as(loss_mask)
     token_rewards = torch.zeros_like(loss_mask)  # (B, L-1)
     for b, t in enumerate(trajs):

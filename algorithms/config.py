@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, cast, get_type_hints
 
 import yaml
 from argym.agents.program import ProgramConfig
@@ -32,6 +32,8 @@ from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError, did_you_mean
 from argym.values import coerce, parse_value
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -286,6 +288,22 @@ class EvalConfig:
 
 
 @dataclass
+class LogConfig:
+    """What a run shows beyond its metrics (`argym.algorithms.step_log`)."""
+
+    samples_per_step: int = 2
+    """Trajectories per step written to samples.jsonl and TensorBoard's text tab (0: none)."""
+    zero_variance_steps: int = 3
+    """Warn when every group's rewards are all equal for this many steps in a row (nothing is learned)."""
+
+    def __post_init__(self) -> None:
+        if self.samples_per_step < 0:
+            raise ConfigError(f"log.samples_per_step must be >= 0, got {self.samples_per_step}.")
+        if self.zero_variance_steps < 1:
+            raise ConfigError(f"log.zero_variance_steps must be >= 1, got {self.zero_variance_steps}.")
+
+
+@dataclass
 class ClusterConfig:
     """Where the envs run (docs/scaling.md): in this process, or in Ray actors (``pip install 'argym[ray]'``)."""
 
@@ -350,6 +368,8 @@ class TrainConfig:
     """The agent program `rollout.strategy: program` trains (docs/agent_programs.md)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out evaluation."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """Sample trajectories per step and the cannot-learn warning."""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     """Where the training envs run: this process (default) or Ray actors (`cluster.address`)."""
     steps: int = 100
@@ -371,6 +391,8 @@ class TrainConfig:
                 f"Set both."
             )
         STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
+        if self.rollout.group_size == 1:
+            _check_group_of_one(self.algorithm.advantage)
         if self.agent.program and self.rollout.strategy != "program":
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
@@ -386,12 +408,26 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def from_dict(cls: type, data: dict[str, Any], where: str = "") -> Any:
+def _check_group_of_one(advantage: str) -> None:
+    """Refuse ``group_size: 1`` with an estimator that compares a sample with its group (every advantage
+    would be 0: nothing to learn). Only this case loads the (torch) estimators, to read `needs_groups`."""
+    if not ADVANTAGES.get(advantage).needs_groups:
+        return
+    fine = [name for name in ADVANTAGES.names() if not ADVANTAGES.get(name).needs_groups]
+    raise ConfigError(
+        f"rollout.group_size=1 with algorithm.advantage={advantage!r}: {advantage} compares each sample "
+        f"with the others of its task's group, so a group of one gets advantage 0 and nothing is learned. "
+        f"Set rollout.group_size to 2 or more (GRPO uses 8 to 64), or pick an estimator that takes groups "
+        f"of one: {', '.join(fine)}."
+    )
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Build dataclass `cls` from nested dicts; unknown keys name the close matches."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}.")
     hints = get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cast(Any, cls))]  # `cls` is a dataclass (its callers')
     kwargs = {}
     for key, value in data.items():
         if key not in names:

@@ -35,8 +35,9 @@ from argym.algorithms.config import LearnerConfig
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, zero_sums
-from argym.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, aggregate, nll_loss
+from argym.algorithms.losses import aggregate, nll_loss
 from argym.algorithms.r3l.credit import credit_step
+from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from torch import Tensor, nn
 
 from argym.errors import ConfigError
@@ -83,6 +84,8 @@ class Learner:
                 "(a frozen copy of the initial policy) or set kl_coef=0."
             )
         self.config = config
+        self.sample_advantages: list[float | None] = []
+        """The last update's advantage of each trajectory (mean over its policy tokens; None: dropped)."""
         self.accelerator = accelerator
         disable_dropout(model)
         optimizer = torch.optim.AdamW(
@@ -162,9 +165,10 @@ class Learner:
         first epoch's partition, for π_old to take the training forward's path.
         """
         given = advantages is not None
-        if not given:
-            advantages = torch.zeros(len(trajectories))  # placeholder until π_old / π_ref exist
-        batch = make_batch(trajectories, advantages, pad_id)
+        # without advantages, zeros hold their place until π_old / π_ref exist
+        batch = make_batch(
+            trajectories, advantages if advantages is not None else torch.zeros(len(trajectories)), pad_id
+        )
         if old_logprobs:
             batch.old_logprobs = self.logprobs(batch, minibatches=minibatches)
         if self.config.kl_coef > 0:
@@ -215,6 +219,7 @@ class Learner:
         batch = self.prepare_batch(
             trajectories, pad_id, advantages, minibatches=first, old_logprobs=not on_policy
         )
+        self.sample_advantages = sample_advantages(trajectories, batch)
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor] = []
         for epoch in range(cfg.ppo_epochs):
@@ -246,7 +251,10 @@ class Learner:
         served as π_old (on-policy, see `reuses_training_forward`), else None.
         """
         cfg, acc = self.config, self.accelerator
-        pos_tokens = (mini.loss_mask * mini.positive[:, None]).sum().item() if cfg.nll_coef > 0 else 0.0
+        pos_tokens = 0.0
+        if cfg.nll_coef > 0:
+            assert mini.positive is not None  # make_batch marks every sample's positivity
+            pos_tokens = (mini.loss_mask * mini.positive[:, None]).sum().item()
         local = torch.tensor(
             [mini.loss_mask.sum().item(), len(mini), pos_tokens], dtype=torch.float64, device=acc.device
         )
@@ -274,7 +282,9 @@ class Learner:
                 if own_old:
                     mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
                     old_pieces.append(mb.old_logprobs.cpu())
-                pg, clipped = self.policy_loss_fn(logp, mb.old_logprobs, mb.advantages, mask, cfg)
+                old = mb.old_logprobs
+                assert old is not None and entropy is not None  # π_old is given or was just taken
+                pg, clipped = self.policy_loss_fn(logp, old, mb.advantages, mask, cfg)
                 pg_loss = aggregate(pg, mask, **agg)
                 loss = pg_loss
                 if cfg.kl_coef > 0 and not cfg.kl_in_reward:
@@ -286,12 +296,13 @@ class Learner:
                 if cfg.entropy_coef > 0:
                     loss = loss - cfg.entropy_coef * aggregate(entropy, mask, **agg)
                 if cfg.nll_coef > 0:  # VAPO: L = L_PPO + μ·L_NLL (arXiv 2504.05118 eq. 9)
+                    assert mb.positive is not None
                     nll = nll_loss(logp, mask, mb.positive, global_pos)
                     loss = loss + cfg.nll_coef * nll
                     sums["nll"] += nll.detach()
                 acc.backward(loss * acc.num_processes)  # DDP averages; our normaliser is global
             with torch.no_grad():
-                log_ratio = torch.where(mask > 0, logp.detach() - mb.old_logprobs, 0.0)  # (b, l-1)
+                log_ratio = torch.where(mask > 0, logp.detach() - old, 0.0)  # (b, l-1)
                 # k3 estimate of KL(π_old‖π_θ), as CleanRL's approx_kl
                 sums["approx_kl"] += (torch.exp(log_ratio) - 1 - log_ratio).sum()
                 sums["clipped"] += (clipped.float() * mask).sum()
@@ -336,6 +347,7 @@ class Learner:
     def value_targets(self, batch: TrainBatch) -> Tensor:
         """The critic's targets: GAE returns with λ_critic (1: Monte-Carlo), (B, L-1)."""
         values = batch.values if batch.values is not None else torch.zeros_like(batch.loss_mask)
+        assert batch.token_rewards is not None  # make_batch places every reward on its tokens
         _, returns = gae(
             batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic
         )
@@ -350,3 +362,12 @@ def _stack_rows(pieces: list[Tensor], shape: torch.Size) -> Tensor:
         out[start : start + len(piece), : piece.shape[1]] = piece
         start += len(piece)
     return out
+
+
+def sample_advantages(trajectories: list[Trajectory], batch: TrainBatch) -> list[float | None]:
+    """Each trajectory's advantage, averaged over its policy tokens (an outcome estimator's value
+    itself), aligned with `trajectories`; None for an infra failure (not in the batch)."""
+    mask = batch.loss_mask
+    per_row = ((batch.advantages * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()  # (B,)
+    rows = iter(per_row)
+    return [None if t.infra_failure else float(next(rows)) for t in trajectories]

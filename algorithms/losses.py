@@ -266,4 +266,5 @@ def aggregate(
     mask = mask.to(per_token.dtype)
     # where(), not ×, so a NaN/inf on a padded position cannot leak into the sum
     masked = torch.where(mask > 0, per_token, torch.zeros_like(per_token))  # (B, T)
-    return AGGREGATIONS.get(mode)(masked, mask, float(global_tokens), float(global_seqs), constant)
+    loss: Tensor = AGGREGATIONS.get(mode)(masked, mask, float(global_tokens), float(global_seqs), constant)
+    return loss

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,12 @@ class MetricsLog:
                     self._tb.add_scalar(k, v, step)
             self._tb.flush()
 
+    def text(self, tag: str, markdown: str, step: int) -> None:
+        """Markdown for TensorBoard's text tab (the sample trajectories)."""
+        if self._tb is not None:
+            self._tb.add_text(tag, markdown, step)
+            self._tb.flush()
+
     def records(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
@@ -59,35 +66,73 @@ class MetricsLog:
             self._tb.close()
 
 
-def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str = "") -> Path:
-    """Training success per step (and its moving average) with the held-out evaluations."""
+def curve_title(cfg: Any) -> str:
+    """The learning curve's title from a `TrainConfig`: env (and its task set), algorithm, model."""
+    tasks = cfg.env.kwargs.get("tasks", "")
+    model = "tiny policy" if cfg.policy.kind == "tiny" else str(cfg.policy.path)
+    algo = (cfg.algo or cfg.algorithm.advantage).upper()
+    return f"{cfg.env.id} {tasks}".strip() + f" · {algo} · {model}"
+
+
+def learning_curve_figure(records: list[dict[str, Any]], title: str = "") -> Any:
+    """Training success per step (and its moving average) with the held-out evaluations, as a figure.
+
+    Steps are whole numbers on the axis; an evaluation at step 0 (after the warm start, before RL) is its
+    own marked point; the y axis runs a little past 0 and 1 so lines lying on them stay visible.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     train = [(r["step"], r["train/success"]) for r in records if "train/success" in r]
     evals = [(r["step"], r["eval/success"]) for r in records if "eval/success" in r]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
     if train:
         xs, ys = zip(*train)
-        ax.plot(xs, ys, color="tab:blue", alpha=0.3, lw=1, label="train success (per step)")
+        ax.plot(
+            xs, ys, color="tab:blue", alpha=0.3, lw=1, label="train: success of the sampled groups, per step"
+        )
         w = max(1, len(ys) // 15)
         avg = [
             sum(ys[max(0, i - w + 1) : i + 1]) / len(ys[max(0, i - w + 1) : i + 1]) for i in range(len(ys))
         ]
-        ax.plot(xs, avg, color="tab:blue", lw=2, label=f"train success ({w}-step mean)")
+        if w > 1:
+            ax.plot(xs, avg, color="tab:blue", lw=2, label=f"train: the same, mean of the last {w} steps")
     if evals:
         xs, ys = zip(*evals)
-        ax.plot(xs, ys, "o-", color="tab:red", lw=2, label="held-out accuracy (greedy)")
+        ax.plot(xs, ys, "o-", color="tab:red", lw=2, label="held-out test tasks: success, greedy decoding")
+        start = [(x, y) for x, y in evals if x == 0]
+        if start:
+            ax.plot(
+                *zip(*start),
+                "D",
+                color="black",
+                ms=7,
+                zorder=5,
+                label="step 0: after the warm start, before RL",
+            )
+    steps = [x for x, _ in train + evals] or [0]
+    ax.set_xlim(min(steps) - 0.5, max(max(steps), 1) + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("RL step")
     ax.set_ylabel("success rate")
-    ax.set_ylim(0, 1)
+    ax.set_ylim(-0.04, 1.04)  # a curve at 0 or 1 is not hidden under the frame
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    if train or evals:
+        ax.legend(loc="best", fontsize=8, framealpha=0.9)
     if title:
-        ax.set_title(title)
+        ax.set_title(textwrap.fill(title, 80), fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """`learning_curve_figure`, saved as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = learning_curve_figure(records, title)
     fig.savefig(path)
     plt.close(fig)
     return path

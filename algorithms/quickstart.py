@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from argym.algorithms.config import load_config
-from argym.algorithms.metrics import plot_learning_curve
+from argym.algorithms.metrics import curve_title, plot_learning_curve
 from argym.algorithms.trainer import Trainer
 
 
@@ -84,7 +84,7 @@ def run_quickstart(
     plot_learning_curve(
         curve,
         trainer.run_dir / "learning_curve.png",
-        title=f"GRPO, tiny policy, {cfg.env.id} {cfg.env.kwargs.get('tasks', '')}",
+        title=curve_title(cfg),
     )
     summary = {
         "before": before,

@@ -15,7 +15,7 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -26,24 +26,30 @@ from argym.agents.policy import SamplingParams
 from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
-from argym.algorithms.advantages import ADVANTAGES
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference, apply_lora
-from argym.algorithms.metrics import MetricsLog, plot_learning_curve, tampered_rate
+from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
+from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
+from argym.algorithms.step_log import StepLog
 from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
+from torch import nn
 
 from argym.cluster import connect
 from argym.errors import ConfigError
 from argym.seeding import seed_for
+from argym.types import Trajectory
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log")
 
 
 def seed_everything(seed: int) -> None:
@@ -72,6 +78,8 @@ def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
         tok = build_tiny_tokenizer()
         policy = HFPolicy(build_tiny_model(tok, pc.tiny, seed=cfg.seed), tok, name="tiny")
     else:
+        if pc.path is None:
+            raise ConfigError("policy.kind: hf needs policy.path (a checkpoint directory or a model name).")
         policy = HFPolicy.load(pc.path, dtype=pc.dtype)
     if pc.lora_r > 0:
         adapter = checkpoint / "policy" / ADAPTER_DIR if checkpoint is not None else None
@@ -164,6 +172,9 @@ class Trainer:
         else:
             self.save()
         self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
+        self.log = StepLog(
+            self.run_dir, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step
+        )
         self.sampling = SamplingParams(
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
@@ -198,13 +209,14 @@ class Trainer:
             if (path / "config.json").is_file():
                 from transformers import AutoModelForCausalLM
 
-                return AutoModelForCausalLM.from_pretrained(
+                saved: nn.Module = AutoModelForCausalLM.from_pretrained(
                     path, dtype=getattr(torch, self.cfg.policy.dtype)
-                ).to(self.accelerator.device)
+                )
+                return saved.to(self.accelerator.device)
             self.console.print(
                 f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]"
             )
-        ref = copy.deepcopy(self.policy.model)
+        ref = cast("PreTrainedModel", copy.deepcopy(self.policy.model))
         if not resumed:
             ref.save_pretrained(path)
         return ref
@@ -251,13 +263,16 @@ class Trainer:
         critic, its optimizer and the RNGs), so a run killed here resumes here: skipping the rest
         would train on with an under-fit critic, the ablation that collapses (§3.1: 60 → 11)."""
         cfg = self.cfg
-        t0, m, start = time.perf_counter(), {}, self.value_pretrained
+        t0, start = time.perf_counter(), self.value_pretrained
+        m: dict[str, float] = {}
+        critic = self.learner.critic
+        assert critic is not None  # value pretraining runs for an estimator that needs values
         for k in range(start, cfg.algorithm.value_pretrain_steps):
             trajs, _ = self.collect(step=k, purpose="value_pretrain")  # seeds no RL step uses
             batch = self.learner.prepare_batch(
                 trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)), old_logprobs=False
             )
-            m = self.learner.critic.update(batch, self.learner.value_targets(batch))
+            m = critic.update(batch, self.learner.value_targets(batch))
             self.value_pretrained = done = k + 1
             if done % cfg.checkpoint_every == 0 or done == cfg.algorithm.value_pretrain_steps:
                 self.save()
@@ -298,7 +313,9 @@ class Trainer:
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
 
-    def collect(self, step: int | None = None, purpose: str = "rollout") -> tuple[list, dict[str, float]]:
+    def collect(
+        self, step: int | None = None, purpose: str = "rollout"
+    ) -> tuple[list[Trajectory], dict[str, float]]:
         """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
 
         Reward components are summed first (the DAPO overlong penalty, in policy
@@ -312,7 +329,7 @@ class Trainer:
         step = self.step if step is None else step
         rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
 
-        def draw(k: int) -> tuple[list, list[float]]:
+        def draw(k: int) -> tuple[list[Trajectory], list[float]]:
             tasks = [
                 self.engine.task_source.sample(self.task_rng, "train")
                 for _ in range(cfg.rollout.tasks_per_step)
@@ -344,6 +361,7 @@ class Trainer:
         trajs, sampling_metrics = self.collect()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
+        self.log.samples(self.step + 1, trajs, self.learner.sample_advantages)
         if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
             metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
         metrics.update(sampling_metrics)
@@ -379,12 +397,14 @@ class Trainer:
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
             while self.step < cfg.steps:
+                t0 = time.perf_counter()
                 metrics = self.train_step()
                 self.step += 1
                 if cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps:
                     result = self.evaluate()
                     metrics["eval/success"] = result.mean
                 self.metrics.log(self.step, metrics)
+                self.log.beat(self.step, metrics, time.perf_counter() - t0)
                 progress.update(
                     bar,
                     completed=self.step,
@@ -412,7 +432,7 @@ def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
         result = trainer.evaluate()
         trainer.metrics.log(trainer.step, {"eval/success": result.mean})
         plot_learning_curve(
-            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=cfg.env.id
+            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=curve_title(cfg)
         )
         summary = {
             "steps": trainer.step,

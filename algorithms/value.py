@@ -19,7 +19,7 @@ takes its own learning rate (critic 2e-6, actor 1e-6): here `value_lr_scale`
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from argym.algorithms.batch import TrainBatch, split_batch
@@ -29,6 +29,7 @@ from torch import Tensor, nn
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from argym.algorithms.config import LearnerConfig
+    from transformers import PreTrainedModel
 
 
 class ValueModel(nn.Module):
@@ -50,19 +51,22 @@ class ValueModel(nn.Module):
         plain model that trains all its weights (peft's own `base_model` is the LoRA
         wrapper of the whole `*ForCausalLM`, which has no `last_hidden_state`).
         """
-        if hasattr(policy_model, "merge_and_unload"):  # peft.PeftModel
-            policy_model = copy.deepcopy(policy_model).merge_and_unload()
-            body = policy_model.base_model
+        model = cast("PreTrainedModel", policy_model)  # a transformers model, or peft's wrapper of one
+        if hasattr(model, "merge_and_unload"):  # peft.PeftModel
+            peft_model: Any = copy.deepcopy(model)  # peft's methods are not typed
+            model = peft_model.merge_and_unload()
+            body = model.base_model
         else:
-            body = copy.deepcopy(getattr(policy_model, "base_model", policy_model))
+            body = copy.deepcopy(getattr(model, "base_model", model))
         body.requires_grad_(True)
-        return cls(body, policy_model.config.hidden_size)
+        return cls(body, int(model.config.hidden_size))
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         hidden = self.body(
             input_ids=input_ids, attention_mask=attention_mask, use_cache=False
         ).last_hidden_state  # (B, L, H)
-        return self.head(hidden.float()).squeeze(-1)  # (B, L)
+        values: Tensor = self.head(hidden.float()).squeeze(-1)  # (B, L)
+        return values
 
 
 def value_loss(

@@ -12,7 +12,8 @@ same thing.
   rates near 0 or 1, unlike the Wald interval). With several samples per task
   the samples of one task are correlated, so the interval is clustered by
   task (docs/design.md, Evaluation): a cluster-robust standard error of the mean
-  with a normal approximation, clipped to [0, 1].
+  with a normal approximation, clipped to [0, 1]; when that collapses to a point
+  (every task has the same success rate), Wilson over the tasks instead.
 """
 
 from __future__ import annotations
@@ -64,13 +65,17 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise ValueError(f"wilson_interval needs n >= 1, got {n}.")
     if not 0 <= successes <= n:
         raise ValueError(f"wilson_interval needs 0 <= successes <= n, got {successes} of {n}.")
+    return _wilson(successes / n, n, confidence)
+
+
+def _wilson(p: float, n: int, confidence: float) -> tuple[float, float]:
+    """The Wilson interval of a rate `p` observed over `n` units (p need not be a whole count over n)."""
     z = z_value(confidence)
-    p = successes / n
     denom = 1.0 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    low = 0.0 if successes == 0 else max(0.0, center - half)
-    high = 1.0 if successes == n else min(1.0, center + half)
+    low = 0.0 if p <= 0.0 else max(0.0, center - half)
+    high = 1.0 if p >= 1.0 else min(1.0, center + half)
     return low, high
 
 
@@ -93,9 +98,12 @@ def success_interval(
       over G tasks and N episodes, with a normal approximation, clipped to
       [0, 1]. When every task has the same number of samples this is exactly
       the squared standard error of the mean of the per-task success rates
-      (sample variance over tasks / G). It degenerates to a point when every
-      task has the same success rate (e.g. an oracle at 1.0); that is the
-      normal approximation's known weakness at the boundary.
+      (sample variance over tasks / G).
+    - The clustered interval would collapse to a point (every task has the same
+      success rate, e.g. an oracle at 1.0: zero variance), claiming certainty
+      the data cannot give. Then the Wilson interval over the G tasks is used
+      instead, the task's rate as its outcome: G tasks, not N correlated
+      episodes, are the independent units.
     """
     y = np.asarray(successes, dtype=float)  # (N,)
     if y.ndim != 1 or len(y) != len(task_ids):
@@ -120,6 +128,8 @@ def success_interval(
     # cluster-robust variance of the mean: per-task sums of residuals   # (G,)
     resid = np.array([float(np.sum(y[idx] - mean)) for idx in groups.values()])
     var = g / (g - 1) * float(np.sum(resid**2)) / (n * n)
+    if var == 0.0:  # a point interval: fall back to Wilson over the tasks (see above)
+        return (mean, *_wilson(mean, g, confidence))
     return _normal_interval(mean, math.sqrt(var), confidence)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 from argym.envs.executors import Executors
@@ -172,7 +172,9 @@ class TextEnv(gym.Env[list[Message], Action]):
     def turn(self) -> int:
         return self._turn
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
         if "task" in options:
@@ -191,7 +193,7 @@ class TextEnv(gym.Env[list[Message], Action]):
         self._started = True
         return self._observation(), {"task_id": task.id, "split": task.split}
 
-    def step(self, action: Action):
+    def step(self, action: Action) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         if not self._started:
             raise EnvStateError("step() called before reset(): call env.reset() to start an episode.")
         if self._done:
@@ -233,7 +235,7 @@ class TextEnv(gym.Env[list[Message], Action]):
             messages=self._observation(),
             turn=self._turn,
             done=self._done,
-            rng_state=copy.deepcopy(self.np_random.bit_generator.state),
+            rng_state=copy.deepcopy(dict(self.np_random.bit_generator.state)),
         )
 
     def restore(self, state: EnvState) -> None:
@@ -292,8 +294,9 @@ class TextEnv(gym.Env[list[Message], Action]):
     def __enter__(self) -> TextEnv:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         self.close()
+        return False  # an exception in the block goes on
 
 
 def parse_action(action: Any) -> tuple[Message, str | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,10 @@ a{color:#0b5ed7;text-decoration:none}a:hover{text-decoration:underline}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0 0 1rem}dt{color:#5b6472}
 dd{margin:0;font-family:ui-monospace,monospace;font-size:12px;word-break:break-all}
 .filters{margin:.5rem 0 1rem;font-size:13px}.filters input{font:inherit;padding:.15rem .3rem}
+details.tr{margin:.3rem 0}details.tr summary{cursor:pointer;font-size:13px}
+.msg{margin:.3rem 0 .3rem 1rem;padding:.3rem .5rem;border-left:3px solid #d5d9de;background:#fff}
+.msg b{font-size:11px;text-transform:uppercase;color:#5b6472}.msg.assistant{border-color:#9ec5fe}
+.msg pre,.verdict{margin:.2rem 0 0;white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,monospace}
 .ok{color:#137333}.bad{color:#b3261e}.infra{color:#b26b00}.legend{color:#5b6472;font-size:12px}
 """
 
@@ -70,9 +75,10 @@ def board_table(b: Board, link: Callable[[Row], str]) -> str:
     """One board as an HTML table; `link(row)` is the href of a row's detail."""
     head = (
         '<tr><th class="num">#</th><th>agent</th><th class="num">score</th><th class="num">95% interval</th>'
-        '<th></th><th class="num">n</th><th class="num">tasks &times; k</th><th class="num">mean reward</th>'
+        '<th title="the score (dark mark) and its 95% interval (band) on a 0 to 1 scale">interval (0&ndash;1)</th><th class="num">n</th><th class="num">tasks &times; k</th><th class="num">mean reward</th>'
         "<th>pass@k</th><th>submitted</th></tr>"
     )
+    full = " ".join(f"{k}={v}" for k, v in sorted(b.env_kwargs.items()))  # every kwarg, on hover
     rows = []
     for r in b.rows:
         cls = "leader" if r.rank == 1 else ("tied" if r.overlaps_leader else "")
@@ -86,7 +92,7 @@ def board_table(b: Board, link: Callable[[Row], str]) -> str:
             f"</tr>"
         )
     return (
-        f'<section class="board" id="board-{_e(b.key)}"><h2>{_e(b.label)}</h2>'
+        f'<section class="board" id="board-{_e(b.key)}"><h2 title="{_e(full)}">{_e(b.label)}</h2>'
         f'<div class="key">board {_e(b.key)} &middot; task set {_e(b.spec.get("task_set", ""))} &middot; graders '
         f"{_e(json.dumps(b.spec.get('grader_versions', {})))}</div>"
         f'<table class="rows"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></section>'
@@ -136,11 +142,30 @@ def detail_html(sub: dict[str, Any], anchor: str = "", back: str = "") -> str:
         )
     back_link = f'<p><a href="{_e(back)}">&larr; all boards</a></p>' if back else ""
     anchor = anchor or f"sub-{sub['id']}"
+    shown = [transcript_html(e) for e in sub["episodes"] if e.get("transcript")]
+    transcripts = f"<h3>Transcripts</h3>{''.join(shown)}" if shown else ""
     return (
         f'<section class="detail" id="{_e(anchor)}">{back_link}'
         f"<h2>Submission {sub['id']}: {_e(sub['agent'])}</h2><dl>{dl}</dl>"
         f'<table class="episodes"><thead><tr><th>task</th><th>sample</th><th>result</th><th>reward</th>'
-        f"<th>turns</th><th>tokens</th></tr></thead><tbody>{''.join(eps)}</tbody></table></section>"
+        f"<th>turns</th><th>tokens</th></tr></thead><tbody>{''.join(eps)}</tbody></table>{transcripts}</section>"
+    )
+
+
+def transcript_html(e: dict[str, Any]) -> str:
+    """One episode's conversation and verdict, folded under a summary line (no script needed)."""
+    t = e["transcript"]
+    result = "infra failure" if e["infra_failure"] else ("pass" if e["success"] else "fail")
+    msgs = "".join(
+        f'<div class="msg {_e(m.get("role", ""))}"><b>{_e(m.get("role", ""))}</b><pre>{_e(m.get("content", ""))}</pre></div>'
+        for m in t.get("messages", [])
+    )
+    verdict = t.get("verdict")
+    shown = verdict if isinstance(verdict, str) else json.dumps(verdict, indent=1, sort_keys=True)
+    return (
+        f'<details class="tr"><summary>{_e(e["task_id"])} (sample {e["sample"]}): {result}, '
+        f"reward {e['reward']:.3f}</summary>{msgs}"
+        f'<div class="msg"><b>verdict</b><pre class="verdict">{_e(shown)}</pre></div></details>'
     )
 
 
@@ -198,6 +223,10 @@ def write_html(path: str | Path, boards: list[Board], details: list[dict[str, An
     return write_atomic(path, boards_html(boards, details))
 
 
+TITLE_CHARS = 80
+"""Characters of a board's title per line in the PNG (the axes beside 48-character agent names, at 9 pt)."""
+
+
 def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
     """A PNG: one horizontal bar chart per board (top `top` rows), score with its 95% interval."""
     import matplotlib
@@ -208,7 +237,10 @@ def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     shown = [b for b in boards if b.rows] or boards
-    heights = [max(1.2, 0.35 * min(len(b.rows), top) + 0.9) for b in shown] or [1.2]
+    lines = [len(textwrap.wrap(b.label, TITLE_CHARS)) for b in shown]  # a long title wraps, and gets room
+    heights = [
+        max(1.2, 0.35 * min(len(b.rows), top) + 0.9) + 0.2 * (n - 1) for b, n in zip(shown, lines)
+    ] or [1.2]
     fig, axes = plt.subplots(
         len(heights), 1, figsize=(9, sum(heights)), squeeze=False, gridspec_kw={"height_ratios": heights}
     )
@@ -222,7 +254,7 @@ def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
         ax.set_yticks(ys, [f"{r.rank}. {r.display_agent}"[:48] for r in rows], fontsize=8)
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.7, max(len(rows), 1) - 0.3)
-        ax.set_title(b.label, fontsize=9, loc="left")
+        ax.set_title(textwrap.fill(b.label, TITLE_CHARS), fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("success rate (95% interval)")
     fig.tight_layout()
@@ -232,59 +264,77 @@ def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
         plt.close(fig)
 
 
+DROP_ORDER = ("date", "id", "pass@k", "tasks×k", "reward", "n")
+"""Columns left out, in this order, when a board does not fit the terminal (an agent name never wraps)."""
+
+
 def print_boards(boards: list[Board], console: Any = None) -> None:
-    """Rich tables in the terminal, one per board."""
+    """Rich tables in the terminal, one per board.
+
+    No cell wraps: a row is one line. When a board is wider than the terminal, the columns of
+    `DROP_ORDER` are left out one by one (the caption says which); only then is a long agent name
+    cut, with an ellipsis.
+    """
     from rich.console import Console
-    from rich.table import Table
+    from rich.measure import Measurement
 
     console = console or Console(highlight=False)
     if not boards:
         console.print("No submissions yet: `argym eval ENV --agent SPEC --submit` adds one.", markup=False)
         return
-    from rich import box
-
+    unbounded = console.options.update_width(10_000)  # the width a table wants, not the one it gets
     for b in boards:
-        has_k = any(r.pass_at_k for r in b.rows)
-        table = Table(
-            title=b.label,
-            caption=f"board {b.key} · ≈ interval overlaps the leader's",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            padding=(0, 1),
-        )
-        cols = (
-            [("#", "right"), ("agent", "left"), ("score", "right"), ("95% interval", "right"), ("n", "right")]
-            + ([("tasks×k", "right"), ("pass@k", "left")] if has_k else [])
-            + [("reward", "right"), ("date", "left"), ("id", "right")]
-        )
-        for col, just in cols:
+        dropped: list[str] = []
+        table = _board_table(b, dropped)
+        for col in DROP_ORDER:
+            if Measurement.get(console, unbounded, table).maximum <= console.width:
+                break
+            if col in [c.header for c in table.columns]:
+                dropped.append(col)
+                table = _board_table(b, dropped)
+        console.print(table)
+
+
+def _board_table(b: Board, dropped: list[str]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    has_k = any(r.pass_at_k for r in b.rows)
+    hidden = f" · not shown (narrow terminal): {', '.join(dropped)}" if dropped else ""
+    table = Table(
+        title=b.label,
+        caption=f"board {b.key} · ≈ interval overlaps the leader's{hidden}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
+    cols = (
+        [("#", "right"), ("agent", "left"), ("score", "right"), ("95% interval", "right"), ("n", "right")]
+        + ([("tasks×k", "right"), ("pass@k", "left")] if has_k else [])
+        + [("reward", "right"), ("date", "left"), ("id", "right")]
+    )
+    for col, just in cols:
+        if col not in dropped:
             table.add_column(
                 col,
-                justify=just,
-                no_wrap=col != "agent",  # type: ignore[arg-type]
+                justify=just,  # type: ignore[arg-type]
+                no_wrap=True,  # an agent spec is one token: never broken across lines
+                overflow="ellipsis",
                 min_width=14 if col == "agent" else None,
-                overflow="fold",
             )
-        for r in b.rows:
-            mark = "≈" if r.overlaps_leader else ""
-            pk = (
-                [
-                    f"{r.n_tasks}×{r.samples_per_task}",
-                    " ".join(f"{k}={v:.3f}" for k, v in r.pass_at_k.items()),
-                ]
-                if has_k
-                else []
-            )
-            table.add_row(
-                f"{r.rank}{mark}",
-                r.display_agent,
-                f"{r.score:.3f}",
-                fmt_ci(r),
-                str(r.n),
-                *pk,
-                f"{r.mean_reward:.3f}",
-                r.submitted_at[:10],
-                str(r.id),
-                style="bold" if r.rank == 1 else None,
-            )
-        console.print(table)
+    for r in b.rows:
+        pk = [f"{r.n_tasks}×{r.samples_per_task}", " ".join(f"{k}={v:.3f}" for k, v in r.pass_at_k.items())]
+        cells = {
+            "#": f"{r.rank}{'≈' if r.overlaps_leader else ''}",
+            "agent": r.display_agent,
+            "score": f"{r.score:.3f}",
+            "95% interval": fmt_ci(r),
+            "n": str(r.n),
+            "tasks×k": pk[0],
+            "pass@k": pk[1],
+            "reward": f"{r.mean_reward:.3f}",
+            "date": r.submitted_at[:10],
+            "id": str(r.id),
+        }
+        table.add_row(*(cells[c.header] for c in table.columns), style="bold" if r.rank == 1 else None)
+    return table

@@ -33,7 +33,7 @@ from argym.leaderboards.submission import Submission, SubmissionError, canonical
 
 from argym.errors import ArgymError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 ENV_VAR = "ARGYM_LEADERBOARD"
 T = TypeVar("T")
 
@@ -73,6 +73,10 @@ CREATE TABLE episodes (
     PRIMARY KEY (submission_id, idx)
 );
 """
+
+
+# Schema 2 → 3: each episode may keep its transcript (JSON, bounded by argym.transcript).
+SCHEMA_V3 = "ALTER TABLE episodes ADD COLUMN transcript TEXT"
 
 
 class StoreError(ArgymError):
@@ -172,8 +176,11 @@ class Store:
                         f"{self.path} holds tables but no argym schema version; not touching it."
                     )
                 _run_script(db, SCHEMA_V2)
+                db.execute(SCHEMA_V3)
             elif version == 1:
                 _migrate_v1(db)
+            elif version == 2:
+                db.execute(SCHEMA_V3)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # ---- writes ---------------------------------------------------------------------
@@ -210,12 +217,18 @@ class Store:
             return None
         out = _row(r)
         eps = self._conn.execute(
-            "SELECT task_id, sample, success, reward, turns, tokens, infra_failure "
+            "SELECT task_id, sample, success, reward, turns, tokens, infra_failure, transcript "
             "FROM episodes WHERE submission_id = ? ORDER BY idx",
             (int(sub_id),),
         ).fetchall()
         out["episodes"] = [
-            {**dict(e), "success": bool(e["success"]), "infra_failure": bool(e["infra_failure"])} for e in eps
+            {
+                **dict(e),
+                "success": bool(e["success"]),
+                "infra_failure": bool(e["infra_failure"]),
+                "transcript": json.loads(e["transcript"]) if e["transcript"] else None,
+            }
+            for e in eps
         ]
         return out
 
@@ -231,9 +244,12 @@ def _run_script(db: sqlite3.Connection, script: str) -> None:
 
 def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[str, Any]:
     key = sub.key
-    old = db.execute("SELECT id FROM submissions WHERE uid = ?", (sub.uid,)).fetchone()
-    if old is not None:
-        return {"id": int(old[0]), "board": key.key, "label": key.label(), "created": False}
+    old = db.execute(
+        "SELECT s.id, b.label FROM submissions s JOIN boards b ON b.key = s.board_key WHERE s.uid = ?",
+        (sub.uid,),
+    ).fetchone()
+    if old is not None:  # the label as the board shows it (a board keeps the label it was created with)
+        return {"id": int(old[0]), "board": key.key, "label": old[1], "created": False}
     db.execute(
         "INSERT OR IGNORE INTO boards (key, env_id, split, label, spec, kwargs) VALUES (?, ?, ?, ?, ?, ?)",
         (
@@ -274,9 +290,10 @@ def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[
         ),
     )
     sub_id = int(cur.lastrowid)
+    label = db.execute("SELECT label FROM boards WHERE key = ?", (key.key,)).fetchone()[0]
     db.executemany(
-        "INSERT INTO episodes (submission_id, idx, task_id, sample, success, reward, turns, tokens, infra_failure) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO episodes (submission_id, idx, task_id, sample, success, reward, turns, tokens, "
+        "infra_failure, transcript) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 sub_id,
@@ -288,11 +305,12 @@ def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[
                 e["turns"],
                 e["tokens"],
                 int(e["infra_failure"]),
+                canonical(e["transcript"]) if e.get("transcript") is not None else None,
             )
             for i, e in enumerate(sub.episodes)
         ],
     )
-    return {"id": sub_id, "board": key.key, "label": key.label(), "created": True}
+    return {"id": sub_id, "board": key.key, "label": label, "created": True}
 
 
 def _row(r: sqlite3.Row) -> dict[str, Any]:
@@ -310,7 +328,7 @@ def _row(r: sqlite3.Row) -> dict[str, Any]:
 
 
 def _migrate_v1(db: sqlite3.Connection) -> None:
-    """Schema 1 → 2: split the JSON blob into boards, submissions and episodes.
+    """Schema 1 → 3: split the JSON blob into boards, submissions and episodes.
 
     Version-1 results predate grader versions and agent provenance; those are
     filled with empty values (so a v1 row lands on its own board, not on one
@@ -319,6 +337,7 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
     old = db.execute("SELECT id, created, result FROM submissions ORDER BY id").fetchall()
     db.execute("ALTER TABLE submissions RENAME TO submissions_v1")
     _run_script(db, SCHEMA_V2)
+    db.execute(SCHEMA_V3)
     for r in old:
         result = json.loads(r["result"])
         result.setdefault("grader_versions", {})

@@ -6,7 +6,9 @@ task-set hash, split, grader versions, metric and sampling settings. Beside
 the key a submission carries the score and its interval, the mean shaped
 reward, the episode counts, the agent (spec, kind, model path, a cheap weights
 fingerprint), the training run it came from, seed, argym version and git
-commit, wall time and every episode.
+commit, wall time and every episode (with its transcript, when the result has
+one, cut again to the bounds of `argym.transcript` so a hand-made file
+cannot bloat the board).
 
 `validate` takes a plain dict (``EvalResult.to_dict()``) or anything with a
 ``to_dict()``. It checks types and ranges and *recomputes* the summary (score,
@@ -35,6 +37,7 @@ from typing import Any
 
 from argym.errors import ArgymError, did_you_mean
 from argym.stats import pass_at_k, success_interval
+from argym.transcript import bound_transcript
 
 TOLERANCE = 1e-6
 """How far a submitted summary figure may be from the one recomputed from its episodes."""
@@ -60,7 +63,9 @@ class BoardKey:
     samples_per_task: int
     sampling: dict[str, Any]
     display_kwargs: dict[str, Any] = field(default_factory=dict, compare=False)
-    """The kwargs as submitted (tasks included), for the label only; not part of the key."""
+    """The kwargs as submitted (tasks included) with the env's defaults, for display only; not part of the key."""
+    default_kwargs: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The env's defaults: the label leaves out a kwarg at its default (the page shows all on hover)."""
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -84,8 +89,12 @@ class BoardKey:
         return int(m.group(1)) if m else None
 
     def label(self) -> str:
-        """One line for a human: env, kwargs, split, metric, sampling."""
-        kw = " ".join(f"{k}={v}" for k, v in sorted((self.display_kwargs or self.env_kwargs).items()))
+        """One line for a human: env, the kwargs not at their defaults, split, metric, sampling."""
+        shown = self.display_kwargs or self.env_kwargs
+        changed = {
+            k: v for k, v in shown.items() if k not in self.default_kwargs or self.default_kwargs[k] != v
+        }
+        kw = " ".join(f"{k}={v}" for k, v in sorted(changed.items()))
         s = self.sampling
         samp = f"T={s.get('temperature', '?')}" + (
             f" top_p={s['top_p']}" if s.get("top_p", 1.0) != 1.0 else ""
@@ -185,6 +194,14 @@ def _int(d: dict[str, Any], name: str, where: str = "", minimum: int = 0) -> int
     if v < minimum:
         raise SubmissionError(f"{where}{name!r} must be at least {minimum}, got {v}.")
     return v
+
+
+def _transcript(e: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The episode's transcript, if it has one, cut to the bounds of `argym.transcript`."""
+    try:
+        return bound_transcript(e.get("transcript"))
+    except ValueError as err:
+        raise SubmissionError(f"{where}'transcript': {err}.") from None
 
 
 def _float(d: dict[str, Any], name: str, where: str = "", unit: bool = False) -> float:
@@ -288,6 +305,7 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         samples_per_task=k,
         sampling=sampling,
         display_kwargs=shown,
+        default_kwargs=defaults,
     )
 
     submitted = {
@@ -309,17 +327,19 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         absent = [f for f in EPISODE_FIELDS if f not in e]
         if absent:
             raise SubmissionError(f"{where}lacks {', '.join(absent)}.")
-        episodes.append(
-            {
-                "task_id": _str(e, "task_id", where),
-                "sample": _int({"sample": e.get("sample", 0)}, "sample", where),
-                "success": _bool(e, "success", where),
-                "reward": _float(e, "reward", where),
-                "turns": _int(e, "turns", where),
-                "tokens": _int(e, "tokens", where),
-                "infra_failure": _bool(e, "infra_failure", where),
-            }
-        )
+        episode = {
+            "task_id": _str(e, "task_id", where),
+            "sample": _int({"sample": e.get("sample", 0)}, "sample", where),
+            "success": _bool(e, "success", where),
+            "reward": _float(e, "reward", where),
+            "turns": _int(e, "turns", where),
+            "tokens": _int(e, "tokens", where),
+            "infra_failure": _bool(e, "infra_failure", where),
+        }
+        shown = _transcript(e, where)
+        if shown is not None:  # absent, not None: a result without transcripts keeps its content hash
+            episode["transcript"] = shown
+        episodes.append(episode)
 
     # recompute the summary from the episodes (agents/evaluate.py's `score`, with argym.stats)
     scored = [e for e in episodes if not e["infra_failure"]]

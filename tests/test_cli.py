@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -114,6 +115,16 @@ def test_eval_pass_at_k(tmp_path):
     assert "pass@2" in out.stdout
 
 
+def test_play_reads_blank_lines_and_fenced_code_until_a_dot_and_prints_the_step_as_text():
+    reply = "My working:\n\n```\n.\n```\n\nso \\boxed{-1}\n.\n"
+    out = run("play", "argym/Math-v0", "max_attempts=2", "--seed", "0", stdin=reply)
+    assert out.returncode == 0, out.stderr
+    # the "." inside the fence did not end the reply: the boxed answer after it was read
+    assert "verdict: parsed: -1 · correct: no · reason: mismatch" in out.stdout
+    assert "reward 0 = outcome 0 · not solved" in out.stdout and "{'" not in out.stdout
+    assert out.stdout.index("not solved") < out.stdout.index("Incorrect, try again")  # verdict, then the env
+
+
 def test_play_prints_the_reward_for_a_wrong_answer():
     out = run("play", "argym/Math-v0", "--seed", "0", stdin="I think it is \\boxed{-123456789}\n\n")
     assert out.returncode == 0, out.stderr
@@ -165,6 +176,11 @@ def test_train_smoke(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "final.accuracy" in out.stdout
     assert (tmp_path / "run" / "summary.json").is_file()
+    assert "step 1/1  reward " in out.stdout  # the heartbeat: stdout is a pipe, not a terminal
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 2 and samples[0]["step"] == 1 and isinstance(samples[0]["advantage"], float)
+    ci = next(line for line in out.stdout.splitlines() if "final.ci" in line)
+    assert re.search(r"\[\d\.?\d{0,4}, \d\.?\d{0,4}\]", ci), ci  # rounded, not 0.43448246478317465
 
 
 @pytest.mark.slow
@@ -261,3 +277,16 @@ def test_import_brings_a_users_env_and_agent_spec_to_plugins_and_eval(tmp_path):
         [*CLI, "plugins", "--import", "no_such_parts"], capture_output=True, text=True, env=env
     )
     assert out.returncode == 2 and "no_such_parts" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_eval_out_holds_each_episodes_transcript_and_show_prints_them(tmp_path):
+    path = tmp_path / "f.json"
+    out = run(
+        "eval", "argym/Math-v0", "--agent", "oracle", "--episodes", "3", "--show", "2", "--out", str(path)
+    )
+    assert out.returncode == 0, out.stderr
+    episodes = json.loads(path.read_text())["episodes"]
+    t = episodes[0]["transcript"]
+    assert [m["role"] for m in t["messages"]] == ["user", "assistant"]
+    assert "\\boxed{" in t["messages"][1]["content"] and t["verdict"]["correct"] is True
+    assert out.stdout.count("PASS") == 2 and "verdict:" in out.stdout and "\\boxed{" in out.stdout

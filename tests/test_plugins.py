@@ -61,11 +61,11 @@ def trainer_for(tmp_path, *overrides):
 # ---------------------------------------------------------------------------- rollout strategies
 
 
-def docs_example() -> str:
-    """The ```python block of docs/design.md's "Plug-in points"."""
+def docs_example(k: int = 0) -> str:
+    """The `k`-th ```python block of docs/design.md's "Plug-in points"."""
     text = (REPO / "docs" / "design.md").read_text()
-    section = text[text.index("### Plug-in points") :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    section = text[text.index("### Plug-in points") : text.index("\n## ", text.index("### Plug-in points"))]
+    return re.findall(r"```python\n(.*?)```", section, re.S)[k]
 
 
 def test_the_docs_strategy_example_trains(tmp_path):
@@ -303,3 +303,18 @@ def test_the_lower_layers_registries_import_no_torch_and_no_learner(tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"algorithms": [], "torch": False}
+
+
+def test_the_docs_env_example_is_an_env_argym_evaluates():
+    module = types.ModuleType("user_env")
+    try:
+        exec(compile(docs_example(1), "docs/design.md", "exec"), module.__dict__)
+        env = argym.make("me/Reverse-v0")
+        obs, info = env.reset(options={"task_id": "gym"})
+        _, reward, terminated, _, info = env.step("myg")
+        assert (reward, terminated, info["success"]) == (1.0, True, True)
+        env.close()
+        result = evaluate("me/Reverse-v0", {}, "random", episodes=4)
+        assert result.n == 4 and "me/Reverse-v0" in registry.catalog()["env"]
+    finally:
+        gym.registry.pop("me/Reverse-v0", None)

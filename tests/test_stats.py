@@ -91,8 +91,8 @@ def test_success_interval_clustered_unequal_sizes():
 def test_success_interval_clips_and_degenerates():
     mean, low, high = success_interval([1, 1, 1, 1, 0, 0], list("aaabbc"))
     assert 0.0 <= low <= mean <= high <= 1.0
-    # every task at the same rate: the clustered interval is a point
-    assert success_interval([1] * 6, list("aabbcc")) == (1.0, 1.0, 1.0)
+    # every task at the same rate: the clustered interval would be a point; Wilson over the tasks instead
+    assert success_interval([1] * 6, list("aabbcc")) == pytest.approx((1.0, *wilson_interval(3, 3)))
     # a single task sampled several times: its samples are independent -> Wilson
     assert success_interval([1, 0, 1, 1], ["x"] * 4)[1:] == pytest.approx(wilson_interval(3, 4))
 
@@ -104,3 +104,20 @@ def test_success_interval_rejects_bad_input():
         success_interval([1, 0], ["a"])
     with pytest.raises(ValueError):
         success_interval([2.0], ["a"])
+
+
+@pytest.mark.parametrize(
+    "outcomes, tasks",
+    [
+        ([1] * 8, list("aabbccdd")),  # an oracle with 2 samples per task
+        ([0] * 6, list("aaabbb")),  # nothing solved
+        ([1, 0] * 4, list("aabbccdd")),  # every task at 0.5: zero variance between tasks
+    ],
+)
+def test_a_clustered_interval_never_collapses_to_a_point(outcomes, tasks):
+    mean, low, high = success_interval(outcomes, tasks)
+    g = len(set(tasks))
+    assert high - low > 0.2  # a handful of tasks cannot pin the rate down
+    if mean in (0.0, 1.0):
+        assert (low, high) == pytest.approx(wilson_interval(int(mean * g), g))
+    assert low < mean < high or mean in (low, high)

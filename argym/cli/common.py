@@ -70,8 +70,17 @@ def print_summary(title: str, summary: dict[str, Any]) -> None:
     table.add_column("key", style="bold")
     table.add_column("value")
     for k, v in flatten(summary).items():
-        table.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+        table.add_row(k, rounded(v))
     console().print(table)
+
+
+def rounded(value: Any) -> str:
+    """A summary value for people: floats to 4 significant digits, also inside lists."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(rounded(v) for v in value) + "]"
+    return str(value)
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -9,6 +9,7 @@ import click
 
 from argym.cli.app import cli
 from argym.cli.common import console, fail, import_modules, import_option, parse_kwargs, user_errors
+from argym.cli.transcripts import print_transcript
 from argym.errors import ArgymError
 from argym.files import write_atomic
 
@@ -66,6 +67,13 @@ from argym.files import write_atomic
     default=None,
     help="Write the result as JSON (success rate under 'mean', episode count under 'n').",
 )
+@click.option(
+    "--show",
+    type=int,
+    default=0,
+    metavar="N",
+    help="Print the first N episodes' transcripts (what the model wrote, the env's replies, the verdict).",
+)
 @click.option("--submit", is_flag=True, help="Submit the result to the local leaderboard (`argym board`).")
 @click.option(
     "--db",
@@ -87,6 +95,7 @@ def eval_(
     max_new_tokens: int | None,
     max_total_tokens: int,
     out: str | None,
+    show: int,
     submit: bool,
     db: str | None,
     imports: tuple[str, ...],
@@ -101,6 +110,8 @@ def eval_(
     with user_errors():
         import_modules(imports)
         kwargs = parse_kwargs(env_kwargs)
+        if show < 0:
+            fail(f"--show takes a number of episodes to print, at least 0; got {show}.")
     sampling = None
     if temperature is not None or max_new_tokens is not None:
         default = SamplingParams()
@@ -120,6 +131,8 @@ def eval_(
             sampling=sampling,
             max_total_tokens=max_total_tokens,
         )
+    for episode in result.episodes[:show]:
+        print_transcript(episode)
     print_result(result)
     if out:
         path = write_atomic(out, json.dumps(result.to_dict(), indent=2) + "\n")
@@ -147,10 +160,12 @@ def submit_result(result: dict[str, Any], db: str | None, strict: bool = True) -
         )
         return
     verb = "submitted as" if rec["created"] else "already on the board as"
-    console().print(
-        f"{verb} #{rec['id']} on board {rec['board']} ({rec['label']}) in {where}; "
-        f"see it with: argym board {result['env_id']}",
-        markup=False,
+    out = console()
+    # soft_wrap: a long label or path runs on rather than breaking the command someone will copy
+    out.print(f"{verb} #{rec['id']} on board {rec['board']}: {rec['label']}", markup=False, soft_wrap=True)
+    out.print(f"  in {where}", markup=False, soft_wrap=True)
+    out.print(
+        f"  see it with: argym board {result['env_id']} --key {rec['board']}", markup=False, soft_wrap=True
     )
 
 

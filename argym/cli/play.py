@@ -9,6 +9,7 @@ import click
 
 from argym.cli.app import cli
 from argym.cli.common import console, parse_kwargs, user_errors
+from argym.cli.transcripts import describe_step, describe_verdict
 
 
 @cli.command()
@@ -16,7 +17,8 @@ from argym.cli.common import console, parse_kwargs, user_errors
 @click.argument("env_kwargs", nargs=-1)
 @click.option("--seed", type=int, default=None, help="Seed for reset: one seed, one task.")
 def play(env_id: str, env_kwargs: tuple[str, ...], seed: int | None) -> None:
-    """Play ENV_ID yourself: type each reply, end it with an empty line (or EOF).
+    """Play ENV_ID yourself: type each reply (blank lines and code fences are fine), end it with a line
+    holding only "." (or Ctrl-D).
 
     ENV_KWARGS are the env's key=value arguments, e.g. max_attempts=3.
     """
@@ -41,17 +43,13 @@ def play(env_id: str, env_kwargs: tuple[str, ...], seed: int | None) -> None:
             before = len(obs)
             obs, reward, terminated, truncated, info = env.step(reply)
             total += float(reward)
+            # the verdict on this reply first, then what the env says next
+            screen.print("\n" + describe_step(float(reward), info), style="bold", markup=False)
+            if info.get("verdict"):
+                screen.print("verdict: " + describe_verdict(info["verdict"]), markup=False)
             new = obs[before + 1 :]  # what the env said after the assistant's turn
             if new:
                 screen.print("\n" + render_messages(new), markup=False)
-            screen.print(
-                f"\nreward: {reward:g}   success: {bool(info.get('success'))}   "
-                f"reward_parts: {info.get('reward_parts', {})}",
-                style="bold",
-                markup=False,
-            )
-            if info.get("verdict"):
-                screen.print(f"verdict: {info['verdict']}", markup=False)
             if terminated or truncated:
                 why = "terminated" if terminated else "truncated (turn limit)"
                 screen.print(
@@ -62,18 +60,28 @@ def play(env_id: str, env_kwargs: tuple[str, ...], seed: int | None) -> None:
                 return
 
 
+END = "."
+"""A line holding only this ends a reply (outside an open code fence)."""
+
+
 def read_reply(console: Any) -> str | None:
-    """Read a multi-line reply from stdin, ended by an empty line or EOF; None if there was none."""
-    console.print("\n[you] (end with an empty line)", style="cyan", markup=False)
+    """Read a reply from stdin up to a line holding only "." or EOF; None if there was none.
+
+    Blank lines belong to the reply (paragraphs, code); inside an open ``` fence even a "." line does,
+    so code is pasted as is. Leading and trailing blank lines are dropped.
+    """
+    console.print('\n[you] (end with a line holding only "." or Ctrl-D)', style="cyan", markup=False)
     lines: list[str] = []
+    fence_open = False
     while True:
         line = sys.stdin.readline()
-        if line == "":  # EOF
+        if line == "":  # EOF (Ctrl-D)
             break
         line = line.rstrip("\n")
-        if line == "" and lines:
+        if line.strip() == END and not fence_open:
             break
-        if line == "" and not lines:
-            continue  # ignore leading blank lines
+        if line.lstrip().startswith("```"):
+            fence_open = not fence_open
         lines.append(line)
-    return "\n".join(lines) if lines else None
+    text = "\n".join(lines).strip("\n")
+    return text if text.strip() else None

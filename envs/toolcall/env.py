@@ -13,7 +13,9 @@ in plain text. Two task sources (``tasks=``):
   weekdays by name; where the task asks to save a value, the key-value store
   must hold it). Reward 1 for a correct answer; ``info["reward_parts"]``
   also has ``format`` (``format_weight`` × the turn's calls were all valid)
-  and ``calls`` (``call_weight`` × the number of calls), 0 by default.
+  and ``calls`` (``call_weight`` × the number of calls), 0 by default; the
+  verdict holds each part unweighted (``verdict["parts"]``) and its weight
+  (``verdict["weights"]``).
 - ``bfcl``, ``bfcl/CATEGORY`` or ``bfcl(categories=a+b, per_category=N)``:
   BFCL's single-turn categories (`argym.envs.toolcall.bfcl`); one turn, graded
   by argym's AST checker against BFCL's possible answers (irrelevance: no call).
@@ -324,11 +326,15 @@ class ToolCallEnv(TextEnv):
         """The executors' tool workers: the engine's if it handed them in, else this env's own."""
         return self.executors.tools
 
-    def _shaping(self, verdict: dict[str, Any]) -> dict[str, float]:
-        return {
-            "format": self.format_weight * float(verdict["format_ok"]),
-            "calls": self.call_weight * len(verdict["calls"]),
-        }
+    def _shaping(self, verdict: dict[str, Any], outcome: float | None = None) -> dict[str, float]:
+        """The turn's weighted reward parts (they sum to its reward). The verdict keeps each part unweighted
+        (``parts``) and its weight (``weights``), so a reader sees "format 1 x 0", not a bare "format 0"."""
+        raw = {"format": float(verdict["format_ok"]), "calls": float(len(verdict["calls"]))}
+        weights = {"format": self.format_weight, "calls": self.call_weight}
+        if outcome is not None:
+            raw, weights = {"outcome": outcome, **raw}, {"outcome": 1.0, **weights}
+        verdict["parts"], verdict["weights"] = raw, weights
+        return {k: weights[k] * v for k, v in raw.items()}
 
     def _final(self, text: str, verdict: dict[str, Any]) -> Reply:
         expected = str(self.task.answer)
@@ -356,7 +362,7 @@ class ToolCallEnv(TextEnv):
                 str(self._ctx.store.get(k, "")).strip() == v for k, v in expect_store.items()
             )
             success = correct and verdict["store_ok"]
-        parts = {"outcome": 1.0 if success else 0.0, **self._shaping(verdict)}
+        parts = self._shaping(verdict, outcome=1.0 if success else 0.0)
         return Reply(reward_parts=parts, terminated=True, success=success, verdict=verdict)
 
     def _grade_bfcl(self, turn: Any) -> Reply:
@@ -376,7 +382,7 @@ class ToolCallEnv(TextEnv):
             )
             result_ok, why = res.valid, res.error
         verdict["check"] = why or "ok"
-        parts = {"outcome": 1.0 if result_ok else 0.0, **self._shaping(verdict)}
+        parts = self._shaping(verdict, outcome=1.0 if result_ok else 0.0)
         return Reply(reward_parts=parts, terminated=True, success=result_ok, verdict=verdict)
 
     def oracle_action(self) -> str | Message:

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from argym.algorithms import registry
+from argym.algorithms.config import load_config
 
 from argym.errors import ConfigError
 
@@ -73,3 +74,20 @@ def test_a_built_in_name_cannot_be_taken_before_its_module_loads():
     assert out.returncode == 0, out.stderr
     assert "refused: A advantage estimator named 'grpo' is already registered" in out.stdout
     assert out.stdout.strip().endswith("argym.algorithms.advantages")
+
+
+def test_group_size_1_with_a_group_based_advantage_is_refused_naming_those_that_accept_it():
+    with pytest.raises(ConfigError) as e:
+        load_config(str(CONFIGS / "grpo_math.yaml"), ["rollout.group_size=1"])
+    msg = str(e.value)
+    assert "rollout.group_size=1" in msg and "'grpo'" in msg and "2 or more" in msg
+    assert "reinforce++, returns" in msg and "rloo" not in msg.split("groups of one:")[1]
+    cfg = load_config(
+        str(CONFIGS / "grpo_math.yaml"), ["rollout.group_size=1", "algorithm.advantage=reinforce++"]
+    )
+    assert cfg.rollout.group_size == 1
+
+
+def test_the_group_based_estimators_say_so_in_their_registry_entry():
+    needs = {name for name in registry.ADVANTAGES.names() if registry.ADVANTAGES.get(name).needs_groups}
+    assert needs == {"grpo", "drgrpo", "rloo", "reinforce++_baseline"}

@@ -119,3 +119,39 @@ def test_static_export_detail_opens_offline(driver, artifacts, result, tmp_path)
     driver.find_element(By.LINK_TEXT, "tiny:runs/quickstart").click()
     assert detail.is_displayed() and "task#0" in detail.text
     driver.save_screenshot(str(artifacts / "static-detail.png"))
+
+
+def test_a_transcript_opens_on_the_detail_page(driver, artifacts, result, lb_db):
+    from selenium.webdriver.common.by import By
+
+    r = result([True, False], agent="tiny:runs/quickstart", env_kwargs={"max_attempts": 2})
+    r["env_defaults"] = {"timeout_s": 10.0, "feedback": True}
+    r["episodes"][1]["transcript"] = {
+        "messages": [
+            {"role": "user", "content": "What is 75 + 54? Put the final answer in \\boxed{}."},
+            {"role": "assistant", "content": "75 + 54 = 119, so \\boxed{119}"},
+            {"role": "user", "content": "Incorrect, try again."},
+            {"role": "assistant", "content": "x" * 4000},
+        ],
+        "verdict": {"parsed": None, "correct": False, "reason": "no_boxed_answer"},
+    }
+    sub_id = lb.submit(r)["id"]
+    server, base = serve_in_thread(lb_db)
+    try:
+        driver.get(base + "/")
+        heading = driver.find_element(By.CSS_SELECTOR, "section.board h2")
+        assert "max_attempts=2" in heading.text and "timeout_s" not in heading.text
+        assert "timeout_s=10.0" in heading.get_attribute("title")  # every kwarg on hover
+        driver.get(f"{base}/submissions/{sub_id}")
+        summary = driver.find_element(By.CSS_SELECTOR, "details.tr summary")
+        assert "task#1" in summary.text and "fail" in summary.text
+        message = driver.find_element(By.CSS_SELECTOR, "details.tr .msg.assistant")
+        assert not message.is_displayed()
+        summary.click()
+        assert message.is_displayed() and "boxed{119}" in message.text
+        assert "chars cut" in driver.find_element(By.CSS_SELECTOR, "details.tr").text
+        driver.execute_script("arguments[0].scrollIntoView()", summary)
+        driver.save_screenshot(str(artifacts / "transcript.png"))
+    finally:
+        server.shutdown()
+        server.server_close()

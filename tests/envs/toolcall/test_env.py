@@ -137,6 +137,22 @@ def test_shaping_weights_add_format_and_call_parts():
     assert info["reward_parts"] == {"format": 0.1, "calls": -0.01}
 
 
+def test_the_verdict_shows_each_part_unweighted_with_its_weight():
+    env = argym.make(
+        "argym/ToolCall-v0", tasks="executable(test_size=5)", format_weight=0.1, call_weight=-0.01
+    )
+    env.reset(options={"task": _task("order_total")})
+    _, reward, _, _, info = env.step(
+        _call("calculator", expression="1+1") + _call("calculator", expression="2")
+    )
+    assert info["verdict"]["parts"] == {"format": 1.0, "calls": 2.0}
+    assert info["verdict"]["weights"] == {"format": 0.1, "calls": -0.01}
+    _, reward, _, _, info = env.step("The total is 7.")  # a final answer: the outcome joins the parts
+    v = info["verdict"]
+    assert v["parts"] == {"outcome": 0.0, "format": 1.0, "calls": 0.0} and v["weights"]["outcome"] == 1.0
+    assert info["reward_parts"] == {k: v["weights"][k] * x for k, x in v["parts"].items()}
+
+
 # ---- bad input: an observation that says what was wrong; the episode goes on ------------------------
 
 BIG = "x" * 1_000_000
