@@ -316,7 +316,7 @@ def rows_source(
     if not tasks:
         raise ConfigError(f"{what} {name!r} holds no tasks.")
     n_test = sum(t.split == "test" for t in tasks)
-    if hashed and n_test < SMALL_TEST_SPLIT:
+    if hashed and n_test < min(SMALL_TEST_SPLIT, len(tasks)):  # some tasks, but few of them test
         warnings.warn(
             f"{name}: the hash split puts only {n_test} of its {len(tasks)} tasks in the test split; "
             "evaluate on all of them with split=all (or give each row a 'split' field).",
