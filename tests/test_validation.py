@@ -92,3 +92,16 @@ def test_check_refuses_a_bad_kwarg_in_one_line_not_as_failed_checks():
     out = run("check", "argym/Math-v0", "max_attempt=2", "--quick")
     assert out.returncode == 2 and "Did you mean: max_attempts" in out.stderr
     assert "FAILED" not in out.stdout and "Traceback" not in out.stderr
+
+
+def test_an_unexpected_error_is_one_line_unless_debug(tmp_path):
+    """Any error escaping a command (here a user module that raises on import) is one line, not a traceback."""
+    import os
+
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('my module is broken')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = run("plugins", "--import", "raises_on_import", env=env)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "RuntimeError: my module is broken" in out.stderr and "--debug" in out.stderr
+    out = run("--debug", "plugins", "--import", "raises_on_import", env=env)
+    assert out.returncode == 1 and "Traceback" in out.stderr
