@@ -45,6 +45,7 @@ class _Episode:
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
@@ -64,10 +65,14 @@ class _Episode:
     def done(self) -> bool:
         return self.terminated or self.truncated
 
-    def extend(self, ids: list[int], policy: bool, logprobs: list[float] | None = None) -> None:
+    def extend(
+        self, ids: list[int], policy: bool, logprobs: list[float] | None = None, version: int = -1
+    ) -> None:
+        """Append `ids`: sampled by the policy at `version` (mask 1), or context (mask 0, version -1)."""
         self.ids.extend(ids)
         self.mask.extend([1 if policy else 0] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        self.versions.extend([version if policy else -1] * len(ids))
 
     def record(
         self, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], obs: list[Message]
@@ -92,6 +97,7 @@ class _Episode:
             token_ids=self.ids,
             loss_mask=self.mask,
             sampler_logprobs=self.logprobs,
+            policy_versions=self.versions,
             turn_rewards=self.turn_rewards,
             turn_ends=self.turn_ends,
             group=self.group,
@@ -150,16 +156,22 @@ class RolloutEngine:
         # how an env instance is built: here (`argym.make`), or hosted elsewhere behind the same
         # reset/step/close calls (`argym.cluster.RayEnvPool.make`: a Ray actor's env, with deadlines)
         self._make_env = make_env or _make_local
+        self.policy_version = 0
+        """The version recorded on sampled tokens when the agent does not report one (`generate_versioned`)."""
         self._envs: list[Any] = []
         self._threads = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="argym-step")
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            # a remote env (a Ray worker's) builds its executors where it runs; a local one shares the engine's
-            local = {"executors": self.executors} if self._make_env is _make_local else {}
-            self._envs.append(self._make_env(self.env_id, {**self.env_kwargs, **local}))
+            self._envs.append(self.new_env())
         return self._envs[i]
+
+    def new_env(self) -> Any:
+        """A new instance of the engine's env, built the engine's way; the caller closes it."""
+        # a remote env (a Ray worker's) builds its executors where it runs; a local one shares the engine's
+        local = {"executors": self.executors} if self._make_env is _make_local else {}
+        return self._make_env(self.env_id, {**self.env_kwargs, **local})
 
     @property
     def task_source(self) -> Any:
@@ -270,13 +282,13 @@ class RolloutEngine:
         while live:
             budget = max(self.max_total_tokens - len(ep.ids) for ep in live)
             params = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, budget))
-            completions = self.agent.generate([ep.ids for ep in live], params, seed=seed * 1000 + turn)  # type: ignore[union-attr]
+            completions, version = self.generate([ep.ids for ep in live], params, seed=seed * 1000 + turn)
             for ep, c in zip(live, completions):
                 room = self.max_total_tokens - len(ep.ids)
                 if len(c.token_ids) > room:  # this episode's own budget is smaller than the batch's
                     c.token_ids, c.logprobs, c.finish_reason = c.token_ids[:room], c.logprobs[:room], "length"
                     c.text = renderer.decode(c.token_ids)
-                ep.extend(c.token_ids, policy=True, logprobs=c.logprobs)
+                ep.extend(c.token_ids, policy=True, logprobs=c.logprobs, version=version)
                 ep.turn_ends.append(len(ep.ids) - 1)
                 ep.finish_reason = c.finish_reason
             self._step_all(live, [c.text for c in completions])
@@ -295,6 +307,17 @@ class RolloutEngine:
                 still.append(ep)
             live = still
             turn += 1
+
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingParams, seed: int
+    ) -> tuple[list[Any], int]:
+        """The agent's completions and the policy version that sampled them: the agent's own where it
+        reports one (`agents.scheduler.VersionedGenerator`), else `policy_version`."""
+        versioned = getattr(self.agent, "generate_versioned", None)
+        if versioned is not None:
+            completions, version = versioned(prompts, sampling, seed=seed)
+            return list(completions), int(version)
+        return self.agent.generate(prompts, sampling, seed=seed), self.policy_version  # type: ignore[union-attr]
 
     def close(self) -> None:
         for env in self._envs:

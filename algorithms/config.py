@@ -269,10 +269,21 @@ class RolloutConfig:
     vllm (vLLM's offline engine, `rollout.vllm`; the learner's weights are loaded into it after every update)."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """vLLM engine settings for `backend: vllm`."""
+    mode: str = "sync"
+    """sync: roll out, then update, in turn | async: rollouts run ahead of the learner in background threads,
+    by at most `max_staleness` policy versions; episodes are streamed one by one (docs/async.md)."""
+    max_staleness: int = 1
+    """async: how many learner updates a trained token may lag behind (0: on-policy, exactly as sync)."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"rollout.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
+        if self.mode not in ("sync", "async"):
+            raise ConfigError(f"rollout.mode must be sync or async, got {self.mode!r}.")
+        if not isinstance(self.max_staleness, int) or self.max_staleness < 0:
+            raise ConfigError(
+                f"rollout.max_staleness must be an integer >= 0 (0: on-policy), got {self.max_staleness!r}."
+            )
 
 
 @dataclass
@@ -393,6 +404,8 @@ class TrainConfig:
         STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
         if self.rollout.group_size == 1:
             _check_group_of_one(self.algorithm.advantage)
+        if self.rollout.mode == "async":
+            self._check_async()
         if self.agent.program and self.rollout.strategy != "program":
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
@@ -402,6 +415,22 @@ class TrainConfig:
             raise ConfigError(
                 "cluster.address is set but rollout.strategy is 'program', whose agent program runs its own "
                 "envs in this process; set cluster.address=null, or train another strategy on the cluster."
+            )
+
+    def _check_async(self) -> None:
+        """Async needs plain rollouts and, once tokens can be stale, the off-policy correction: the learner's
+        PPO clip on π_θ/π_old times `tis_cap`'s min(π_old/μ, C) is AReaL's decoupled PPO objective
+        (arXiv 2505.24298 §5.2, eq. 5: π_old the proximal policy, μ the behaviour policy that sampled)."""
+        if self.rollout.strategy != "plain":
+            raise ConfigError(
+                f"rollout.mode=async runs plain group rollouts; rollout.strategy={self.rollout.strategy!r} "
+                "needs rollout.mode=sync."
+            )
+        if self.rollout.max_staleness > 0 and self.algorithm.tis_cap is None:
+            raise ConfigError(
+                f"rollout.mode=async with max_staleness={self.rollout.max_staleness} trains on tokens sampled by "
+                "older weights and needs the off-policy correction: set algorithm.tis_cap (e.g. 2.0, the cap of "
+                "the behaviour importance weight), or rollout.max_staleness=0."
             )
 
     def to_dict(self) -> dict[str, Any]:

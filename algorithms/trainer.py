@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -25,6 +26,7 @@ from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
+from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, merge_sections
@@ -36,7 +38,7 @@ from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
-from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics
+from argym.algorithms.strategies import STRATEGIES, PlainRollout, build_strategy, combine_metrics
 from argym.algorithms.value import Critic, ValueModel
 from torch import nn
 
@@ -182,16 +184,31 @@ class Trainer:
         )
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
         self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
+        # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
+        # policy) in background threads, `ahead` collects batches, `scheduler` streams episodes (staleness > 0)
+        self.versions: VersionedGenerator | None = None
+        self.ahead: AheadOfLearner | None = None
+        self.scheduler: StreamingScheduler | None = None
+        self._task_lock = threading.Lock()  # batches running ahead draw tasks from one sampler
+        if cfg.rollout.mode == "async":
+            self.versions = (
+                VersionedGenerator.copy_of(self.policy, self.step)
+                if self.generator is self.policy
+                else VersionedGenerator(self.generator, self.generator.load_weights, self.step)
+            )
         self.engine = RolloutEngine(
             cfg.env.id,
             {**cfg.env.kwargs, "split": "train"},
-            self.generator,
+            self.versions or self.generator,
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
             make_env=self.cluster.envs.make if self.cluster is not None else None,
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
+        if self.versions is not None and cfg.rollout.max_staleness > 0:  # plain groups, episodes streamed
+            self.scheduler = StreamingScheduler(self.engine, seed=cfg.seed)
+            self.strategy = PlainRollout(self.scheduler)  # type: ignore[arg-type]  # it runs like an engine
         if critic is not None and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
             self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 
@@ -299,6 +316,8 @@ class Trainer:
         cfg = self.cfg
         sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
         agent: Any = self.generator
+        if self.versions is not None and self.generator is not self.policy:  # one vLLM engine: take turns
+            agent = self.versions
         if isinstance(self.strategy, ProgramRunner):  # the program, with the policy behind its endpoint
             agent = ProgramAgent(self.strategy.program, self.generator, deadline_s=cfg.agent.deadline_s)
         return evaluate(
@@ -316,24 +335,32 @@ class Trainer:
     def collect(
         self, step: int | None = None, purpose: str = "rollout"
     ) -> tuple[list[Trajectory], dict[str, float]]:
-        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3).
+        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3)."""
+        trajs, metrics = self._draw_batch(self.step if step is None else step, purpose)
+        # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
+        # the same and cheaper); a component's harness fault marks its trajectory an infra failure
+        trajs, reward_metrics = self.rewards(trajs)
+        return trajs, {**metrics, **reward_metrics}
 
-        Reward components are summed first (the DAPO overlong penalty, in policy
-        tokens); dynamic sampling then drops groups whose *outcome* rewards are
-        all equal and draws again until `tasks_per_step` groups are kept. Draw k of
-        `step` (default: the RL step) samples with `seed_for(seed, step, k, purpose)`.
-        The strategy's metrics of every draw are combined (`combine_metrics`: counts
-        summed, rates averaged over the draws).
+    def _draw_batch(self, step: int, purpose: str = "rollout") -> tuple[list[Trajectory], dict[str, float]]:
+        """Step `step`'s groups, rolled out and filtered, before the reward components score them.
+
+        The DAPO overlong penalty is applied first (in policy tokens); dynamic sampling then
+        drops groups whose *outcome* rewards are all equal and draws again until
+        `tasks_per_step` groups are kept. Draw k samples with `seed_for(seed, step, k, purpose)`.
+        The strategy's metrics of every draw are combined (`combine_metrics`: counts summed,
+        rates averaged over the draws). In async mode this runs in a background thread, ahead
+        of the learner (`AheadOfLearner`).
         """
         cfg, sc = self.cfg, self.cfg.sampling
-        step = self.step if step is None else step
         rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
 
         def draw(k: int) -> tuple[list[Trajectory], list[float]]:
-            tasks = [
-                self.engine.task_source.sample(self.task_rng, "train")
-                for _ in range(cfg.rollout.tasks_per_step)
-            ]
+            with self._task_lock:
+                tasks = [
+                    self.engine.task_source.sample(self.task_rng, "train")
+                    for _ in range(cfg.rollout.tasks_per_step)
+                ]
             seed = seed_for(cfg.seed, step, k, purpose)
             trajs, strategy_metrics = self.strategy.run(tasks, cfg.rollout.group_size, seed=seed)
             rounds.append(strategy_metrics)
@@ -349,21 +376,26 @@ class Trainer:
             if not sc.dynamic
             else draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
         )
-        # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
-        # the same and cheaper); a component's harness fault marks its trajectory an infra failure
-        trajs, reward_metrics = self.rewards(trajs)
         strategy_metrics = combine_metrics(rounds, STRATEGIES.get(cfg.rollout.strategy).counts)
-        return trajs, {**metrics, **strategy_metrics, **reward_metrics}
+        return trajs, {**metrics, **strategy_metrics}
 
     def train_step(self) -> dict[str, float]:
         """One RL step: draw tasks, roll out groups, score, update the learner."""
         t0 = time.perf_counter()
-        trajs, sampling_metrics = self.collect()
+        sync_s = None
+        if self.versions is None:
+            self.engine.policy_version = self.step
+            trajs, sampling_metrics = self.collect()
+        else:
+            sync_s, (trajs, sampling_metrics) = self._take_ahead()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
         self.log.samples(self.step + 1, trajs, self.learner.sample_advantages)
-        if self.generator is not self.policy:  # vLLM: the new weights go into the running engine, in place
-            metrics["perf/weight_sync_s"] = self.generator.load_weights(self.policy.model)
+        if self.versions is None and self.generator is not self.policy:  # vLLM: new weights go in, in place
+            sync_s = self.generator.load_weights(self.policy.model)
+        if sync_s is not None:
+            metrics["perf/weight_sync_s"] = sync_s
+        metrics.update(version_lag(trajs, self.step, self.cfg.rollout.max_staleness if self.versions else 0))
         metrics.update(sampling_metrics)
         if self.cluster is not None:
             metrics.update(self.cluster.metrics())
@@ -382,6 +414,21 @@ class Trainer:
             }
         )
         return metrics
+
+    def _take_ahead(self) -> tuple[float, tuple[list, dict[str, float]]]:
+        """Async: publish the weights as version `step`, then take step `step`'s batch (collected ahead) and
+        score it here, where the policy is not being updated (SAR reads it). Returns the publish time too."""
+        cfg, t0 = self.cfg, time.perf_counter()
+        assert self.versions is not None
+        self.versions.publish(self.policy.model, self.step)
+        sync_s = time.perf_counter() - t0
+        if self.ahead is None:  # started here, not in __init__: nothing runs ahead of a first evaluation
+            self.ahead = AheadOfLearner(
+                self._draw_batch, self.versions, cfg.rollout.max_staleness, first=self.step, last=cfg.steps
+            )
+        trajs, metrics = self.ahead.take(self.step)
+        trajs, reward_metrics = self.rewards(trajs)
+        return sync_s, (trajs, {**metrics, **reward_metrics})
 
     def fit(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -414,6 +461,10 @@ class Trainer:
                     self.save()
 
     def close(self) -> None:
+        if self.scheduler is not None:  # first: batches in flight then fail fast instead of finishing
+            self.scheduler.close()
+        if self.ahead is not None:
+            self.ahead.close()
         self.engine.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -422,6 +473,29 @@ class Trainer:
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()
+
+
+def version_lag(trajectories: list, version: int, bound: int) -> dict[str, float]:
+    """Mean and max lag (learner version − the version that sampled it) over the trained policy tokens.
+
+    Tokens of unknown version (-1, or a trajectory that records none) are left out. Raises if a
+    token lags more than `bound` (max_staleness): the scheduler's guarantee, checked.
+    """
+    lags = [
+        version - v
+        for t in trajectories
+        if not t.infra_failure and len(t.policy_versions) == len(t.loss_mask)
+        for v, m in zip(t.policy_versions, t.loss_mask)
+        if m and v >= 0
+    ]
+    if not lags:
+        return {}
+    if max(lags) > bound or min(lags) < 0:
+        raise RuntimeError(
+            f"trained tokens lag the learner (version {version}) by {min(lags)}..{max(lags)} versions; "
+            f"rollout.max_staleness allows 0..{bound}. This is a bug in the rollout scheduler."
+        )
+    return {"train/version_lag_mean": float(np.mean(lags)), "train/version_lag_max": float(max(lags))}
 
 
 def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:

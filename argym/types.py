@@ -67,7 +67,11 @@ class Trajectory:
       included) and 0 on prompt, env and tool tokens;
     - `turn_rewards[k]` belongs to the token at `turn_ends[k]`, the last
       policy token of turn k;
-    - `sampler_logprobs[t]` is the sampler's log-prob on policy tokens, 0 elsewhere.
+    - `sampler_logprobs[t]` is the sampler's log-prob on policy tokens, 0 elsewhere;
+    - `policy_versions[t]` is the policy version (learner updates applied to the
+      sampler's weights) that sampled token t, -1 on prompt, env and tool tokens;
+      with asynchronous rollouts one episode's turns may carry several versions.
+      Empty where the producer does not know it (agent programs, older runs).
     """
 
     task_id: str
@@ -81,6 +85,7 @@ class Trajectory:
     token_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     sampler_logprobs: list[float] = field(default_factory=list)
+    policy_versions: list[int] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     group: int = 0

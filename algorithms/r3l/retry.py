@@ -131,6 +131,7 @@ def distill(guided: Trajectory, guided_prefix: int, plain: list[int]) -> Traject
         token_ids=plain + guided.token_ids[suffix],
         loss_mask=[0] * len(plain) + guided.loss_mask[suffix],
         sampler_logprobs=[0.0] * len(plain) + guided.sampler_logprobs[suffix],
+        policy_versions=[-1] * len(plain) + guided.policy_versions[suffix],
         turn_ends=[e if e < guided_prefix else e + shift for e in guided.turn_ends],
         snapshots=[],
     )

@@ -1,0 +1,133 @@
+"""rollout.mode=async: staleness 0 is sync exactly; staleness 2 bounds and records every trained token's lag;
+the tiny model still learns the quickstart task."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from argym.algorithms.config import load_config
+from argym.algorithms.trainer import Trainer
+
+from argym.errors import ConfigError
+
+SMALL = [
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.num_heads=2",
+    "warm_start.steps=2",
+    "warm_start.tasks=16",
+    "warm_start.batch_size=8",
+    "rollout.tasks_per_step=3",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "eval.episodes=10",
+    "algorithm.micro_batch_size=5",
+    "algorithm.num_minibatches=2",
+]
+# the quickstart's end-to-end test (tests/algorithms/test_trainer.py): its settings and its bar
+E2E_OVERRIDES = ["steps=50", "eval.episodes=200", "eval.every=0"]
+E2E_MIN_GAIN = 0.15
+
+
+def _informative(trainer) -> None:
+    """The first sample of each group solves its task: every group is informative (a 2-step warm start solves
+    nothing, and all-equal groups would give zero advantages and no update)."""
+    runner = trainer.scheduler or trainer.engine  # async with staleness > 0 streams episodes
+    run = runner.run
+
+    def mixed(tasks, group_size, seed):
+        trajs = run(tasks, group_size=group_size, seed=seed)
+        return [dataclasses.replace(t, reward=1.0) if i % group_size == 0 else t for i, t in enumerate(trajs)]
+
+    runner.run = mixed
+
+
+def _run(tmp_path, extra: list[str]):
+    """Train 3 steps; returns the trajectories each update got, the final weights and the metrics."""
+    cfg = load_config(None, SMALL + ["steps=3", "eval.every=0", f"out_dir={tmp_path}"] + extra)
+    trainer = Trainer(cfg)
+    initial = [v.detach().clone() for v in trainer.policy.model.state_dict().values()]
+    _informative(trainer)
+    batches = []
+    real = trainer.learner.update
+
+    def update(trajs, pad_id, *args, **kwargs):
+        batches.append(list(trajs))
+        return real(trajs, pad_id, *args, **kwargs)
+
+    trainer.learner.update = update
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    weights = {k: v.detach().clone() for k, v in trainer.policy.model.state_dict().items()}
+    assert any(not torch.equal(a, b) for a, b in zip(initial, weights.values())), (
+        "the updates changed nothing"
+    )
+    return batches, weights, trainer.metrics.records()
+
+
+def _key(t):
+    return (t.token_ids, t.loss_mask, t.sampler_logprobs, t.policy_versions, t.reward, t.group, t.task_id)
+
+
+@pytest.mark.parametrize("extra", [[], ["algorithm.tis_cap=2.0"]], ids=["plain", "tis"])
+def test_async_staleness_0_equals_sync(tmp_path, extra):
+    """Same trajectories (token ids, log-probs, versions, rewards) and the same weights after 3 steps."""
+    sync, w_sync, m_sync = _run(tmp_path / "sync", extra)
+    async_, w_async, m_async = _run(
+        tmp_path / "async", extra + ["rollout.mode=async", "rollout.max_staleness=0"]
+    )
+    assert len(sync) == len(async_) == 3
+    for step, (a, b) in enumerate(zip(sync, async_)):
+        assert [_key(t) for t in a] == [_key(t) for t in b], f"step {step}"
+        assert all(v == step for t in a for v, m in zip(t.policy_versions, t.loss_mask) if m)
+    assert w_sync.keys() == w_async.keys()
+    for k in w_sync:
+        assert torch.equal(w_sync[k], w_async[k]), k
+    for a, b in zip(m_sync, m_async):
+        assert a["train/version_lag_max"] == b["train/version_lag_max"] == 0
+        assert a["train/loss"] == b["train/loss"]
+
+
+def test_async_staleness_2_bounds_and_records_the_lag(tmp_path):
+    """Every trained token was sampled at most 2 versions before the learner's; the lag is in the metrics."""
+    batches, _, records = _run(
+        tmp_path, ["rollout.mode=async", "rollout.max_staleness=2", "algorithm.tis_cap=2.0", "steps=4"]
+    )
+    assert len(batches) == 4
+    lags = []
+    for step, trajs in enumerate(batches):
+        step_lags = [step - v for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if m]
+        assert step_lags and min(step_lags) >= 0 and max(step_lags) <= 2, (step, step_lags)
+        assert all(v == -1 for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if not m)
+        assert records[step]["train/version_lag_max"] == max(step_lags)
+        assert records[step]["train/version_lag_mean"] == pytest.approx(np.mean(step_lags))
+        lags += step_lags
+    assert max(lags) >= 1, "batches ran ahead of the learner: some trained tokens are stale"
+    assert all(np.isfinite(r["train/loss"]) for r in records)
+
+
+def test_async_config_errors():
+    with pytest.raises(ConfigError, match="tis_cap"):
+        load_config(None, ["rollout.mode=async", "rollout.max_staleness=1"])
+    with pytest.raises(ConfigError, match="strategy"):
+        load_config(None, ["rollout.mode=async", "rollout.strategy=r3l", "rollout.max_staleness=0"])
+    with pytest.raises(ConfigError, match="max_staleness"):
+        load_config(None, ["rollout.max_staleness=-1"])
+    with pytest.raises(ConfigError, match="rollout.mode"):
+        load_config(None, ["rollout.mode=fast"])
+
+
+@pytest.mark.slow
+def test_async_staleness_2_still_learns_the_quickstart(tmp_path):
+    """The quickstart's end-to-end bar (held-out gain) with batches running 2 versions ahead of the learner."""
+    from argym.algorithms.quickstart import run_quickstart
+
+    extra = ["rollout.mode=async", "rollout.max_staleness=2", "algorithm.tis_cap=2.0"]
+    summary = run_quickstart(str(tmp_path / "run"), E2E_OVERRIDES + extra)
+    assert summary["after"]["accuracy"] >= summary["before"]["accuracy"] + E2E_MIN_GAIN, summary
