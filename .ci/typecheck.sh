@@ -13,4 +13,4 @@ cd "$root"
 exec env MYPYPATH="$PWD" "$OLDPWD/$PY" -m mypy --config-file "$OLDPWD/pyproject.toml" \
     -p argym.cli -p argym.check -p argym.cluster -p argym.agents -p argym.algorithms -m argym.envs.base \
     -m argym -m argym.errors -m argym.types -m argym.values -m argym.files -m argym.stats -m argym.recipes \
-    -m argym.registration -m argym.registry -m argym.doctor
+    -m argym.registration -m argym.registry -m argym.doctor -m argym.envargs -m argym.callables

@@ -31,16 +31,11 @@ closed (the endpoint answers 410), its tools refuse, and the step goes on.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
-import os
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
@@ -49,6 +44,7 @@ from argym.agents.policy import SamplingParams
 from argym.envs.executors import Executors
 
 import argym
+from argym.callables import load_function
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Message, Task, Trajectory
 
@@ -71,32 +67,6 @@ class ProgramConfig:
             raise ConfigError(f"agent.deadline_s must be > 0, got {self.deadline_s}.")
         if self.concurrency < 1:
             raise ConfigError(f"agent.concurrency must be >= 1, got {self.concurrency}.")
-
-
-def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
-    """The function ``module:function`` or ``path/to/file.py:function`` names (the working directory is importable)."""
-    module_name, sep, fn_name = spec.rpartition(":")
-    if not sep or not module_name or not fn_name:
-        raise ConfigError(f"{what} must be module:function (e.g. my_agent:solve), got {spec!r}.")
-    try:
-        if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_file():
-                raise ConfigError(f"{what}: no file {module_name!r}.")
-            loader = importlib.util.spec_from_file_location(path.stem, path)
-            assert loader is not None and loader.loader is not None
-            module = importlib.util.module_from_spec(loader)
-            loader.loader.exec_module(module)
-        else:
-            if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"{what}: cannot import {module_name!r} ({e}).") from e
-    fn: object = getattr(module, fn_name, None)
-    if not callable(fn):
-        raise ConfigError(f"{what}: {module_name!r} has no function {fn_name!r}.")
-    return fn
 
 
 class ProgramTools:

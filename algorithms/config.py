@@ -31,7 +31,7 @@ from argym.algorithms.strategies import STRATEGIES
 from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError, did_you_mean
-from argym.values import parse_value
+from argym.values import coerce, parse_value
 
 T = TypeVar("T")
 
@@ -460,13 +460,14 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     kwargs = {}
     for key, value in data.items():
         if key not in names:
-            hint = did_you_mean(key, names) or f" Known keys: {', '.join(names)}."
+            full = [where + n for n in names]
+            hint = did_you_mean(where + key, full) or f" Known keys: {', '.join(full)}."
             raise ConfigError(f"Unknown config key {where + key!r}.{hint}")
         sub = hints[key]
         if dataclasses.is_dataclass(sub) and isinstance(sub, type):
             kwargs[key] = from_dict(sub, value or {}, where=f"{where}{key}.")
-        else:
-            kwargs[key] = value
+        else:  # the YAML or override value as the field's type asks ("algorithm.lr expects float")
+            kwargs[key] = coerce(value, sub, where + key)
     try:
         return cls(**kwargs)
     except TypeError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from argym.rewards.compose import REWARD_COMPONENTS, RewardComposer, RewardContext
+from argym.rewards.custom import is_callable_spec
 from argym.rewards.prm import load_prm
 
 
@@ -19,6 +20,8 @@ def build_composer(cfg: Any, policy: Any) -> RewardComposer:
     rc, context = cfg.reward, RewardContext(cfg, policy)
     sequence = {}
     for name in rc.weights:
+        if is_callable_spec(name):  # a user's module:function: the composer loads it (rewards/custom.py)
+            continue
         scorer = REWARD_COMPONENTS.get(name)(context)
         if scorer is not None:  # None: outcome and process, the composer's own
             sequence[name] = scorer

@@ -249,7 +249,7 @@ class Trainer:
             if changed:
                 raise ConfigError(
                     f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
-                    f"pass another out_dir, or delete the directory to start over."
+                    "pass another run directory (e.g. out_dir=runs/NAME), or delete this one to start over."
                 )
         path.write_text(yaml.safe_dump(mine, sort_keys=False))
 

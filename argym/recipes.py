@@ -25,3 +25,15 @@ def find_recipe(name: str) -> Path | None:
     if "/" in stem or stem not in recipe_names():
         return None
     return Path(str(resources.files(PACKAGE) / f"{stem}.yaml"))
+
+
+def summary(path: Path) -> str:
+    """A recipe's one-line description: the first sentence of its opening comment (every shipped one has one)."""
+    words: list[str] = []
+    for line in path.read_text().splitlines():
+        text = line.lstrip("# ").strip()
+        if not line.startswith("#") or text.startswith("argym "):  # the comment's usage line ends it
+            break
+        words.append(text)
+    first, dot, _ = " ".join(words).partition(". ")
+    return first + ("." if dot else "")

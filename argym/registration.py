@@ -6,11 +6,17 @@ module loads on the first `gym.make`.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import warnings
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
+from argym.envargs import check_kwargs
 from argym.errors import ConfigError, UnknownEnvError
 
 
@@ -64,8 +70,16 @@ ENVS: tuple[EnvEntry, ...] = (
 )
 
 
+ENTRY_POINT_GROUP = "argym.envs"
+"""Installed packages list their env modules under this entry-point group, e.g. in pyproject.toml:
+``[project.entry-points."argym.envs"] my_pkg = "my_pkg.envs"``; loading one imports the module (whose
+`gymnasium.register` calls are its side effect), and a callable entry point is called."""
+
+_entry_points_loaded = False
+
+
 def register_envs() -> None:
-    """Register every argym env; safe to call more than once."""
+    """Register every argym env, then those of installed packages (`ENTRY_POINT_GROUP`); idempotent."""
     for entry in ENVS:
         if entry.id not in gym.registry:
             # No TimeLimit: a TextEnv truncates by its own `max_turns`.
@@ -78,23 +92,85 @@ def register_envs() -> None:
                 # step must follow a reset through the wrapper); the full `check_env` runs in tests.
                 disable_env_checker=True,
             )
+    global _entry_points_loaded
+    if _entry_points_loaded:  # scanning the installed packages costs milliseconds; once per process
+        return
+    _entry_points_loaded = True
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = ep.load()
+        except Exception as e:  # one broken plug-in must not take `import argym` down with it
+            warnings.warn(f"argym: cannot load env plug-in {ep.name} ({ep.value}): {e}", stacklevel=2)
+            continue
+        if callable(loaded):
+            loaded()
 
 
 def registered_ids() -> list[str]:
-    return [e.id for e in ENVS]
+    """argym's env ids, then every other text env registered (by entry points, `--import` or user code)."""
+    register_envs()
+    own = [e.id for e in ENVS]
+    return own + sorted(i for i, spec in gym.registry.items() if i not in own and not _is_gymnasiums(spec))
+
+
+def _is_gymnasiums(spec: Any) -> bool:
+    """One of the envs gymnasium ships (CartPole, ...): not a text env."""
+    entry = spec.entry_point
+    module = entry.partition(":")[0] if isinstance(entry, str) else str(getattr(entry, "__module__", ""))
+    return module.startswith(("gymnasium", "shimmy", "ale_py"))
+
+
+def description(env_id: str) -> str:
+    """The one-line description `argym envs` shows: argym's own, else the entry point's docstring."""
+    for entry in ENVS:
+        if entry.id == env_id:
+            return entry.description
+    try:
+        doc = inspect.getdoc(creator(env_id)) or ""
+    except Exception as e:  # a listing must not fail on one env whose module cannot load
+        return f"(cannot load: {e})"
+    return doc.strip().split("\n")[0]
+
+
+def resolve(env_id: str) -> str:
+    """`env_id` as gymnasium's registry knows it: ``pkg.mod:Name-v0`` imports ``pkg.mod`` first.
+
+    That is Gymnasium's ``module:id`` form, so a recipe or the CLI can name an env whose module
+    registers it without `--import`. An unknown id raises `UnknownEnvError` with the close matches.
+    """
+    register_envs()
+    if env_id not in gym.registry and ":" in env_id:
+        module, _, name = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            raise ConfigError(
+                f"env {env_id!r}: cannot import module {module!r} ({e}); is its package installed, "
+                "or its directory on PYTHONPATH?"
+            ) from None
+        env_id = name
+    if env_id not in gym.registry:
+        raise UnknownEnvError(env_id, registered_ids())
+    return env_id
+
+
+def creator(env_id: str) -> Any:
+    """The class or function that builds `env_id` (its registered entry point, loaded)."""
+    spec = gym.spec(resolve(env_id))
+    entry = spec.entry_point
+    return load_env_creator(entry) if isinstance(entry, str) else entry
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env:
-    """`gym.make` with an error that names the close matches for an unknown id."""
-    register_envs()
-    if env_id not in gym.registry:
-        raise UnknownEnvError(env_id, registered_ids())
-    try:
-        return gym.make(env_id, **kwargs)
-    except TypeError as e:
-        if "unexpected keyword argument" not in str(e):
-            raise
-        raise ConfigError(
-            f"{env_id} does not take that argument: {e}. "
-            f"See the env's docstring (`argym envs`) for its kwargs."
-        ) from None
+    """`gym.make`, after checking `kwargs` against the env's constructor (`argym.envargs.check_kwargs`).
+
+    An unknown id names the close matches; an unknown kwarg, a value of the wrong type or an unknown
+    choice (``sandbox=dockr``) is a `ConfigError` here, before the env is built.
+    """
+    env_id = resolve(env_id)
+    return gym.make(env_id, **checked_kwargs(env_id, kwargs))
+
+
+def checked_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` checked against `env_id`'s constructor and coerced (what `make` passes on), building nothing."""
+    return check_kwargs(resolve(env_id), creator(env_id), kwargs)

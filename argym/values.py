@@ -8,11 +8,13 @@ same thing everywhere.
 from __future__ import annotations
 
 import re
+import types
+import typing
 from typing import Any
 
 import yaml
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, did_you_mean
 
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -47,3 +49,92 @@ def parse_pair(text: str, example: str = "max_attempts=3", dotted: bool = False)
     if not sep or not all(p.isidentifier() for p in parts):
         raise ConfigError(f"expected key=value (e.g. {example}), got {text!r}.")
     return key, parse_value(raw)
+
+
+def type_name(annotation: Any) -> str:
+    """How an annotation reads in an error or a listing: ``int``, ``float | None``, ``one of a, b``."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *meta = typing.get_args(annotation)
+        names = getattr(meta[0], "names", None) if meta else None
+        return f"one of {', '.join(names())}" if callable(names) else type_name(base)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(c) for c in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if annotation is Any:  # a class on Python 3.11
+        return "any"
+    if isinstance(annotation, type) and origin is None:
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def coerce(value: Any, annotation: Any, where: str) -> Any:
+    """`value` as the `annotation` asks, or `ConfigError` naming `where`, the expected type and the value.
+
+    One rule for every value a user types (a CLI ``key=value``, a recipe's YAML, a Python kwarg):
+    a string is read as `parse_value` reads it (``"3"`` → 3 where an int is expected), an int is a
+    valid float, and nothing else changes type (``timeout_s=fast`` is refused, not passed on).
+    A `Literal` or an ``Annotated[str, registry]`` also checks the value is one of its names.
+    Annotations this does not understand (classes, containers, `Any`) pass the value through.
+    """
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *meta = typing.get_args(annotation)
+        value = coerce(value, base, where)
+        for m in meta:
+            names = getattr(m, "names", None)
+            if isinstance(value, str) and callable(names) and value not in m:
+                raise ConfigError(
+                    f"{where}: {value!r} is not one of: {', '.join(names())}.{did_you_mean(value, names())}"
+                )
+        return value
+    if origin is typing.Literal:
+        choices = typing.get_args(annotation)
+        read = parse_value(value) if isinstance(value, str) and value not in choices else value
+        if read not in choices:
+            shown = ", ".join(str(c) for c in choices)
+            raise ConfigError(
+                f"{where}: {value!r} is not one of: {shown}.{did_you_mean(str(value), [str(c) for c in choices])}"
+            )
+        return read
+    if origin in (typing.Union, types.UnionType):
+        members = typing.get_args(annotation)
+        if value is None and type(None) in members:
+            return None
+        errors: list[ConfigError] = []
+        for member in sorted(members, key=lambda m: m is str):  # str last: "3" for int | str is 3
+            if member is type(None):
+                continue
+            try:
+                return coerce(value, member, where)
+            except ConfigError as e:
+                # a string refused by the one member that takes names says the most (its choices)
+                errors.insert(0, e) if isinstance(value, str) and _takes_names(member) else errors.append(e)
+        if len(errors) == 1 or (errors and isinstance(value, str) and any(map(_takes_names, members))):
+            raise errors[0]
+        raise ConfigError(f"{where} expects {type_name(annotation)}, got {value!r}.")
+    if annotation in (bool, int, float, str):
+        read = parse_value(value) if isinstance(value, str) and annotation is not str else value
+        ok = {
+            bool: isinstance(read, bool),
+            int: isinstance(read, int) and not isinstance(read, bool),
+            float: isinstance(read, (int, float)) and not isinstance(read, bool),
+            str: isinstance(read, str),
+        }[annotation]
+        if not ok:
+            raise ConfigError(f"{where} expects {annotation.__name__}, got {value!r}.")
+        return float(read) if annotation is float else read
+    plain_class = (
+        isinstance(annotation, type) and typing.get_origin(annotation) is None and annotation is not Any
+    )
+    if plain_class and not isinstance(value, annotation):
+        raise ConfigError(f"{where} expects {annotation.__name__}, got {value!r}.")
+    return value
+
+
+def _takes_names(annotation: Any) -> bool:
+    """A `Literal` or ``Annotated[str, registry]``: an annotation whose refusal lists the valid names."""
+    return typing.get_origin(annotation) in (typing.Literal, typing.Annotated)

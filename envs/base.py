@@ -3,7 +3,8 @@
 A subclass supplies tasks (`load_tasks`), the env's answer to an assistant
 turn (`respond`) and optionally a scripted solution (`oracle_action`); the
 base class owns the episode loop, turn limits, action parsing, snapshots and
-errors. See docs/design.md, "The environment contract".
+errors. See docs/design.md, "The environment contract"; README.md, "Write your
+own env", builds one and runs it through `argym eval` and `argym train`.
 
 Example episode (argym/Math-v0)::
 

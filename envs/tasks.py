@@ -16,8 +16,9 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,11 +233,15 @@ def resolve_source(
 
     A `TaskSource` is used as is; a list of `Task` becomes a `ListSource`; a
     path to a JSONL file is read with `row_to_task(row, default_id)` (default
-    id ``<file stem>#<line>``); any other string is a spec ``name(k=v,...)``
+    id ``<file stem>#<line>``), and so is a ``hf:`` dataset (envs/hf_datasets.py); any other string is a spec ``name(k=v,...)``
     that the env's `named(name, kwargs)` resolves.
     """
     if isinstance(tasks, TaskSource):
         return tasks
+    if isinstance(tasks, str) and tasks.startswith("hf:"):  # a Hugging Face dataset (envs/hf_datasets.py)
+        from argym.envs.hf_datasets import hf_source
+
+        return hf_source(tasks, row_to_task)
     if isinstance(tasks, (list, tuple)):
         if not tasks or not all(isinstance(t, Task) for t in tasks):
             raise ConfigError("tasks= as a list must be a non-empty list of argym.Task.")
@@ -272,25 +277,52 @@ def jsonl_rows(path: str | Path, item: str = "task") -> Iterator[tuple[int, Any]
 
 
 def read_jsonl(path: str | Path, to_task: Callable[[dict[str, Any], int], Task]) -> ListSource:
-    """Read a JSONL file into a `ListSource`, one task per non-empty line.
+    """Read a JSONL file into a `ListSource`, one task per non-empty line (see `rows_source`).
 
-    `to_task(row, line_number)` builds the task; rows without a `split` are
-    assigned to train or test by a stable hash of their id. Errors name the
-    file and the line.
+    `to_task(row, line_number)` builds the task. Errors name the file and the line.
     """
-    tasks = []
-    for n, row in jsonl_rows(path):
+    return rows_source(
+        ((f"{path}:{n}", n, row) for n, row in jsonl_rows(path)), to_task, name=str(path), what="Task file"
+    )
+
+
+SMALL_TEST_SPLIT = 5
+"""Fewer hash-assigned test tasks than this is too few to score on: `rows_source` warns."""
+
+
+def rows_source(
+    rows: Iterable[tuple[str, int, Any]],
+    to_task: Callable[[dict[str, Any], int], Task],
+    name: str,
+    what: str = "Task source",
+) -> ListSource:
+    """Rows ``(where, index, row)`` of a file or dataset as a `ListSource`.
+
+    `to_task(row, index)` builds the task; rows without a `split` are assigned to train or test
+    by a stable hash of their id (so about `test_fraction` of them are test). A small source
+    whose hash split leaves the test split nearly empty gets a warning that suggests ``split=all``.
+    """
+    tasks, hashed = [], 0
+    for where, n, row in rows:
         try:
             if not isinstance(row, dict):
-                raise ValueError("each line must be a JSON object")
+                raise ValueError("each row must be a JSON object")
             task = to_task(row, n)
             split = check_split(str(row["split"])) if "split" in row else split_of(task.id)
         except (ValueError, KeyError, TypeError) as e:  # ConfigError (a bad split) is a ValueError
-            raise ConfigError(f"{path}:{n}: cannot read task: {e}") from e
+            raise ConfigError(f"{where}: cannot read task: {e}") from e
+        hashed += "split" not in row
         tasks.append(_with_split(task, split))
     if not tasks:
-        raise ConfigError(f"Task file {str(path)!r} holds no tasks.")
-    return ListSource(tasks, name=str(path))
+        raise ConfigError(f"{what} {name!r} holds no tasks.")
+    n_test = sum(t.split == "test" for t in tasks)
+    if hashed and n_test < min(SMALL_TEST_SPLIT, len(tasks)):  # some tasks, but few of them test
+        warnings.warn(
+            f"{name}: the hash split puts only {n_test} of its {len(tasks)} tasks in the test split; "
+            "evaluate on all of them with split=all (or give each row a 'split' field).",
+            stacklevel=3,
+        )
+    return ListSource(tasks, name=name)
 
 
 def _with_split(task: Task, split: str) -> Task:

@@ -32,10 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argym.rewards.credit import credit_rewards, token_loo_baseline
+from argym.rewards.custom import callable_component, is_callable_spec
 from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
 
+from argym.callables import load_function
 from argym.errors import ConfigError, InfrastructureError
 from argym.registry import Registry
 from argym.types import Trajectory
@@ -66,7 +68,8 @@ class RewardConfig:
     """Which reward components are trained on and how (the `reward:` section of a recipe)."""
 
     weights: dict[str, float] = field(default_factory=lambda: {"outcome": 1.0})
-    """Component → weight: outcome, format, overlong, process, sar or a registered one; 0 = logged only.
+    """Component → weight: outcome, format, overlong, process, sar, a registered one, or a user's function as
+    ``module:function`` (trajectory → float or dict of named floats; rewards/custom.py); 0 = logged only.
     A recipe's weights are merged into the default {outcome: 1}, so `outcome: 0` trains without it."""
     prm: str = "rule"
     """The process reward model: rule | hf:PATH (a sequence-classification checkpoint, e.g. an AgentPRM) | a registered name."""
@@ -83,7 +86,10 @@ class RewardConfig:
         if not isinstance(self.weights, dict):
             raise ConfigError(f"reward.weights must map component names to weights, got {self.weights!r}.")
         for name, w in self.weights.items():
-            REWARD_COMPONENTS.check(name, "reward.weights")
+            if is_callable_spec(name):  # a user's `module:function` (rewards/custom.py)
+                load_function(name, f"reward.weights key {name!r}")
+            else:
+                REWARD_COMPONENTS.check(name, "reward.weights")
             if isinstance(w, bool) or not isinstance(w, (int, float)):
                 raise ConfigError(f"reward.weights.{name} must be a number, got {w!r}.")
         if self.credit not in ("min", "strict", "sum"):
@@ -179,6 +185,9 @@ class RewardComposer:
         self.config = config
         self.sequence = {"format": lambda ts: [format_reward(t) for t in ts], **(sequence or {})}
         for name in config.weights:
+            if is_callable_spec(name) and name not in self.sequence:
+                self.sequence[name] = callable_component(name)
+        for name in config.weights:
             if name not in OWN_COMPONENTS and name not in self.sequence:
                 raise ConfigError(
                     f"reward component {name!r} needs a scorer from the trainer; none was given."
@@ -198,10 +207,11 @@ class RewardComposer:
             return trajs, ({"reward/outcome": sum(outcome_reward(t) for t in ok) / len(ok)} if ok else {})
         failed = [t.infra_failure for t in trajs]
         values: dict[str, list[float]] = {"outcome": [outcome_reward(t) for t in trajs]}
+        parts: dict[str, list[float]] = {}  # "<component>/<part>" → per trajectory, logged only
         metrics: dict[str, float] = {}
         for name in cfg.weights:
             if name in self.sequence:
-                values[name] = self._sequence(name, trajs, failed, metrics)
+                values[name] = self._sequence(name, trajs, failed, metrics, parts)
         steps: list[list[Step]] = [[] for _ in trajs]
         step_rewards: list[list[float]] = [[] for _ in trajs]
         if "process" in cfg.weights:
@@ -213,7 +223,7 @@ class RewardComposer:
                 continue
             out.append(self._shape(t, {k: v[i] for k, v in values.items()}, steps[i], step_rewards[i]))
         ok = [i for i, f in enumerate(failed) if not f]
-        for name, v in values.items():
+        for name, v in {**values, **parts}.items():
             if ok:
                 metrics[f"reward/{name}"] = sum(v[i] for i in ok) / len(ok)
         if ok:
@@ -222,21 +232,35 @@ class RewardComposer:
         return out, metrics
 
     def _sequence(
-        self, name: str, trajs: list[Trajectory], failed: list[bool], metrics: dict[str, float]
+        self,
+        name: str,
+        trajs: list[Trajectory],
+        failed: list[bool],
+        metrics: dict[str, float],
+        parts: dict[str, list[float]],
     ) -> list[float]:
         """One component over the batch's trajectories that are not infra failures already (one whose env never
-        started has no tokens to score; it gets 0.0, unused); on a harness fault, each alone to find which failed."""
+        started has no tokens to score; it gets 0.0, unused); on a harness fault, each alone to find which failed.
+        A score that is a dict of named parts counts as their sum; each part goes into `parts`."""
         live = [i for i, f in enumerate(failed) if not f]
         vals = [0.0] * len(trajs)
+
+        def put(i: int, score: Any) -> None:
+            if isinstance(score, dict):
+                for part, v in score.items():
+                    parts.setdefault(f"{name}/{part}", [0.0] * len(trajs))[i] = float(v)
+                score = sum(score.values())
+            vals[i] = float(score)
+
         if not live:
             return vals
         try:
             for i, v in zip(live, self.sequence[name]([trajs[i] for i in live])):
-                vals[i] = float(v)
+                put(i, v)
         except InfrastructureError:
             for i in live:
                 try:
-                    vals[i] = float(self.sequence[name]([trajs[i]])[0])
+                    put(i, self.sequence[name]([trajs[i]])[0])
                 except InfrastructureError:
                     failed[i] = True
                     vals[i] = 0.0

@@ -1,6 +1,7 @@
 """The `argym` command line: list envs, play one, evaluate an agent, train.
 
-    argym envs
+    argym envs [ENV_ID]                         # the envs; with an id, its kwargs, types and defaults
+    argym recipes                               # the shipped training recipes
     argym play argym/Math-v0 [key=value ...] [--seed S]
     argym eval argym/Math-v0 [key=value ...] --agent SPEC [--episodes N] [--out FILE] [--submit]
     argym board [ENV_ID] [--split S]            # leaderboards: also `board export`, `board serve`
@@ -24,7 +25,7 @@ spec, a missing file) print one line to stderr and exit with status 2.
 
 from __future__ import annotations
 
-from argym.cli import boards, check, evaluate, play, plugins, resources, serve, swe, train  # noqa: F401  (registers commands)
+from argym.cli import boards, catalog, check, evaluate, play, plugins, resources, serve, swe, train  # noqa: F401  (registers commands)
 from argym.cli.app import USAGE_ERROR, cli, main
 from argym.cli.common import parse_kwargs, user_errors
 

@@ -39,11 +39,19 @@ def filter_options(f: Any) -> Any:
 
 
 def load_boards(env_id: str | None, env_kwargs: tuple[str, ...] = (), **filters: Any) -> list[Any]:
-    """The boards of `env_id` (all if None) whose env kwargs include `env_kwargs` (key=value strings)."""
+    """The boards of `env_id` (all if None) whose env kwargs include `env_kwargs` (key=value strings).
+
+    An env id that no board holds and no env registers is a typo, refused with the close matches,
+    not reported as a board without submissions.
+    """
     from argym.leaderboards import boards
+    from argym.registration import resolve
 
     with user_errors():
-        return boards(env_id, env_kwargs=parse_kwargs(env_kwargs), **filters)
+        found = boards(env_id, env_kwargs=parse_kwargs(env_kwargs), **filters)
+        if env_id and not found and not boards(env_id, db=filters.get("db")):
+            resolve(env_id)  # raises UnknownEnvError for an id nothing registers
+        return found
 
 
 @cli.group(cls=_BoardGroup)

@@ -8,7 +8,7 @@ import sys
 import click
 
 from argym.cli.app import cli
-from argym.cli.common import console, parse_kwargs, user_errors
+from argym.cli.common import console, import_modules, parse_kwargs, user_errors
 from argym.errors import ConfigError
 
 
@@ -62,10 +62,13 @@ def check(
     import os
 
     from argym.check import CheckConfig, run_checks
+    from argym.registration import checked_kwargs
 
     if imports or exploit_modules:
         sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's modules in the current directory
     with user_errors():
+        import_modules(imports)
+        checked_kwargs(env_id, parse_kwargs(env_kwargs))  # a bad kwarg is one line, not every check failing
         try:
             config = CheckConfig(
                 env_id,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
+import traceback
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from argym.cli.app import USAGE_ERROR
+from argym.cli.app import USAGE_ERROR, debugging
 from argym.errors import ArgymError, ConfigError
 from argym.values import parse_pair
 
@@ -20,15 +21,23 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn errors a user can cause into one line on stderr and exit status 2."""
+    """Turn errors a user can cause into one line on stderr and exit status 2 (``--debug``: the traceback too)."""
     import yaml
 
     try:
         yield
     except (ArgymError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        show_traceback()
         fail(str(e) if not isinstance(e, OSError) or not e.filename else f"{e.strerror}: {e.filename}")
     except yaml.YAMLError as e:
+        show_traceback()
         fail(f"cannot read YAML: {e}")
+
+
+def show_traceback() -> None:
+    """Print the traceback of the error being handled, under ``argym --debug`` only."""
+    if debugging():
+        traceback.print_exc()
 
 
 def fail(message: str) -> None:

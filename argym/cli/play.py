@@ -1,4 +1,4 @@
-"""`argym envs` and `argym play`: list the environments, play one by hand."""
+"""`argym play`: play an environment by hand."""
 
 from __future__ import annotations
 
@@ -10,21 +10,6 @@ import click
 from argym.cli.app import cli
 from argym.cli.common import console, parse_kwargs, user_errors
 from argym.cli.transcripts import describe_step, describe_verdict
-
-
-@cli.command()
-def envs() -> None:
-    """List the registered environments."""
-    from rich.table import Table
-
-    from argym.registration import ENVS
-
-    table = Table(title="argym environments")
-    table.add_column("id", style="bold", no_wrap=True)
-    table.add_column("description")
-    for entry in ENVS:
-        table.add_row(entry.id, entry.description)
-    console().print(table, markup=False)
 
 
 @cli.command()

@@ -52,7 +52,7 @@ from typing import Any
 from argym.envs.base import Action, Reply, TextEnv
 from argym.envs.code.grader import FEEDBACK_MODES, feedback, grade
 from argym.envs.code.tasks import code_tasks
-from argym.envs.sandbox.base import Sandbox
+from argym.envs.sandbox.base import Sandbox, SandboxName
 from argym.envs.tasks import TaskSource
 
 from argym.errors import ConfigError, InfrastructureError
@@ -81,7 +81,7 @@ class CodeEnv(TextEnv):
         max_attempts: int = 1,
         partial_credit: bool = False,
         timeout_s: float = 5.0,
-        sandbox: str | Sandbox = "process",
+        sandbox: SandboxName | Sandbox = "process",
         feedback: str = "summary",
         render_mode: str | None = None,
         executors: Any = None,

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
 from argym.errors import ArgymError, InfrastructureError
 from argym.registry import Registry
@@ -162,6 +162,10 @@ def clean_output(data: bytes) -> str:
 SANDBOX_BACKENDS: Registry[Callable[..., Sandbox]] = Registry("sandbox backend")
 """Backend name → factory `(**kwargs) -> Sandbox`; `@register_sandbox_backend("mine")` adds one."""
 register_sandbox_backend = SANDBOX_BACKENDS.register
+
+SandboxName = Annotated[str, SANDBOX_BACKENDS]
+"""An env kwarg naming a backend: `argym.make` refuses an unknown name (``sandbox=dockr``) before the
+env is built, and `argym envs ID` lists the names."""
 
 
 @register_sandbox_backend("process")

@@ -46,7 +46,7 @@ from typing import Any
 
 from argym.envs.base import EnvState, Reply, TextEnv
 from argym.envs.executors import Executors
-from argym.envs.sandbox.base import Sandbox, make_sandbox
+from argym.envs.sandbox.base import Sandbox, SandboxName, make_sandbox
 from argym.envs.swe import grading
 from argym.envs.swe.instances import Instance, instance_of, swe_tasks
 from argym.envs.swe.project import base_repo
@@ -104,7 +104,7 @@ class SWEEnv(TextEnv):
         self,
         tasks: Any = "shipped",
         split: str = "test",
-        sandbox: str | Sandbox = "process",
+        sandbox: SandboxName | Sandbox = "process",
         max_turns: int = 30,
         time_limit_s: float = 1800.0,
         command_timeout_s: float = 60.0,

@@ -57,7 +57,7 @@ from typing import Any
 
 from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import DeadlineExceeded, WorkerPool
-from argym.envs.sandbox.base import Sandbox, SandboxUnavailable
+from argym.envs.sandbox.base import Sandbox, SandboxName, SandboxUnavailable
 from argym.envs.tasks import ListSource, TaskSource, resolve_source
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
@@ -180,7 +180,7 @@ class ToolCallEnv(TextEnv):
         split: str = "test",
         max_turns: int = 8,
         timeout_s: float = 5.0,
-        sandbox: str | Sandbox = "process",
+        sandbox: SandboxName | Sandbox = "process",
         format_weight: float = 0.0,
         call_weight: float = 0.0,
         oracle_style: str = "hermes",

@@ -37,9 +37,10 @@ SMALL = [
 
 
 def test_recipe_matches_the_defaults():
-    """configs/grpo_math.yaml is the quickstart written out: one to one with TrainConfig."""
+    """configs/grpo_math.yaml is the quickstart written out: one to one with TrainConfig, in its own run dir."""
     recipe = load_config(REPO / "configs" / "grpo_math.yaml")
-    assert dataclasses.asdict(recipe) == dataclasses.asdict(TrainConfig())
+    assert recipe.out_dir == "runs/grpo_math" != TrainConfig().out_dir
+    assert dataclasses.asdict(recipe) == dataclasses.asdict(TrainConfig(out_dir="runs/grpo_math"))
 
 
 def test_overrides_and_errors(tmp_path):
@@ -182,7 +183,7 @@ def test_lora_checkpoint_is_an_ordinary_merged_model(tmp_path):
 def test_run_dir_refuses_another_config(tmp_path):
     cfg = load_config(None, SMALL + ["steps=0", f"out_dir={tmp_path}"])
     Trainer(cfg).close()
-    with pytest.raises(ConfigError, match="another config"):
+    with pytest.raises(ConfigError, match="another config.*out_dir=runs/NAME"):
         Trainer(load_config(None, SMALL + ["steps=0", "seed=3", f"out_dir={tmp_path}"]))
     Trainer(load_config(None, SMALL + ["steps=1", f"out_dir={tmp_path}"])).close()  # more steps: a resume
     # a run written by an older argym lacks newer keys: they count as their defaults, not as a change

@@ -1,0 +1,43 @@
+"""Naming a user's function in a config: ``module:function`` (or ``path/to/file.py:function``).
+
+One loader for every place a recipe names user code (an agent program, its reward, a reward
+component), so each accepts the same forms and refuses a bad one with the same message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from argym.errors import ConfigError
+
+
+def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
+    """The function ``module:function`` or ``path/to/file.py:function`` names (the working directory is importable)."""
+    module_name, sep, fn_name = spec.rpartition(":")
+    if not sep or not module_name or not fn_name:
+        raise ConfigError(f"{what} must be module:function (e.g. my_agent:solve), got {spec!r}.")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise ConfigError(f"{what}: no file {module_name!r}.")
+            loader = importlib.util.spec_from_file_location(path.stem, path)
+            assert loader is not None and loader.loader is not None
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"{what}: cannot import {module_name!r} ({e}).") from e
+    fn: object = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise ConfigError(f"{what}: {module_name!r} has no function {fn_name!r}.")
+    return fn

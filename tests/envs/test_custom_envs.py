@@ -1,0 +1,95 @@
+"""Bring your own env: README's example through the CLI (``MODULE:ID``), and a package's entry point."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "argym.cli"]
+
+
+def readme_env(tmp_path: Path) -> Path:
+    """README's "Write your own env" code block, saved as reverse_envs.py in `tmp_path`."""
+    section = REPO.joinpath("README.md").read_text().split("## Write your own env", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "reverse_envs.py").write_text(code)
+    return tmp_path
+
+
+def run(*args: str, path: Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def test_readme_env_evaluates_as_module_colon_id(tmp_path):
+    where = readme_env(tmp_path / "src")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = run(
+        "eval", "reverse_envs:Reverse-v0", "--agent", "oracle", "--split", "all", path=where, cwd=elsewhere
+    )
+    assert out.returncode == 0, out.stderr
+    assert "1.000" in out.stdout and re.search(r"episodes \(n\)\s*│\s*10 ", out.stdout), out.stdout
+    # an unknown module is one clear line, not a traceback
+    out = run("eval", "no_such_mod:Reverse-v0", "--agent", "oracle", path=where, cwd=elsewhere)
+    assert out.returncode == 2 and "cannot import module 'no_such_mod'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_readme_env_in_a_recipe_loads(tmp_path, monkeypatch):
+    """``env.id: MODULE:ID`` in a recipe: the env the trainer makes is the user's."""
+    import argym
+
+    monkeypatch.syspath_prepend(str(readme_env(tmp_path)))
+    from argym.algorithms.config import load_config
+
+    recipe = tmp_path / "reverse.yaml"
+    recipe.write_text("env:\n  id: reverse_envs:Reverse-v0\n  kwargs: {}\nsteps: 1\n")
+    cfg = load_config(recipe)
+    with argym.make(cfg.env.id, **cfg.env.kwargs, split="all") as env:
+        obs, _ = env.reset(seed=0)
+        assert obs[0]["content"].startswith("Reverse: ")
+        assert env.step(env.unwrapped.oracle_action())[1] == 1.0
+
+
+@pytest.mark.slow
+def test_readme_env_trains(tmp_path):
+    where = readme_env(tmp_path / "src")
+    out = run(
+        "train",
+        "env.id=reverse_envs:Reverse-v0",
+        *["steps=1", "warm_start.steps=1", "warm_start.tasks=4", "eval.episodes=2"],
+        *["rollout.tasks_per_step=2", "rollout.group_size=2"],
+        f"out_dir={tmp_path / 'run'}",
+        path=where,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_an_installed_packages_entry_point_lists_its_env(tmp_path):
+    """A package declaring an `argym.envs` entry point: its envs appear in `argym envs`, no --import needed."""
+    (tmp_path / "word_envs.py").write_text(
+        (readme_env(tmp_path) / "reverse_envs.py").read_text().replace('"Reverse-v0"', '"word/Reverse-v0"')
+    )
+    dist = tmp_path / "word_envs-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: word-envs\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[argym.envs]\nword = word_envs\n")
+    out = run("envs", path=tmp_path, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "word/Reverse-v0" in out.stdout and "Reverse a word" in out.stdout
+    assert "argym/Math-v0" in out.stdout
+    out = run("envs", "word/Reverse-v0", path=tmp_path, cwd=tmp_path)
+    assert out.returncode == 0 and "max_turns" in out.stdout and "int" in out.stdout, out.stderr
+    out = run("eval", "word/Reverse-v0", "--agent", "oracle", "--split", "all", path=tmp_path, cwd=tmp_path)
+    assert out.returncode == 0 and "1.000" in out.stdout, out.stderr
