@@ -49,6 +49,8 @@ def scratch(monkeypatch):
     """Every registry's table swapped for a copy for the test's duration."""
     registry.catalog()  # argym's own parts registered first
     for reg in registry._ALL.values():
+        for name in reg._builtins:  # and the lazy built-ins loaded, so the copy holds them (and keeps them)
+            reg.get(name)
         monkeypatch.setattr(reg, "_items", dict(reg._items))
 
 
