@@ -42,7 +42,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch
-    from argym.algorithms.config import LearnerConfig
+    from argym.algorithms.learner_config import LearnerConfig
 
 
 @dataclass

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from argym.algorithms.advantages import gae
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
-from argym.algorithms.config import LearnerConfig
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages
+from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
 from argym.algorithms.r3l.credit import credit_step

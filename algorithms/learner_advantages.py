@@ -17,7 +17,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-    from argym.algorithms.config import LearnerConfig
+    from argym.algorithms.learner_config import LearnerConfig
 
 
 def compute_advantages(batch: TrainBatch, config: LearnerConfig, accelerator: Accelerator) -> Tensor:

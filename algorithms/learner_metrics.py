@@ -17,7 +17,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-    from argym.algorithms.config import LearnerConfig
+    from argym.algorithms.learner_config import LearnerConfig
 
 SUMS = ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens", "nll")
 """Per mini-batch, summed over micro-batches: the losses (already normalised), and per-token sums of the

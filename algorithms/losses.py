@@ -23,7 +23,7 @@ from argym.algorithms.registry import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from argym.algorithms.config import LearnerConfig
+    from argym.algorithms.learner_config import LearnerConfig
 
 # verl clamps log-ratios to ±20 before exponentiating (core_algos.py,
 # compute_policy_loss_vanilla and kl_penalty_forward) so exp() cannot overflow.

@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from argym.algorithms.config import LearnerConfig
+from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.sampling import SamplingConfig
 
 from argym.registry import Registry

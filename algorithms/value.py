@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-    from argym.algorithms.config import LearnerConfig
+    from argym.algorithms.learner_config import LearnerConfig
     from transformers import PreTrainedModel
 
 

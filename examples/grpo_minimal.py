@@ -27,7 +27,7 @@ from argym.agents.policy import SamplingParams
 from argym.agents.renderer import ChatRenderer
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.advantages import AdvantageInputs
-from argym.algorithms.config import LearnerConfig
+from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.losses import aggregate
 from argym.algorithms.registry import ADVANTAGES, POLICY_LOSSES
 from argym.algorithms.sft import oracle_sequences, warm_start

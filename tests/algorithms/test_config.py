@@ -34,7 +34,7 @@ def test_reading_a_recipe_imports_no_torch(recipe):
 def test_a_config_names_an_unknown_part_without_torch():
     code = (
         "import sys\n"
-        "from argym.algorithms.config import LearnerConfig\n"
+        "from argym.algorithms.learner_config import LearnerConfig\n"
         "from argym.errors import ConfigError\n"
         "try:\n"
         "    LearnerConfig(policy_loss='gspo_tokn')\n"
