@@ -365,3 +365,26 @@ class AheadOfLearner:
         self._stop.set()
         self._thread.join(timeout=60)
         self._workers.shutdown(wait=True, cancel_futures=True)
+
+
+def version_lag(trajectories: list[Trajectory], version: int, bound: int) -> dict[str, float]:
+    """Mean and max lag (learner version − the version that sampled it) over the trained policy tokens.
+
+    Tokens of unknown version (-1, or a trajectory that records none) are left out. Raises if a
+    token lags more than `bound` (max_staleness): the scheduler's guarantee, checked.
+    """
+    lags = [
+        version - v
+        for t in trajectories
+        if not t.infra_failure and len(t.policy_versions) == len(t.loss_mask)
+        for v, m in zip(t.policy_versions, t.loss_mask)
+        if m and v >= 0
+    ]
+    if not lags:
+        return {}
+    if max(lags) > bound or min(lags) < 0:
+        raise RuntimeError(
+            f"trained tokens lag the learner (version {version}) by {min(lags)}..{max(lags)} versions; "
+            f"rollout.max_staleness allows 0..{bound}. This is a bug in the rollout scheduler."
+        )
+    return {"train/version_lag_mean": sum(lags) / len(lags), "train/version_lag_max": float(max(lags))}

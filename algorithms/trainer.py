@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import random
 import threading
 import time
 from pathlib import Path
@@ -22,16 +21,21 @@ import numpy as np
 import torch
 import yaml
 from argym.agents.evaluate import evaluate
-from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
-from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator
-from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator, version_lag
+from argym.algorithms.build import (
+    build_generator,
+    build_policy,
+    mixed_precision,
+    run_agent_spec,
+    seed_everything,
+)
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.learner import Learner
-from argym.algorithms.lora import AdapterOffReference, apply_lora
+from argym.algorithms.lora import AdapterOffReference
 from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
 from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
@@ -54,76 +58,6 @@ if TYPE_CHECKING:
 RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log")
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _mixed_precision(setting: str) -> str:
-    """accelerate's mixed_precision for `policy.mixed_precision` ("auto": bf16 on a GPU that has it)."""
-    if setting == "auto":
-        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
-    return setting
-
-
-def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
-    """The policy from the checkpoint if resuming, else freshly built or loaded.
-
-    With LoRA the base is always rebuilt from the config (its weights never
-    train) and the adapters come fresh or from the checkpoint's `policy/adapter/`.
-    """
-    pc = cfg.policy
-    if checkpoint is not None and pc.lora_r == 0:
-        return HFPolicy.load(checkpoint / "policy", dtype=pc.dtype)
-    if pc.kind == "tiny":
-        tok = build_tiny_tokenizer()
-        policy = HFPolicy(build_tiny_model(tok, pc.tiny, seed=cfg.seed), tok, name="tiny")
-    else:
-        if pc.path is None:
-            raise ConfigError("policy.kind: hf needs policy.path (a checkpoint directory or a model name).")
-        policy = HFPolicy.load(pc.path, dtype=pc.dtype)
-    if pc.lora_r > 0:
-        adapter = checkpoint / "policy" / ADAPTER_DIR if checkpoint is not None else None
-        policy.model = apply_lora(
-            policy.model,
-            pc.lora_r,
-            pc.lora_alpha,
-            pc.lora_dropout,
-            pc.lora_target_modules,
-            adapter_dir=adapter,
-        )
-    return policy
-
-
-def build_generator(cfg: TrainConfig, policy: HFPolicy, run_dir: Path) -> Any:
-    """The token policy that generates rollouts (`rollout.backend`): the trained policy itself (eager or
-    compiled generation), or a vLLM engine started from the run's checkpoint and synced to `policy` now."""
-    backend = cfg.rollout.backend
-    if backend != "vllm":
-        policy.compiled = backend == "hf-compiled"
-        return policy
-    from argym.agents.vllm import VLLMPolicy
-
-    start = run_dir / "checkpoint" / "policy"  # an ordinary checkpoint (LoRA runs save it merged)
-    generator = VLLMPolicy(start, cfg.rollout.vllm, name=f"vllm:{start}")
-    generator.load_weights(policy.model)
-    return generator
-
-
-def run_agent_spec(cfg: TrainConfig, run_dir: Path) -> str:
-    """The agent spec that reloads what this run evaluates: the board records it, and `argym eval` takes it.
-
-    The policy's kind and the backend that generates name it (``tiny:``, ``hf:`` or ``vllm:`` over the
-    run directory), and an agent program wraps it as ``program:MODULE:FN@SPEC``.
-    """
-    kind = "vllm" if cfg.rollout.backend == "vllm" else cfg.policy.kind
-    spec = f"{kind}:{run_dir}"
-    if cfg.rollout.strategy == "program" and cfg.agent.program:
-        spec = f"program:{cfg.agent.program}@{spec}"
-    return spec
-
-
 class Trainer:
     """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split."""
 
@@ -136,7 +70,7 @@ class Trainer:
         self.run_dir = Path(cfg.out_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_config()
-        self.accelerator = Accelerator(mixed_precision=_mixed_precision(cfg.policy.mixed_precision))
+        self.accelerator = Accelerator(mixed_precision=mixed_precision(cfg.policy.mixed_precision))
         self.task_rng = np.random.default_rng(cfg.seed)
         ckpt = find_checkpoint(self.run_dir)
         state = load_state(ckpt) if ckpt is not None else None
@@ -473,29 +407,6 @@ class Trainer:
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()
-
-
-def version_lag(trajectories: list[Trajectory], version: int, bound: int) -> dict[str, float]:
-    """Mean and max lag (learner version − the version that sampled it) over the trained policy tokens.
-
-    Tokens of unknown version (-1, or a trajectory that records none) are left out. Raises if a
-    token lags more than `bound` (max_staleness): the scheduler's guarantee, checked.
-    """
-    lags = [
-        version - v
-        for t in trajectories
-        if not t.infra_failure and len(t.policy_versions) == len(t.loss_mask)
-        for v, m in zip(t.policy_versions, t.loss_mask)
-        if m and v >= 0
-    ]
-    if not lags:
-        return {}
-    if max(lags) > bound or min(lags) < 0:
-        raise RuntimeError(
-            f"trained tokens lag the learner (version {version}) by {min(lags)}..{max(lags)} versions; "
-            f"rollout.max_staleness allows 0..{bound}. This is a bug in the rollout scheduler."
-        )
-    return {"train/version_lag_mean": float(np.mean(lags)), "train/version_lag_max": float(max(lags))}
 
 
 def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
