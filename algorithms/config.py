@@ -32,7 +32,7 @@ from argym.algorithms.strategies import STRATEGIES
 from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError, did_you_mean
-from argym.values import coerce, parse_value
+from argym.values import coerce, parse_pair
 
 T = TypeVar("T")
 
@@ -341,16 +341,14 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
 
 def apply_override(data: dict[str, Any], override: str) -> None:
     """Apply one ``dotted.key=value`` override in place; the value is read as YAML."""
-    if "=" not in override:
-        raise ConfigError(f"Override {override!r} is not key=value (e.g. algorithm.lr=1e-4).")
-    key, raw = override.split("=", 1)
-    parts = key.strip().split(".")
+    key, value = parse_pair(override, example="algorithm.lr=1e-4", dotted=True)
+    parts = key.split(".")
     node = data
     for p in parts[:-1]:
         node = node.setdefault(p, {})
         if not isinstance(node, dict):
             raise ConfigError(f"Override {override!r}: {p!r} is not a section.")
-    node[parts[-1]] = parse_value(raw)
+    node[parts[-1]] = value
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
