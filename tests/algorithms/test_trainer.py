@@ -313,8 +313,8 @@ def test_the_board_records_the_agent_spec_that_reloads_the_run(tmp_path, overrid
     """Evaluations during training name the real policy and backend (an HF or vLLM run is not `tiny:`),
     and the spec leads back to the run directory and its config."""
     from argym.agents.evaluate import training_run
-    from argym.algorithms.config import load_config
     from argym.algorithms.build import run_agent_spec
+    from argym.algorithms.config import load_config
 
     (tmp_path / "config.yaml").write_text("steps: 1\n")
     got = run_agent_spec(load_config(None, overrides), tmp_path)
