@@ -41,6 +41,7 @@ from argym.envs.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
     clean_output,
+    program_env,
 )
 from argym.envs.sandbox.pool import ContainerPool
 
@@ -153,39 +154,41 @@ def _remove_owned(client: Any, owner: str) -> None:
             pass
 
 
-def _run_box(client: Any, image: str, labels: dict[str, str], limits: Limits, cpu: int) -> Any:
-    """A started container for one run: the confinement of the module docstring, idle until used."""
+def _confinement(limits: Limits, labels: dict[str, str], cpu: int, *more: tuple[str, int]) -> dict[str, Any]:
+    """The ``containers.run`` arguments both kinds of container share: no network, memory, CPU and pids
+    limits, dropped capabilities, an init process, and the rlimits (`cpu` seconds, file size, open files, no
+    core dumps, then `more`)."""
     import docker
 
+    rlimits = (("cpu", cpu), ("fsize", limits.file_size_mb << 20), ("nofile", limits.open_files), ("core", 0))
+    return dict(
+        detach=True,
+        network_mode="none",
+        user="0",
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",
+        nano_cpus=1_000_000_000,
+        pids_limit=limits.processes,
+        cap_drop=["ALL"],
+        cap_add=["SETUID", "SETGID", "KILL"],
+        security_opt=["no-new-privileges"],
+        init=True,
+        labels=labels,
+        ulimits=[docker.types.Ulimit(name=n, soft=v, hard=v) for n, v in (*rlimits, *more)],
+    )
+
+
+def _run_box(client: Any, image: str, labels: dict[str, str], limits: Limits, cpu: int) -> Any:
+    """A started container for one run: the confinement of the module docstring, idle until used."""
     size = f"size={limits.disk_mb}m,mode=1777"
     try:
         return client.containers.run(
             image,
             ["sleep", "infinity"],
-            detach=True,
-            network_mode="none",
-            user="0",
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=1_000_000_000,
-            pids_limit=limits.processes,
-            cap_drop=["ALL"],
-            cap_add=["SETUID", "SETGID", "KILL"],
-            security_opt=["no-new-privileges"],
             read_only=True,
             tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
             working_dir="/sandbox",
-            init=True,
-            labels=labels,
-            ulimits=[
-                docker.types.Ulimit(name=n, soft=v, hard=v)
-                for n, v in (
-                    ("cpu", cpu),
-                    ("fsize", limits.file_size_mb << 20),
-                    ("nofile", limits.open_files),
-                    ("core", 0),
-                )
-            ],
+            **_confinement(limits, labels, cpu),
         )  # no "as": runc itself needs more address space
     except Exception as e:
         raise SandboxError(f"could not start a sandbox container from {image!r}: {e}") from e
@@ -224,31 +227,10 @@ def _session_box(
         return client.containers.run(
             image,
             ["sleep", "infinity"],
-            detach=True,
-            network_mode="none",
-            user="0",
             mounts=mounts,
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=1_000_000_000,
-            pids_limit=limits.processes,
-            cap_drop=["ALL"],
-            cap_add=["SETUID", "SETGID", "KILL"],
-            security_opt=["no-new-privileges"],
             tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
             working_dir=workdir,
-            init=True,
-            labels=labels,
-            ulimits=[
-                docker.types.Ulimit(name=n, soft=v, hard=v)
-                for n, v in (
-                    ("cpu", cpu),
-                    ("fsize", limits.file_size_mb << 20),
-                    ("nofile", limits.open_files),
-                    ("core", 0),
-                    ("nproc", max(limits.processes - 16, 8)),
-                )
-            ],
+            **_confinement(limits, labels, cpu, ("nproc", max(limits.processes - 16, 8))),
         )  # room for root's kill_user
     except Exception as e:
         raise SandboxError(f"could not start a session container from {image!r}: {e}") from e
@@ -352,14 +334,7 @@ class DockerSandbox(Sandbox):
         try:
             if files:
                 self._put_files(box, files)
-            env = {
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": "/sandbox",
-                "LANG": "C.UTF-8",
-                "OMP_NUM_THREADS": "1",
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONHASHSEED": "0",
-            }
+            env = program_env(None)
             user = "0" if result_channel else str(NOBODY)
             if result_channel:
                 env.update(

@@ -70,8 +70,9 @@ from argym.envs.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
     clean_output,
+    program_env,
 )
-from argym.envs.sandbox.pump import Pump, Started, program_env
+from argym.envs.sandbox.pump import Pump, Started
 from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
 
 log = logging.getLogger(__name__)
@@ -226,9 +227,8 @@ class ProcessSandbox(Sandbox):
 
     def _probe(self) -> None:
         try:
-            r = self._run_once(
-                0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False
-            )
+            started = self._start(0, ["python", "-c", "pass"], None, self.limits.with_(timeout_s=30), False)
+            r = self._finish(started, None)
             problem = f"exit {r.exit_code}): {r.stderr.strip()[:500]}" if r.exit_code != 0 else ""
         except SandboxError as e:
             problem = f"{e})"
@@ -360,35 +360,12 @@ class ProcessSandbox(Sandbox):
                 for m in mounts:
                     if m.writable:
                         chown_tree(m.source, uid)
-            return self._run_once(
-                slot,
-                argv,
-                stdin,
-                None,
-                limits or self.limits,
-                False,
-                mounts=mounts,
-                chdir=chdir,
-                extra_env=env,
+            started = self._start(
+                slot, argv, None, limits or self.limits, False, mounts=mounts, chdir=chdir, extra_env=env
             )
+            return self._finish(started, stdin)
         finally:
             self._slots.put(slot)
-
-    def _run_once(
-        self,
-        slot: int,
-        argv: list[str],
-        stdin: bytes | None,
-        files: dict[str, bytes | str] | None,
-        limits: Limits,
-        result_channel: bool,
-        mounts: tuple[Mount, ...] = (),
-        chdir: str = "/sandbox",
-        extra_env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        """One run on `slot`: start it, hand it `stdin`, and collect what it did."""
-        started = self._start(slot, argv, files, limits, result_channel, mounts, chdir, extra_env)
-        return self._finish(started, stdin)
 
     def _start(
         self,

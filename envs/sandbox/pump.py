@@ -15,20 +15,6 @@ from argym.envs.sandbox import cgroup
 from argym.envs.sandbox.base import Limits
 
 
-def program_env(extra: dict[str, str] | None) -> dict[str, str]:
-    """The whole environment a program sees: a fixed minimum, plus `extra` (the host's is never passed)."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/sandbox",
-        "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-    }
-    env.update(extra or {})
-    return env
-
-
 @dataclass
 class Started:
     """A run whose process is up and waiting for its stdin, with what must be released after it."""
