@@ -198,7 +198,8 @@ def test_agent_program_through_the_vllm_backend(engine, record_generations, asse
     from pathlib import Path
 
     from accelerate import Accelerator
-    from argym.agents.program import ProgramRunner, load_function
+    from argym.agents.program import ProgramRunner
+    from argym.agents.program_api import load_function
     from argym.algorithms.learner import Learner, LearnerConfig
 
     policy, hf = engine
