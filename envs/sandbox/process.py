@@ -67,8 +67,9 @@ from argym.envs.sandbox.base import (
     program_env,
 )
 from argym.envs.sandbox.confine import Mount, bwrap_argv, child_setup, find_python, python_layout, weak_prefix
-from argym.envs.sandbox.pump import Pump, Started
+from argym.envs.sandbox.pump import Pump, Started, kill_tree, release
 from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
+from argym.envs.sandbox.warm import WarmSlots
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any,
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-class ProcessSandbox(Sandbox):
+class ProcessSandbox(WarmSlots, Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
@@ -365,10 +366,10 @@ class ProcessSandbox(Sandbox):
     def _finish(self, run: Started, stdin: bytes | None) -> ExecResult:
         """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
         start = time.monotonic()
-        pump = Pump(run, lambda: self._kill(run.proc, run.uid, run.group))
+        pump = Pump(run, lambda: kill_tree(run.proc, run.uid, run.group))
         timed_out = pump.wait(stdin, run.limits.timeout_s)
         wall = time.monotonic() - start
-        oom = self._release_run(run)
+        oom = release(run)
         code = run.proc.returncode
         err = clean_output(bytes(pump.err))
         if (
@@ -393,131 +394,6 @@ class ProcessSandbox(Sandbox):
             wall_s=wall,
             result=bytes(pump.res) if run.result_r is not None else None,
         )
-
-    def _release_run(self, run: Started) -> bool:
-        """Close a finished run's descriptors, remove its folder and cgroup; True if its cgroup saw an OOM kill."""
-        for fd in (run.result_r, run.status_r):
-            if fd is not None:
-                os.close(fd)
-        for s in (run.proc.stdout, run.proc.stderr, run.proc.stdin):
-            try:
-                s.close()
-            except OSError:
-                pass
-        if run.workdir is not None:
-            shutil.rmtree(run.workdir, ignore_errors=True)
-        oom = run.group is not None and run.group.oom_kills() > 0  # a fresh group: every kill was this run's
-        if run.group is not None:
-            run.group.remove()
-        return oom
-
-    def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
-        """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
-        namespace (a killed bwrap would leave its child a zombie for the host's init)."""
-        if uid is not None and proc.poll() is None:
-            kill_uid(uid, wait_s=1.0, spare=proc.pid)
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # bwrap dies; --die-with-parent takes its PID namespace
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if uid is not None:
-            kill_uid(uid)
-        if group is not None:
-            group.kill()
-
-    # ---- warm slots -------------------------------------------------------------------
-    def _take_slot(self, key: Any) -> tuple[int, Started | None]:
-        """A free slot, and its warm run if it was started for `key` and is still waiting.
-
-        A warm run started for another program, or one that died while it waited, is killed
-        first (as the end of a run is), so the slot's uid and cgroup are free for this run."""
-        slot = self._slots.get()
-        with self._warm_lock:
-            held = self._warm.pop(slot, None)
-        if held is not None:
-            if held[0] == key and held[1].proc.poll() is None:
-                return slot, held[1]
-            try:
-                self._discard(held[1])
-            except BaseException:
-                self._slots.put(slot)
-                raise
-        return slot, None
-
-    def _give_back(self, slot: int, key: Any) -> None:
-        """Return `slot` to the pool; after a warm program, once the warmer has started its next run."""
-        if key is None or self._closed:
-            self._slots.put(slot)
-            return
-        with self._warm_lock:
-            if self._warm_queue is None:
-                self._warm_queue = queue.SimpleQueue()
-                # one long-lived thread starts every warm run: bwrap's --die-with-parent follows the
-                # thread that forked it (PR_SET_PDEATHSIG), so a caller's short-lived thread must not
-                threading.Thread(target=self._warmer, args=(self._warm_queue,), daemon=True).start()
-            self._warm_queue.put((slot, key))
-
-    def _warmer(self, jobs: queue.SimpleQueue[Any]) -> None:
-        """Start the next run of each slot queued here, then return the slot to the pool."""
-        while (job := jobs.get()) is not None:
-            slot, (argv, limits, result_channel) = job
-            try:
-                with self._warm_lock:
-                    if not (self._closed or self._cooled):
-                        started = self._start(slot, list(argv), None, limits, result_channel)
-                        self._warm[slot] = (job[1], started)
-            except Exception as e:  # the slot's next run starts cold and reports what fails
-                log.debug("warm start on slot %d failed: %s", slot, e)
-            finally:
-                self._slots.put(slot)
-
-    def _discard(self, started: Started) -> None:
-        """Kill a warm run that will not be used, and release what it holds."""
-        self._kill(started.proc, started.uid, started.group)
-        self._release_run(started)
-
-    def settle(self) -> None:
-        """Wait until every slot is free: no run and no warm start in progress (tests, benchmarks)."""
-        held = [self._slots.get() for _ in range(self.slots)]
-        for slot in held:
-            self._slots.put(slot)
-
-    def warm_pids(self, slot: int) -> set[int]:
-        """The processes of `slot`'s waiting warm run (bubblewrap and all below it); empty if it has none."""
-        with self._warm_lock:
-            held = self._warm.get(slot)
-        if held is None:
-            return set()
-        children: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
-            except (OSError, ValueError, IndexError):
-                pass
-        tree, todo = set(), [held[1].proc.pid]
-        while todo:
-            pid = todo.pop()
-            tree.add(pid)
-            todo += children.get(pid, [])
-        return tree
-
-    def cool(self) -> None:
-        # under the lock: a run that takes one of these slots meanwhile waits in `_take_slot` until the
-        # slot's warm run (and every process of its uid) is gone, so the kill cannot reach that run
-        with self._warm_lock:
-            self._cooled = True
-            for _, started in self._warm.values():
-                self._discard(started)
-            self._warm.clear()
 
     def close(self) -> None:
         self._closed = True
