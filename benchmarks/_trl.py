@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+TIMED = {"temperature": 1.0, "epsilon": 0.2, "max_grad_norm": 1.0, "logging_steps": 10**6}
+"""The `GRPOConfig` fields of the step-time races (`vs_trl.py`, `gpu_step.py`): sampling at temperature 1, PPO's
+clip of 0.2, and no logging inside the timed steps."""
+
 
 def grpo_trainer(
     model: Any,

@@ -95,7 +95,7 @@ def run_argym(a: argparse.Namespace, path: str) -> dict:
 def run_trl(a: argparse.Namespace, path: str) -> dict:
     import numpy as np
     import torch
-    from _trl import grpo_trainer
+    from _trl import TIMED, grpo_trainer
     from argym.agents.hf import load_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
@@ -144,12 +144,9 @@ def run_trl(a: argparse.Namespace, path: str) -> dict:
         output_dir=tempfile.mkdtemp(prefix="trl-gpu-step-"),
         bf16=gpu,
         use_cpu=not gpu,
-        temperature=1.0,
         learning_rate=LR,
-        epsilon=0.2,
+        **TIMED,
         max_steps=a.steps + a.warmup,
-        logging_steps=10**6,
-        max_grad_norm=1.0,
     )
     trainer.train()
     return {"step_s": times[a.warmup :]}

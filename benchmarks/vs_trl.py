@@ -63,7 +63,7 @@ def run_argym(steps: int, warmup: int) -> dict:
 
 def run_trl(steps: int, warmup: int) -> dict:
     import numpy as np
-    from _trl import grpo_trainer
+    from _trl import TIMED, grpo_trainer
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
@@ -108,12 +108,9 @@ def run_trl(steps: int, warmup: int) -> dict:
         output_dir=tempfile.mkdtemp(prefix="trl-vs-argym-"),
         bf16=False,
         use_cpu=True,
-        temperature=1.0,
         learning_rate=LR,
-        epsilon=0.2,
+        **TIMED,
         max_steps=steps + warmup,
-        logging_steps=10**6,
-        max_grad_norm=1.0,
     )
     trainer.train()
     return {"step_s": times[warmup:]}
