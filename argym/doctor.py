@@ -83,7 +83,7 @@ def check_bubblewrap() -> Check:
 
 def check_docker() -> list[Check]:
     """The Docker engine and the two images argym runs (the sandbox's and SWE-v0's)."""
-    from argym.envs.sandbox.docker import IMAGE, client_from_env, image_exists
+    from argym.envs.sandbox.engine import IMAGE, client_from_env, image_exists
     from argym.envs.swe.workspace import SWE_IMAGE
     from argym.errors import ArgymError
 

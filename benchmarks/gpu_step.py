@@ -95,12 +95,12 @@ def run_argym(a: argparse.Namespace, path: str) -> dict:
 def run_trl(a: argparse.Namespace, path: str) -> dict:
     import numpy as np
     import torch
+    from _trl import TIMED, grpo_trainer
     from argym.agents.hf import load_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
     tok = load_tokenizer(path)
     if tok.pad_token is None:
@@ -131,37 +131,22 @@ def run_trl(a: argparse.Namespace, path: str) -> dict:
             times.append(time.perf_counter() - self.t0)
 
     gpu = a.device == "cuda"
-    args = GRPOConfig(
+    trainer = grpo_trainer(
+        model,
+        tok,
+        reward,
+        ds,
+        Timer(),
+        prompts=a.prompts,
+        group=a.group,
+        new_tokens=a.new_tokens,
+        seed=SEED,
         output_dir=tempfile.mkdtemp(prefix="trl-gpu-step-"),
         bf16=gpu,
         use_cpu=not gpu,
-        report_to=[],
-        per_device_train_batch_size=a.prompts * a.group,
-        num_generations=a.group,
-        gradient_accumulation_steps=1,
-        max_completion_length=a.new_tokens,
-        temperature=1.0,
         learning_rate=LR,
-        beta=0.0,
-        loss_type="grpo",
-        epsilon=0.2,
+        **TIMED,
         max_steps=a.steps + a.warmup,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        save_strategy="no",
-        logging_steps=10**6,
-        seed=SEED,
-        max_grad_norm=1.0,
-        shuffle_dataset=False,
-        dataloader_num_workers=0,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=ds,
-        processing_class=tok,
-        callbacks=[Timer()],
     )
     trainer.train()
     return {"step_s": times[a.warmup :]}

@@ -157,6 +157,7 @@ def run_argym(a: argparse.Namespace, out: Path) -> dict[str, Any]:
 def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     import numpy as np
     import torch
+    from _trl import grpo_trainer
     from argym.agents.hf import load_tokenizer
     from argym.agents.models import resolve_checkpoint
     from argym.algorithms.config import load_config
@@ -164,7 +165,6 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     from argym.envs.math.verifier import MathVerifier
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
     cfg = load_config(RECIPE, recipe_overrides(a))
     kwargs = cfg.env.kwargs
@@ -218,40 +218,28 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
             ckpts.maybe_save(trainer.model, state.global_step, final=done)
             control.should_training_stop = done
 
-    args = GRPOConfig(
+    trainer = grpo_trainer(
+        model,
+        tok,
+        reward,
+        data,
+        Budget(),
+        prompts=a.prompts,
+        group=a.group,
+        new_tokens=a.new_tokens,
+        seed=SEED,
+        peft_config=peft_config,
         output_dir=str(out / "trl_run"),
         bf16=False,
         use_cpu=True,
-        report_to=[],
-        per_device_train_batch_size=a.prompts * a.group,
-        num_generations=a.group,
-        gradient_accumulation_steps=1,
-        max_completion_length=a.new_tokens,
         temperature=cfg.rollout.temperature,
         top_p=cfg.rollout.top_p,
         learning_rate=a.lr,
-        beta=0.0,
-        loss_type="grpo",  # argym's default seq-mean-token-mean with group-std advantages
         epsilon=cfg.algorithm.clip_low,
         max_grad_norm=cfg.algorithm.max_grad_norm,
         weight_decay=cfg.algorithm.weight_decay,
         max_steps=a.max_trl_steps,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        save_strategy="no",
         logging_steps=1,
-        seed=SEED,
-        shuffle_dataset=False,
-        dataloader_num_workers=0,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=data,
-        processing_class=tok,
-        peft_config=peft_config,
-        callbacks=[Budget()],
     )
     setup_s = clock()
     trainer.train()

@@ -63,12 +63,12 @@ def run_argym(steps: int, warmup: int) -> dict:
 
 def run_trl(steps: int, warmup: int) -> dict:
     import numpy as np
+    from _trl import TIMED, grpo_trainer
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, TinyModelConfig(), seed=SEED)
@@ -95,37 +95,22 @@ def run_trl(steps: int, warmup: int) -> dict:
         def on_step_end(self, args, state, control, **kw):
             times.append(time.perf_counter() - self.t0)
 
-    args = GRPOConfig(
+    trainer = grpo_trainer(
+        model,
+        tok,
+        reward,
+        ds,
+        Timer(),
+        prompts=PROMPTS,
+        group=GROUP,
+        new_tokens=NEW_TOKENS,
+        seed=SEED,
         output_dir=tempfile.mkdtemp(prefix="trl-vs-argym-"),
         bf16=False,
         use_cpu=True,
-        report_to=[],
-        per_device_train_batch_size=PROMPTS * GROUP,
-        num_generations=GROUP,
-        gradient_accumulation_steps=1,
-        max_completion_length=NEW_TOKENS,
-        temperature=1.0,
         learning_rate=LR,
-        beta=0.0,
-        loss_type="grpo",
-        epsilon=0.2,
+        **TIMED,
         max_steps=steps + warmup,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        save_strategy="no",
-        logging_steps=10**6,
-        seed=SEED,
-        max_grad_norm=1.0,
-        shuffle_dataset=False,
-        dataloader_num_workers=0,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=ds,
-        processing_class=tok,
-        callbacks=[Timer()],
     )
     trainer.train()
     return {"step_s": times[warmup:]}

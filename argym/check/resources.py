@@ -139,7 +139,7 @@ def containers(pid: int) -> list[str]:
     try:
         import docker
 
-        from argym.envs.sandbox.docker import LABEL
+        from argym.envs.sandbox.engine import LABEL
 
         client = docker.from_env()
         found = [

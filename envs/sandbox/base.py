@@ -54,6 +54,20 @@ class Limits:
         return replace(self, **kw)
 
 
+def program_env(extra: dict[str, str] | None) -> dict[str, str]:
+    """The whole environment a program sees: a fixed minimum, plus `extra` (the host's is never passed)."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/sandbox",
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    env.update(extra or {})
+    return env
+
+
 @dataclass
 class ExecResult:
     """What one run did. `result` is the verdict channel (descriptor 3), None unless requested."""

@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import os
 import queue
-import socket
 import threading
 import time
 import weakref
@@ -41,217 +40,25 @@ from argym.envs.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
     clean_output,
+    program_env,
 )
+from argym.envs.sandbox.engine import IMAGE as IMAGE  # re-exported: argym.cli.resources imports it from here
+from argym.envs.sandbox.engine import (
+    LABEL,
+    NOBODY,
+    client_from_env,
+    image_exists,
+    listed,
+    process_tag,
+    reap_orphans,
+    run_box,
+    session_box,
+    shutdown,
+)
+from argym.envs.sandbox.engine import cleanup as cleanup  # re-exported, as IMAGE
 from argym.envs.sandbox.pool import ContainerPool
 
-from argym.errors import MissingDependencyError
-
-IMAGE = os.environ.get("ARGYM_SANDBOX_IMAGE", "argym-sandbox:latest")
-LABEL = "argym.sandbox"
-NOBODY = 65534
 _ENV_CHUNK = 100_000  # one environment string may hold at most 128 KiB
-
-
-def client_from_env() -> Any:
-    try:
-        import docker
-    except ImportError:
-        raise MissingDependencyError("docker", "docker", "The docker sandbox backend") from None
-    try:
-        c = docker.from_env()
-        c.ping()
-        return c
-    except Exception as e:
-        raise SandboxUnavailable(
-            f"No Docker engine answers (DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')}): {e}. Start one "
-            f"(`source .ci/setup-docker.sh` starts a private dockerd) or use the process backend (sandbox='process')."
-        ) from None
-
-
-def image_exists(client: Any, image: str = IMAGE) -> bool:
-    try:
-        client.images.get(image)
-        return True
-    except Exception:
-        return False
-
-
-def cleanup(client: Any | None = None, everything: bool = False) -> int:
-    """Remove the leftovers of crashed runs: containers labelled ``argym.sandbox`` whose owning process is gone
-    (`reap_orphans`); with `everything`, every labelled container, live runs' included. Returns how many."""
-    client = client or client_from_env()
-    if not everything:
-        return reap_orphans(client)
-    n = 0
-    for c in _listed(client, LABEL):
-        try:
-            client.api.remove_container(c["Id"], force=True, v=True)
-            n += 1
-        except Exception:
-            pass
-    for v in client.volumes.list(
-        filters={"label": LABEL}
-    ):  # a session's work dir, once its container is gone
-        try:
-            v.remove()
-        except Exception:
-            pass
-    return n
-
-
-def _listed(client: Any, label: str) -> list[dict[str, Any]]:
-    """The engine's summaries (``Id``, ``Labels``) of the containers with `label`, in one call: the high-level
-    ``containers.list`` inspects each one afterwards and fails on one removed in between (pools remove
-    containers in the background, and other sandboxes share the engine)."""
-    return client.api.containers(all=True, filters={"label": label})
-
-
-def process_tag(pid: int) -> str | None:
-    """``host:boot id:pid:start time`` of a live process of this machine (None if there is none): unlike a pid
-    alone, it names one process, not a later one that reuses the number."""
-    try:
-        stat = open(f"/proc/{pid}/stat", "rb").read()
-        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
-    except OSError:
-        return None
-    return f"{socket.gethostname()}:{boot}:{pid}:{stat.rsplit(b')', 1)[1].split()[19].decode()}"
-
-
-def reap_orphans(client: Any) -> int:
-    """Remove the containers whose owning process ran on this machine and is gone; returns how many.
-
-    Containers of live processes, of other machines sharing the engine, or without the label are left alone.
-    """
-    mine = (process_tag(os.getpid()) or "").rsplit(":", 2)[0]
-    n = 0
-    for c in _listed(client, f"{LABEL}.process"):
-        tag = (c.get("Labels") or {}).get(f"{LABEL}.process", "")
-        host, _, rest = tag.rpartition(":")[0].rpartition(":")
-        if host != mine or not rest.isdigit() or process_tag(int(rest)) == tag:
-            continue
-        try:
-            client.api.remove_container(c["Id"], force=True, v=True)  # v: its tmpfs work-dir volume too
-            n += 1
-        except Exception:
-            pass
-    return n
-
-
-def _shutdown(client: Any, owner: str, pools: tuple[ContainerPool, ...]) -> None:
-    for p in pools:
-        p.close()  # no more containers made in the background
-    _remove_owned(client, owner)
-
-
-def _remove_owned(client: Any, owner: str) -> None:
-    if owner.split("-")[0] != str(os.getpid()):
-        return  # a forked child exiting: the containers are its parent's
-    for c in _listed(client, f"{LABEL}.owner={owner}"):
-        try:
-            client.api.remove_container(c["Id"], force=True, v=True)
-        except Exception:
-            pass
-
-
-def _run_box(client: Any, image: str, labels: dict[str, str], limits: Limits, cpu: int) -> Any:
-    """A started container for one run: the confinement of the module docstring, idle until used."""
-    import docker
-
-    size = f"size={limits.disk_mb}m,mode=1777"
-    try:
-        return client.containers.run(
-            image,
-            ["sleep", "infinity"],
-            detach=True,
-            network_mode="none",
-            user="0",
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=1_000_000_000,
-            pids_limit=limits.processes,
-            cap_drop=["ALL"],
-            cap_add=["SETUID", "SETGID", "KILL"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            tmpfs={"/sandbox": size + f",uid={NOBODY},gid={NOBODY}", "/tmp": size},
-            working_dir="/sandbox",
-            init=True,
-            labels=labels,
-            ulimits=[
-                docker.types.Ulimit(name=n, soft=v, hard=v)
-                for n, v in (
-                    ("cpu", cpu),
-                    ("fsize", limits.file_size_mb << 20),
-                    ("nofile", limits.open_files),
-                    ("core", 0),
-                )
-            ],
-        )  # no "as": runc itself needs more address space
-    except Exception as e:
-        raise SandboxError(f"could not start a sandbox container from {image!r}: {e}") from e
-
-
-def _session_box(
-    client: Any,
-    labels: dict[str, str],
-    owner: str,
-    limits: Limits,
-    image: str,
-    workdir: str,
-    tmp_mb: int,
-    workdir_mb: int | None,
-) -> Any:
-    """A started session container (`DockerSandbox.start_session`), idle until its first command."""
-    import docker
-
-    cpu = limits.cpu_s or int(limits.timeout_s) + 1
-    mounts = (
-        []
-        if workdir_mb is None
-        else [
-            docker.types.Mount(
-                workdir,
-                None,
-                type="volume",
-                labels={LABEL: "1", f"{LABEL}.owner": owner},
-                driver_config=docker.types.DriverConfig(
-                    "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_mb}m"}
-                ),
-            )
-        ]
-    )
-    try:
-        return client.containers.run(
-            image,
-            ["sleep", "infinity"],
-            detach=True,
-            network_mode="none",
-            user="0",
-            mounts=mounts,
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=1_000_000_000,
-            pids_limit=limits.processes,
-            cap_drop=["ALL"],
-            cap_add=["SETUID", "SETGID", "KILL"],
-            security_opt=["no-new-privileges"],
-            tmpfs={"/tmp": f"size={tmp_mb}m,mode=1777"},
-            working_dir=workdir,
-            init=True,
-            labels=labels,
-            ulimits=[
-                docker.types.Ulimit(name=n, soft=v, hard=v)
-                for n, v in (
-                    ("cpu", cpu),
-                    ("fsize", limits.file_size_mb << 20),
-                    ("nofile", limits.open_files),
-                    ("core", 0),
-                    ("nproc", max(limits.processes - 16, 8)),
-                )
-            ],
-        )  # room for root's kill_user
-    except Exception as e:
-        raise SandboxError(f"could not start a session container from {image!r}: {e}") from e
 
 
 class DockerSandbox(Sandbox):
@@ -296,12 +103,12 @@ class DockerSandbox(Sandbox):
         self._session_pool = ContainerPool(size, threads=2)
         # an env that is never closed still takes its containers with it (at garbage collection or at exit)
         self._finalizer = weakref.finalize(
-            self, _shutdown, self.client, self._owner, (self._run_pool, self._session_pool)
+            self, shutdown, self.client, self._owner, (self._run_pool, self._session_pool)
         )
 
     def containers(self) -> list[str]:
         """Ids of every container of this sandbox the engine holds: in use, ready in a pool, or being removed."""
-        return [c["Id"] for c in _listed(self.client, f"{LABEL}.owner={self._owner}")]
+        return [c["Id"] for c in listed(self.client, f"{LABEL}.owner={self._owner}")]
 
     def leftover_containers(self) -> list[str]:
         """Containers that runs or sessions left behind: once the pools' background work is done, every
@@ -347,19 +154,12 @@ class DockerSandbox(Sandbox):
             cpu,
         )
         client, image, labels = self.client, self.image, self._labels  # the pool must not hold the sandbox
-        box = self._run_pool.take(spec, lambda: _run_box(client, image, labels, limits, cpu))
+        box = self._run_pool.take(spec, lambda: run_box(client, image, labels, limits, cpu))
         start = time.monotonic()
         try:
             if files:
                 self._put_files(box, files)
-            env = {
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": "/sandbox",
-                "LANG": "C.UTF-8",
-                "OMP_NUM_THREADS": "1",
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONHASHSEED": "0",
-            }
+            env = program_env(None)
             user = "0" if result_channel else str(NOBODY)
             if result_channel:
                 env.update(
@@ -417,7 +217,7 @@ class DockerSandbox(Sandbox):
         client, labels, owner = self.client, self._labels, self._owner  # the pool must not hold the sandbox
 
         def make() -> Any:
-            return _session_box(client, labels, owner, limits, image, workdir, tmp_mb, workdir_mb)
+            return session_box(client, labels, owner, limits, image, workdir, tmp_mb, workdir_mb)
 
         if not pooled:
             return make()

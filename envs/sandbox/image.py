@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from argym.envs.sandbox.docker import IMAGE, client_from_env
+from argym.envs.sandbox.engine import IMAGE, client_from_env
 
 from argym.errors import ConfigError
 

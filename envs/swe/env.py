@@ -47,7 +47,7 @@ from typing import Any
 from argym.envs.base import EnvState, Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.sandbox.base import Sandbox, SandboxName, make_sandbox
-from argym.envs.swe import grading
+from argym.envs.swe import diffs, grading
 from argym.envs.swe.instances import Instance, instance_of, swe_tasks
 from argym.envs.swe.project import base_repo
 from argym.envs.swe.swebench_images import open_image_workspace
@@ -279,10 +279,10 @@ class SWEEnv(TextEnv):
 
     def grade_workspace(self, ws: Workspace, instance: Instance) -> dict[str, Any]:
         """Grade what `ws` holds against `instance`, in a fresh workspace (raises `InfrastructureError`)."""
-        diff, why = grading.agent_diff(ws, instance.base_commit)
+        diff, why = diffs.agent_diff(ws, instance.base_commit)
         if diff is None:
             return {**grading.resolve(instance, {}, None), "rejected": why, "patch": "unreadable"}
-        kept, files, dropped = grading.split_diff(diff)
+        kept, files, dropped = diffs.split_diff(diff)
         fresh = self._workspace(instance)
         try:
             result = grading.grade(fresh, instance, kept, self.test_timeout_s)

@@ -31,8 +31,9 @@ import threading
 from typing import Any
 
 from argym.envs.sandbox.base import Limits, Sandbox, SandboxError, SandboxUnavailable
+from argym.envs.swe.docker_workspace import DockerWorkspace
 from argym.envs.swe.instances import Instance
-from argym.envs.swe.workspace import BASE_GIT, DEFAULT_LIMITS, ROOT, DockerWorkspace, Workspace
+from argym.envs.swe.workspace import BASE_GIT, DEFAULT_LIMITS, ROOT, Workspace
 
 from argym.errors import ConfigError
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from argym.envs.sandbox.base import make_sandbox
-from argym.envs.swe import grading
+from argym.envs.swe import diffs, grading
 from argym.envs.swe.instances import Instance
 from argym.envs.swe.project import build_repo, git, sdist_tree
 from argym.envs.swe.workspace import DEFAULT_LIMITS, ProcessWorkspace
@@ -246,7 +246,7 @@ def synthesize(
         sources = sorted(
             p
             for p in (pristine / package).rglob("*.py")
-            if p.name != "__init__.py" and not grading.is_test_path(str(p.relative_to(pristine)))
+            if p.name != "__init__.py" and not diffs.is_test_path(str(p.relative_to(pristine)))
         )
         by_function: dict[tuple[str, str], list[Mutation]] = {}
         for src in sources:

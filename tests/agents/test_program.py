@@ -16,12 +16,13 @@ from argym.agents.endpoint import PolicyEndpoint
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import Completion, SamplingParams
-from argym.agents.program import ProgramRunner, load_function
+from argym.agents.program import ProgramRunner
 from argym.agents.spec import load_agent
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
 
+from argym.callables import load_function
 from argym.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -198,8 +198,10 @@ def test_agent_program_through_the_vllm_backend(engine, record_generations, asse
     from pathlib import Path
 
     from accelerate import Accelerator
-    from argym.agents.program import ProgramRunner, load_function
+    from argym.agents.program import ProgramRunner
     from argym.algorithms.learner import Learner, LearnerConfig
+
+    from argym.callables import load_function
 
     policy, hf = engine
     log = record_generations(policy)

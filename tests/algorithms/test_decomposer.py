@@ -18,6 +18,8 @@ from argym.algorithms.decomposer import (
 
 from argym.errors import ConfigError
 
+from ..tiny_run import TINY_POLICY
+
 ENV = ("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)"})
 
 
@@ -107,11 +109,7 @@ def test_role_prompts_and_config_checks():
 
 
 SMALL = [
-    "policy.tiny.hidden_size=32",
-    "policy.tiny.num_layers=1",
-    "policy.tiny.intermediate_size=64",
-    "policy.tiny.num_heads=2",
-    "warm_start.steps=2",
+    *TINY_POLICY,
     "warm_start.tasks=8",
     "warm_start.batch_size=4",
     "rollout.tasks_per_step=2",

@@ -12,6 +12,8 @@ from argym.algorithms.presets import DAPO, GSPO, PRESETS, SCALE_FIELDS, get_pres
 
 from argym.errors import ConfigError
 
+from ..tiny_run import TINY_RUN
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -73,13 +75,7 @@ def test_argym_train_with_a_preset_recipe(tmp_path):
     import sys
 
     small = [
-        "policy.tiny.hidden_size=32",
-        "policy.tiny.num_layers=1",
-        "policy.tiny.intermediate_size=64",
-        "policy.tiny.num_heads=2",
-        "warm_start.steps=2",
-        "warm_start.tasks=16",
-        "warm_start.batch_size=8",
+        *TINY_RUN,
         "rollout.tasks_per_step=2",
         "rollout.group_size=2",
         "rollout.max_new_tokens=4",

@@ -25,6 +25,8 @@ from argym.algorithms.r3l.retry import R3LConfig, R3LRollout, distill, mask_befo
 import argym
 from argym.errors import ConfigError
 
+from ..tiny_run import TINY_RUN
+
 ENV = ("argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 3})
 
 
@@ -308,13 +310,7 @@ def test_config_checks():
 
 
 SMALL = [
-    "policy.tiny.hidden_size=32",
-    "policy.tiny.num_layers=1",
-    "policy.tiny.intermediate_size=64",
-    "policy.tiny.num_heads=2",
-    "warm_start.steps=2",
-    "warm_start.tasks=16",
-    "warm_start.batch_size=8",
+    *TINY_RUN,
     "rollout.tasks_per_step=3",
     "rollout.group_size=4",
     "rollout.max_new_tokens=6",

@@ -16,16 +16,12 @@ from argym.algorithms.trainer import Trainer
 
 from argym.errors import ConfigError
 
+from ..tiny_run import TINY_RUN
+
 REPO = Path(__file__).resolve().parents[2]
 
 SMALL = [
-    "policy.tiny.hidden_size=32",
-    "policy.tiny.num_layers=1",
-    "policy.tiny.intermediate_size=64",
-    "policy.tiny.num_heads=2",
-    "warm_start.steps=2",
-    "warm_start.tasks=16",
-    "warm_start.batch_size=8",
+    *TINY_RUN,
     "rollout.tasks_per_step=3",
     "rollout.group_size=4",
     "rollout.max_new_tokens=6",

@@ -33,17 +33,13 @@ import argym
 from argym.cluster import RayEnvPool, RemoteEnv
 from argym.errors import ConfigError
 
+from ..tiny_run import TINY_RUN
+
 # the faulty env below is defined here: Ray's workers cannot import this test module, so it travels by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SMALL = [
-    "policy.tiny.hidden_size=32",
-    "policy.tiny.num_layers=1",
-    "policy.tiny.intermediate_size=64",
-    "policy.tiny.num_heads=2",
-    "warm_start.steps=2",
-    "warm_start.tasks=16",
-    "warm_start.batch_size=8",
+    *TINY_RUN,
     "rollout.tasks_per_step=3",
     "rollout.group_size=2",
     "rollout.max_new_tokens=6",

@@ -21,7 +21,7 @@ def _docker_problem(image: str | None) -> str | None:
         client.ping()
     except Exception as e:
         return f"no Docker engine answers at DOCKER_HOST={os.environ.get('DOCKER_HOST', '(default)')}: {e}"
-    from argym.envs.sandbox.docker import IMAGE, image_exists
+    from argym.envs.sandbox.engine import IMAGE, image_exists
 
     if not image_exists(client, image or IMAGE):
         return (

@@ -137,7 +137,8 @@ def test_bubblewrap_failing_before_the_command_is_a_sandbox_error(require_backen
     import tempfile
 
     from argym.envs.sandbox import SandboxError
-    from argym.envs.sandbox.process import Mount, ProcessSandbox
+    from argym.envs.sandbox.confine import Mount
+    from argym.envs.sandbox.process import ProcessSandbox
 
     require_backend("process")
     with ProcessSandbox(slots=1) as sb, tempfile.TemporaryDirectory() as d:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 from argym.envs.sandbox.disk import BoundedDir
+from argym.envs.swe.docker_workspace import DockerWorkspace, _tar_of
 from argym.envs.swe.project import cache_root
-from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, SWE_IMAGE, DockerWorkspace, _tar_of, open_workspace
+from argym.envs.swe.workspace import DEFAULT_LIMITS, ROOT, SWE_IMAGE, open_workspace
 
 LIMIT_MB = 24
 FLOOD = "for i in $(seq 20); do head -c 5000000 /dev/zero > f$i || break; done; echo wrote $i"

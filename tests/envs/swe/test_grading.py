@@ -7,16 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from argym.envs.swe.diffs import header_path, is_test_path, split_diff
 from argym.envs.swe.grading import (
     END,
     START,
     Sentinels,
     conflicting,
-    header_path,
-    is_test_path,
     parse_log,
     resolve,
-    split_diff,
 )
 from argym.envs.swe.instances import SHIPPED, Instance, read_instances
 

@@ -15,10 +15,11 @@ import subprocess
 import sys
 
 import pytest
+from argym.envs.swe.docker_workspace import _tar_of
 from argym.envs.swe.instances import SHIPPED, read_instances
 from argym.envs.swe.project import base_repo, git
 from argym.envs.swe.swebench_images import prepared_name, published_image
-from argym.envs.swe.workspace import SWE_IMAGE, _tar_of
+from argym.envs.swe.workspace import SWE_IMAGE
 
 import argym
 
