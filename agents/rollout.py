@@ -219,7 +219,7 @@ class RolloutEngine:
                 env=env,
                 task=st.task,
                 group=st.group,
-                obs=[dict(m) for m in st.messages],  # type: ignore[misc]
+                obs=[m.copy() for m in st.messages],
                 turn_rewards=list(st.turn_rewards),
                 turn_ends=list(st.turn_ends),
                 infos=list(st.infos),

@@ -142,7 +142,7 @@ class TextEnv(gym.Env[list[Message], Action]):
 
     def begin(self, task: Task) -> list[Message]:
         """Start an episode on `task`; returns the first messages. Reset per-episode state here."""
-        return [dict(m) for m in task.prompt]  # type: ignore[misc]
+        return [m.copy() for m in task.prompt]
 
     def unreadable(self, problem: str) -> Reply:
         """The reply to an action that could not be read (`problem` says why): reward 0, and the
@@ -221,7 +221,7 @@ class TextEnv(gym.Env[list[Message], Action]):
         return self._observation(), reward, terminated, truncated, info
 
     def _observation(self) -> list[Message]:
-        return [dict(m) for m in self._messages]  # type: ignore[misc]
+        return [m.copy() for m in self._messages]
 
     # ---- snapshots -------------------------------------------------------------
     def snapshot(self) -> EnvState:
@@ -269,7 +269,7 @@ class TextEnv(gym.Env[list[Message], Action]):
         """Set the base's part of the episode (task, conversation, actions, turn, RNG) from `state`
         without replaying anything; a subclass's `restore` calls it once its own part is rebuilt."""
         self._task = state.task
-        self._messages = [dict(m) for m in state.messages]  # type: ignore[misc]
+        self._messages = [m.copy() for m in state.messages]
         self._actions = copy.deepcopy(state.actions)
         self._turn, self._done, self._started = state.turn, state.done, True
         self.np_random.bit_generator.state = copy.deepcopy(state.rng_state)
