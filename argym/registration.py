@@ -106,6 +106,11 @@ def register_envs() -> None:
             loaded()
 
 
+def own_ids() -> list[str]:
+    """The envs argym itself ships (the contract tests run on each; a user's or a test's are not argym's)."""
+    return [e.id for e in ENVS]
+
+
 def registered_ids() -> list[str]:
     """argym's env ids, then every other text env registered (by entry points, `--import` or user code)."""
     register_envs()

@@ -12,6 +12,7 @@ from argym.envs import EnvState, ListSource, Reply, TextEnv, parse_action
 from gymnasium.utils.env_checker import check_env
 
 import argym
+from argym.registration import own_ids
 
 
 class EchoEnv(TextEnv):
@@ -90,7 +91,7 @@ def make_env(env_id: str, request) -> gym.Env:
     return gym.make(env_id, **kwargs)
 
 
-@pytest.mark.parametrize("env_id", argym.registered_ids())
+@pytest.mark.parametrize("env_id", own_ids())
 def test_check_env_on_every_registered_env(env_id: str, request) -> None:
     env = make_env(env_id, request)
     with warnings.catch_warnings():
@@ -99,7 +100,7 @@ def test_check_env_on_every_registered_env(env_id: str, request) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("env_id", argym.registered_ids())
+@pytest.mark.parametrize("env_id", own_ids())
 def test_seeded_reset_is_deterministic_and_options_pin_the_task(env_id: str, request) -> None:
     env = make_env(env_id, request)
     obs_a, info_a = env.reset(seed=123)
@@ -113,7 +114,7 @@ def test_seeded_reset_is_deterministic_and_options_pin_the_task(env_id: str, req
         env.reset(options={"task": {"id": task.id}})
 
 
-@pytest.mark.parametrize("env_id", argym.registered_ids())
+@pytest.mark.parametrize("env_id", own_ids())
 def test_step_out_of_order_raises(env_id: str, request) -> None:
     env = make_env(env_id, request)
     with pytest.raises(argym.EnvStateError, match="before reset"):
