@@ -222,6 +222,10 @@ def harness_main(pid, to_child, from_child):
             os.kill(pid, 9)
         except OSError:
             pass
+        for (
+            relay
+        ) in RELAYS:  # the output the candidate flushed as it exited is still in the pipe: copy it out
+            relay.join(0.5)
         os._exit(0)
 
     def died(what):
@@ -341,6 +345,7 @@ def _own_source():
 
 
 FLOOD = []
+RELAYS = []  # the thread copying the candidate's output; joined before the harness exits
 
 
 def _relay(fd, pid, cap):
@@ -432,7 +437,9 @@ def main():
     for fd in (c_r, c_w, o_w):
         os.close(fd)
     cap = int(os.environ.get("ARGYM_OUTPUT_CAP", str(1 << 20)))
-    threading.Thread(target=_relay, args=(o_r, pid, cap), daemon=True).start()
+    relay = threading.Thread(target=_relay, args=(o_r, pid, cap), daemon=True)
+    relay.start()
+    RELAYS.append(relay)
     harness_main(pid, p_w, p_r)
 
 

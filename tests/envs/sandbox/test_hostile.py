@@ -439,3 +439,12 @@ def test_another_slot_cannot_be_signalled(sandbox) -> None:
     assert results["a"]["kind"] == "ok", results
     failed(results["b"])
     host_clean(sandbox)
+
+
+def test_output_the_candidate_flushes_as_it_exits_is_never_lost(sandbox) -> None:
+    """What the program printed (buffered until its exit) reaches the verdict every time: the harness waits
+    for its output relay before it exits (it once exited first, and a run's output came back empty)."""
+    body = "print('END')\nreturn a + b"
+    for _ in range(12):
+        v = run(sandbox, body)
+        assert v["kind"] == "ok" and "END" in v["output"], {k: v[k] for k in ("kind", "message")}
