@@ -79,3 +79,18 @@ def test_shipped_recipes_are_the_configs_folder(tmp_path) -> None:
         text=True,
     )
     assert out.returncode == 2 and "no shipped recipe" in out.stderr and "grpo_math" in out.stderr
+
+
+def test_every_package_of_the_tree_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists the packages one by one (the folders map onto `argym.*`): a new subpackage left
+    out installs from a checkout but is missing from the wheel (argym.cli once was)."""
+    import tomllib
+
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    found = set()
+    for package, folder in setup["package-dir"].items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder)
+            found.add(".".join([package, *rel.parts]))
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
