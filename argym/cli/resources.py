@@ -33,7 +33,7 @@ def sandbox() -> None:
 )
 def sandbox_build_image(tag: str | None, base: str, suite: str | None, swe: bool) -> None:
     """Build the image the docker sandbox backend runs."""
-    from argym.envs.sandbox.docker import IMAGE
+    from argym.envs.sandbox.engine import IMAGE
     from argym.envs.sandbox.image import build_image
 
     if swe and tag is None:
@@ -48,7 +48,7 @@ def sandbox_build_image(tag: str | None, base: str, suite: str | None, swe: bool
 @click.option("--all", "everything", is_flag=True, help="Every argym container, those of live runs included.")
 def sandbox_cleanup(everything: bool) -> None:
     """Remove argym's containers whose owning process is gone (leftovers of crashed runs)."""
-    from argym.envs.sandbox.docker import cleanup
+    from argym.envs.sandbox.engine import cleanup
 
     with user_errors():
         click.echo(f"removed {cleanup(everything=everything)} container(s)")

@@ -42,8 +42,8 @@ from argym.envs.sandbox.base import (
     clean_output,
     program_env,
 )
-from argym.envs.sandbox.engine import IMAGE as IMAGE  # re-exported: argym.cli.resources imports it from here
 from argym.envs.sandbox.engine import (
+    IMAGE,
     LABEL,
     NOBODY,
     client_from_env,
@@ -55,7 +55,6 @@ from argym.envs.sandbox.engine import (
     session_box,
     shutdown,
 )
-from argym.envs.sandbox.engine import cleanup as cleanup  # re-exported, as IMAGE
 from argym.envs.sandbox.pool import ContainerPool
 
 _ENV_CHUNK = 100_000  # one environment string may hold at most 128 KiB

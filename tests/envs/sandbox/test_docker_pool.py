@@ -138,7 +138,8 @@ def test_a_dropped_sandbox_takes_its_pooled_containers_with_it(require_backend) 
     import gc
     import weakref
 
-    from argym.envs.sandbox.docker import IMAGE, DockerSandbox
+    from argym.envs.sandbox.docker import DockerSandbox
+    from argym.envs.sandbox.engine import IMAGE
 
     sb = DockerSandbox(slots=1, pool=1)
     client, owner = sb.client, sb._owner
