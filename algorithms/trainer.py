@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from argym.algorithms.config import TrainConfig, merge_sections
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference
 from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
+from argym.algorithms.processes import check_processes, gather_rng, gather_step, make_accelerator, own_rng
 from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
@@ -62,16 +64,21 @@ class Trainer:
     """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split."""
 
     def __init__(self, cfg: TrainConfig, console: Any = None):
-        from accelerate import Accelerator
         from rich.console import Console
 
         self.cfg = cfg
-        self.console = console or Console()
+        self.accelerator = make_accelerator(mixed_precision(cfg.policy.mixed_precision))
+        # `accelerate launch --num_processes N`: data-parallel, each rank rolls out its share of the groups
+        self.main = self.accelerator.is_main_process  # the one process that writes the run dir and logs
+        check_processes(cfg, self.accelerator.num_processes)
+        self.console = console or Console(quiet=not self.main)
         self.run_dir = Path(cfg.out_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_config()
-        self.accelerator = Accelerator(mixed_precision=mixed_precision(cfg.policy.mixed_precision))
-        self.task_rng = np.random.default_rng(cfg.seed)
+        rank = self.accelerator.process_index
+        self.task_rng = np.random.default_rng(
+            cfg.seed if self.accelerator.num_processes == 1 else [cfg.seed, rank]
+        )
         ckpt = find_checkpoint(self.run_dir)
         state = load_state(ckpt) if ckpt is not None else None
         seed_everything(cfg.seed)
@@ -98,7 +105,7 @@ class Trainer:
         if state is not None:
             self.step = int(state["step"])
             self.learner.load_state_dict(state["learner"])
-            set_rng_state(state["rng"], self.task_rng)
+            set_rng_state(own_rng(state, self.accelerator), self.task_rng)
             if critic is not None and state.get("critic") is not None:
                 critic.model.load_state_dict(state["critic"])
                 critic.optimizer.load_state_dict(state["critic_optimizer"])
@@ -107,10 +114,11 @@ class Trainer:
             self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
         else:
             self.save()
-        self.metrics = MetricsLog(self.run_dir, resume_step=self.step)
-        self.log = StepLog(
-            self.run_dir, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step
-        )
+        # the other ranks log into a scratch dir removed by `close`: the main process logs the whole step
+        self._scratch = None if self.main else tempfile.TemporaryDirectory(prefix="argym-rank-")
+        logs = self.run_dir if self._scratch is None else Path(self._scratch.name)
+        self.metrics = MetricsLog(logs, resume_step=self.step, tensorboard=self.main)
+        self.log = StepLog(logs, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step)
         self.sampling = SamplingParams(
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
@@ -168,8 +176,9 @@ class Trainer:
                 f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]"
             )
         ref = cast("PreTrainedModel", copy.deepcopy(self.policy.model))
-        if not resumed:
+        if not resumed and self.main:
             ref.save_pretrained(path)
+        self.accelerator.wait_for_everyone()
         return ref
 
     def _check_config(self) -> None:
@@ -185,7 +194,9 @@ class Trainer:
                     f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
                     "pass another run directory (e.g. out_dir=runs/NAME), or delete this one to start over."
                 )
-        path.write_text(yaml.safe_dump(mine, sort_keys=False))
+        self.accelerator.wait_for_everyone()  # every rank has read the old config before it is replaced
+        if self.main:
+            path.write_text(yaml.safe_dump(mine, sort_keys=False))
 
     def _warm_start(self) -> None:
         cfg = self.cfg
@@ -235,15 +246,21 @@ class Trainer:
 
     def save(self) -> None:
         critic = getattr(getattr(self, "learner", None), "critic", None)
+        rngs = gather_rng(
+            self.accelerator, rng_state(self.task_rng)
+        )  # each rank's streams, for an exact resume
         state = {
             "step": self.step,
-            "rng": rng_state(self.task_rng),
+            "rng": rngs[0],
+            "rng_ranks": rngs,
             "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
             "critic": critic.model.state_dict() if critic is not None else None,
             "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
             "value_pretrained": self.value_pretrained,
         }
-        save_checkpoint(self.run_dir, self.policy, state)
+        if self.main:
+            save_checkpoint(self.run_dir, self.policy, state)
+        self.accelerator.wait_for_everyone()  # no rank reads or resumes from a half-written checkpoint
 
     def evaluate(self, episodes: int | None = None) -> Any:
         """Greedy (by default) evaluation on the first `episodes` test tasks."""
@@ -289,13 +306,15 @@ class Trainer:
         cfg, sc = self.cfg, self.cfg.sampling
         rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
 
+        processes, rank = self.accelerator.num_processes, self.accelerator.process_index
+        share = cfg.rollout.tasks_per_step // processes  # this rank's groups (check_processes: it divides)
+
         def draw(k: int) -> tuple[list[Trajectory], list[float]]:
             with self._task_lock:
-                tasks = [
-                    self.engine.task_source.sample(self.task_rng, "train")
-                    for _ in range(cfg.rollout.tasks_per_step)
-                ]
-            seed = seed_for(cfg.seed, step, k, purpose)
+                tasks = [self.engine.task_source.sample(self.task_rng, "train") for _ in range(share)]
+            seed = (
+                seed_for(cfg.seed, step, k, purpose) * processes + rank
+            )  # distinct per rank; 1 process: as ever
             trajs, strategy_metrics = self.strategy.run(tasks, cfg.rollout.group_size, seed=seed)
             rounds.append(strategy_metrics)
             outcome = [t.reward for t in trajs]
@@ -305,11 +324,7 @@ class Trainer:
                 )
             return trajs, outcome
 
-        trajs, metrics = (
-            (draw(0)[0], {})
-            if not sc.dynamic
-            else draw_informative(draw, cfg.rollout.tasks_per_step, sc.max_draws)
-        )
+        trajs, metrics = (draw(0)[0], {}) if not sc.dynamic else draw_informative(draw, share, sc.max_draws)
         strategy_metrics = combine_metrics(rounds, STRATEGIES.get(cfg.rollout.strategy).counts)
         return trajs, {**metrics, **strategy_metrics}
 
@@ -324,7 +339,12 @@ class Trainer:
             sync_s, (trajs, sampling_metrics) = self._take_ahead()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
-        self.log.samples(self.step + 1, trajs, self.learner.sample_advantages)
+        # every rank's samples and metrics, for the logs (one process: as they are)
+        trajs, advantages, per_rank = gather_step(
+            self.accelerator, trajs, self.learner.sample_advantages, sampling_metrics
+        )
+        sampling_metrics = combine_metrics(per_rank, STRATEGIES.get(self.cfg.rollout.strategy).counts)
+        self.log.samples(self.step + 1, trajs, advantages)
         if self.versions is None and self.generator is not self.policy:  # vLLM: new weights go in, in place
             sync_s = self.generator.load_weights(self.policy.model)
         if sync_s is not None:
@@ -375,13 +395,14 @@ class Trainer:
             TimeElapsedColumn(),
             TextColumn("{task.description}"),
         ]
-        with Progress(*columns, console=self.console, transient=False) as progress:
+        with Progress(*columns, console=self.console, transient=False, disable=not self.main) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
             while self.step < cfg.steps:
                 t0 = time.perf_counter()
                 metrics = self.train_step()
                 self.step += 1
-                if cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps:
+                due = cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps
+                if due and self.main:  # the other ranks go on to the next step's rollouts meanwhile
                     result = self.evaluate()
                     metrics["eval/success"] = result.mean
                 self.metrics.log(self.step, metrics)
@@ -407,6 +428,8 @@ class Trainer:
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
 
 
 def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
@@ -414,6 +437,8 @@ def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
     trainer = Trainer(cfg, console)
     try:
         trainer.fit()
+        if not trainer.main:  # the main process evaluates and writes the summary
+            return {"steps": trainer.step}
         result = trainer.evaluate()
         trainer.metrics.log(trainer.step, {"eval/success": result.mean})
         plot_learning_curve(
