@@ -221,6 +221,13 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--out", default="runs/bench_algorithms")
     ap.add_argument(
+        "--warm",
+        metavar="DIR",
+        help="take seed N's warm start from DIR/warm-seedN (an earlier run's --out; {seed} in DIR becomes N) "
+        "instead of training one: the same warm-started policy for another env setting (e.g. "
+        "env.kwargs.max_attempts=2)",
+    )
+    ap.add_argument(
         "--merge",
         nargs="+",
         metavar="DIR",
@@ -233,7 +240,11 @@ def main() -> None:
     seeds = [] if a.merge else [int(s) for s in a.seeds.split(",")]
     results = [r for d in a.merge or [] for r in json.loads((Path(d) / "results.json").read_text())["runs"]]
     for seed in seeds:
-        policy_dir = warm_start(out, seed, a.overrides)
+        policy_dir = (
+            Path(a.warm.format(seed=seed)) / f"warm-seed{seed}" / "checkpoint" / "policy"
+            if a.warm
+            else warm_start(out, seed, a.overrides)
+        )
         for name in a.presets.split(","):
             results.append(
                 run_preset(name, seed, policy_dir, out, a.steps, a.eval_every, a.episodes, a.overrides)
