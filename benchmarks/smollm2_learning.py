@@ -287,7 +287,7 @@ def run_eval(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         return {"accuracy": r.mean, "ci": [r.ci_low, r.ci_high], "n": r.n, "wall_s": r.wall_s}
 
     results: dict[str, Any] = {"before": {name: score(name) for name in EVALS}}
-    for arm in ("argym", "trl"):
+    for arm in a.arms.split(","):
         trained = json.loads((out / f"{arm}.json").read_text())
         curve = []
         for i, c in enumerate(trained["checkpoints"]):
@@ -308,7 +308,7 @@ def run_eval(a: argparse.Namespace, out: Path) -> dict[str, Any]:
 def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
     """Accuracy at equal time and the time argym takes to reach TRL's final accuracy."""
     out: dict[str, Any] = {"before": evals["before"]}
-    for arm in ("argym", "trl"):
+    for arm in trained:
         t = trained[arm]
         final = evals[arm][-1]
         out[arm] = {
@@ -318,6 +318,8 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
             "median_step_s": statistics.median(s["step_s"] for s in t["steps"]) if t["steps"] else None,
             "after": {name: final[name] for name in EVALS},
         }
+    if "trl" not in evals or "argym" not in evals:
+        return out
     target = evals["trl"][-1]["addition"]["accuracy"]
     reached = next((p for p in evals["argym"] if p["addition"]["accuracy"] >= target), None)
     out["argym_reaches_trl_final"] = {
@@ -338,6 +340,8 @@ def plot(evals: dict[str, Any], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     before = evals["before"]["addition"]
     for arm, color in (("argym", "tab:blue"), ("trl", "tab:orange")):
+        if arm not in evals:
+            continue
         pts = [{"train_s": 0.0, "addition": before}, *evals[arm]]
         x = [p["train_s"] / 60 for p in pts]
         y = [p["addition"]["accuracy"] for p in pts]
@@ -359,19 +363,22 @@ def print_table(s: dict[str, Any]) -> None:
     def cell(r: dict[str, Any]) -> str:
         return f"{r['accuracy']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
 
-    print(f"{'held-out (greedy)':22} {'before':>22} {'argym after':>22} {'TRL after':>22}")
+    arms = [arm for arm in ("argym", "trl") if arm in s]
+    print(f"{'held-out (greedy)':22} {'before':>22}" + "".join(f"{arm + ' after':>22}" for arm in arms))
     for name in EVALS:
         print(
-            f"{name:22} {cell(s['before'][name]):>22} {cell(s['argym']['after'][name]):>22} "
-            f"{cell(s['trl']['after'][name]):>22}"
+            f"{name:22} {cell(s['before'][name]):>22}"
+            + "".join(f"{cell(s[arm]['after'][name]):>22}" for arm in arms)
         )
-    for arm in ("argym", "trl"):
+    for arm in arms:
         r = s[arm]
         print(
             f"{arm}: {r['steps']} steps in {r['train_s'] / 60:.1f} min (setup {r['setup_s']:.0f} s, "
             f"median step {r['median_step_s']:.1f} s)"
         )
-    reach = s["argym_reaches_trl_final"]
+    reach = s.get("argym_reaches_trl_final")
+    if reach is None:
+        return
     if reach["argym_s"] is None:
         print(f"argym did not reach TRL's final accuracy {reach['trl_final_accuracy']:.3f}")
     else:
@@ -401,6 +408,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--lora-r", type=int, default=0, help="> 0: LoRA of this rank in both arms (raise --lr)")
     ap.add_argument("--max-trl-steps", type=int, default=2000, help="TRL's dataset size in steps")
+    ap.add_argument(
+        "--arms", default="argym,trl", help="which arms train: argym,trl, or one of them (e.g. LoRA vs full)"
+    )
     ap.add_argument("--smoke", action="store_true", help="a tiny budget: the script end to end")
     ap.add_argument("--out", default="runs/smollm2_learning")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -418,13 +428,16 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # the same cores as the learner
     argv = [f"--{k.replace('_', '-')}={v}" for k, v in vars(a).items() if k not in ("child", "smoke")]
     argv += ["--smoke"] if a.smoke else []
-    for which in ("argym", "trl", "eval"):
+    arms = a.arms.split(",")
+    if not arms or set(arms) - {"argym", "trl"}:
+        sys.exit(f"--arms takes argym, trl or both, got {a.arms!r}")
+    for which in (*arms, "eval"):
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, __file__, "--child", which, *argv], text=True)
         if proc.returncode:
             sys.exit(f"the {which} child failed (exit {proc.returncode}); its output is above.")
         print(f"{which}: {time.perf_counter() - t0:.0f} s", flush=True)
-    trained = {arm: json.loads((out / f"{arm}.json").read_text()) for arm in ("argym", "trl")}
+    trained = {arm: json.loads((out / f"{arm}.json").read_text()) for arm in arms}
     evals = json.loads((out / "eval.json").read_text())
     summary = summarize(trained, evals)
     setting = {k: v for k, v in vars(a).items() if k != "child"}
