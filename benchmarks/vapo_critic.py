@@ -18,8 +18,10 @@ values *before* that step's update (the critic has not seen those returns).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vapo_critic.py --seeds 0,1,2 --steps 12
 
-Prints one row per setting (mean EV of the last `--tail` steps per seed, mean and
-range over seeds) and writes `--out` (every step's EV and value loss).
+Prints one row per setting (mean EV of the last `--tail` steps per seed, their mean, and
+the share of the returns' variance that the task alone explains, from each batch's
+groups: the most a critic reading only the prompt could reach at the first token) and
+writes `--out` (every step's figures).
 """
 
 from __future__ import annotations
@@ -29,6 +31,23 @@ import json
 import statistics
 import time
 from pathlib import Path
+
+
+def prompt_share(trajs: list) -> float:
+    """The share of the returns' variance that the task alone explains (a one-way ANOVA estimate over
+    groups: between-group variance less its sampling part, over the total). A critic that reads only the
+    prompt can explain at most this much at an episode's first token; the rest needs what was written."""
+    groups: dict[int, list[float]] = {}
+    for t in trajs:
+        groups.setdefault(t.group, []).append(float(t.reward))
+    values = [r for g in groups.values() for r in g]
+    total = statistics.pvariance(values)
+    if total == 0:
+        return 0.0
+    n = statistics.fmean(len(g) for g in groups.values())
+    between = statistics.pvariance([statistics.fmean(g) for g in groups.values()])
+    within = statistics.fmean(statistics.pvariance(g) for g in groups.values())
+    return (between - within / (n - 1)) / total
 
 
 def pretrain(seed: int, attempts: int, steps: int, warm: str, out: Path) -> list[dict[str, float]]:
@@ -71,12 +90,13 @@ def pretrain(seed: int, attempts: int, steps: int, warm: str, out: Path) -> list
                     "value_loss": m["value/loss"],
                     "success": sum(t.success for t in trajs) / len(trajs),
                     "turns": sum(t.turns for t in trajs) / len(trajs),
+                    "prompt_share": prompt_share(trajs),
                 }
             )
             print(
                 f"seed {seed} attempts {attempts} step {k + 1:3d}  EV {m['value/explained_var']:+.3f}  "
                 f"value loss {m['value/loss']:.4f}  success {rows[-1]['success']:.2f}  "
-                f"{time.perf_counter() - t0:.0f} s",
+                f"prompt share {rows[-1]['prompt_share']:+.3f}  {time.perf_counter() - t0:.0f} s",
                 flush=True,
             )
     finally:
@@ -102,15 +122,19 @@ def main() -> None:
     (a.out / "results.json").write_text(
         json.dumps([{"attempts": k[0], "seed": k[1], "steps": v} for k, v in runs.items()], indent=2)
     )
-    print(f"\n| max_attempts | seeds | EV, mean of the last {a.tail} steps: per seed | mean | value loss |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"\n| max_attempts | seeds | EV, mean of the last {a.tail} steps: per seed | mean | value loss "
+        "| task's share of Var(R) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     for attempts in (1, 2):
         tails = [[r["explained_var"] for r in runs[attempts, s][-a.tail :]] for s in seeds]
         per_seed = [statistics.fmean(t) for t in tails]
         loss = statistics.fmean(r["value_loss"] for s in seeds for r in runs[attempts, s][-a.tail :])
+        share = statistics.fmean(r["prompt_share"] for s in seeds for r in runs[attempts, s])
         print(
             f"| {attempts} | {len(seeds)} | {', '.join(f'{x:+.3f}' for x in per_seed)} | "
-            f"{statistics.fmean(per_seed):+.3f} | {loss:.4f} |"
+            f"{statistics.fmean(per_seed):+.3f} | {loss:.4f} | {share:+.3f} |"
         )
 
 
