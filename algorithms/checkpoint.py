@@ -37,11 +37,15 @@ def set_rng_state(state: dict[str, Any], task_rng: np.random.Generator) -> None:
 
 
 def save_checkpoint(run_dir: Path, policy: Any, state: dict[str, Any]) -> Path:
-    """Atomically replace `run_dir/checkpoint` with the policy and `state`."""
+    """Atomically replace `run_dir/checkpoint` with the policy and `state`.
+
+    Half-written checkpoints of a process killed while saving (`checkpoint.tmp-PID`) are removed first:
+    the run dir has one writer, so any other is left over."""
     final = run_dir / NAME
     tmp = run_dir / f"{NAME}.tmp-{os.getpid()}"
     old = run_dir / f"{NAME}.old"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in run_dir.glob(f"{NAME}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
     policy.save(tmp / "policy")
     torch.save(state, tmp / "trainer_state.pt")
