@@ -418,3 +418,24 @@ def merge_sections(base: dict[str, Any], new: dict[str, Any]) -> None:
             merge_sections(base[k], v)
         else:
             base[k] = v
+
+
+# Keys a resumed run may change: they extend or observe the run without altering its trajectory.
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log")
+
+
+def check_run_config(cfg: TrainConfig, run_dir: Path, resumable: bool) -> None:
+    """A run dir belongs to one config: resuming (`resumable`: it holds a checkpoint) with another would
+    mix two runs, so a config that differs outside `RESUMABLE_CHANGES` is refused."""
+    path = run_dir / "config.yaml"
+    if not (resumable and path.exists()):
+        return
+    mine = cfg.to_dict()
+    theirs = TrainConfig().to_dict()  # keys a run from an older argym lacks take their defaults
+    merge_sections(theirs, yaml.safe_load(path.read_text()) or {})
+    changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
+    if changed:
+        raise ConfigError(
+            f"{run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
+            "pass another run directory (e.g. out_dir=runs/NAME), or delete this one to start over."
+        )

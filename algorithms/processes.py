@@ -6,7 +6,7 @@ normaliser summed over the global batch (algorithms/learner.py). The trainer the
 needs three things written once: which configurations a multi-process run supports
 (`check_processes`), the step's trajectories and metrics of every rank in one place for
 the logs (`gather_step`), and one RNG state per rank in a checkpoint so a resume
-continues each rank's streams exactly (`gather_rng`, `own_rng`).
+continues each rank's streams exactly (`all_ranks` gathers them, `own_rng` picks one).
 """
 
 from __future__ import annotations
@@ -107,11 +107,6 @@ def gather_step(
         all_adv.extend(rank_adv)
         offset += max((t.group for t in rank_trajs), default=-1) + 1
     return all_trajs, all_adv, [m for _, _, m in parts]
-
-
-def gather_rng(accelerator: Accelerator, state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every rank's RNG state (`checkpoint.rng_state`), for the checkpoint the main process writes."""
-    return all_ranks(accelerator, state)
 
 
 def own_rng(saved: dict[str, Any], accelerator: Accelerator) -> dict[str, Any]:

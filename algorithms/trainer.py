@@ -34,11 +34,11 @@ from argym.algorithms.build import (
     seed_everything,
 )
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
-from argym.algorithms.config import TrainConfig, merge_sections
+from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference
 from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
-from argym.algorithms.processes import check_processes, gather_rng, gather_step, make_accelerator, own_rng
+from argym.algorithms.processes import all_ranks, check_processes, gather_step, make_accelerator, own_rng
 from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
@@ -49,15 +49,11 @@ from argym.algorithms.value import Critic, ValueModel
 from torch import nn
 
 from argym.cluster import connect
-from argym.errors import ConfigError
 from argym.seeding import seed_for
 from argym.types import Trajectory
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
-
-# Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log")
 
 
 class Trainer:
@@ -182,21 +178,11 @@ class Trainer:
         return ref
 
     def _check_config(self) -> None:
-        """A run dir belongs to one config: resuming with another would mix two runs."""
-        path = self.run_dir / "config.yaml"
-        mine = self.cfg.to_dict()
-        if path.exists() and find_checkpoint(self.run_dir) is not None:
-            theirs = TrainConfig().to_dict()  # keys a run from an older argym lacks take their defaults
-            merge_sections(theirs, yaml.safe_load(path.read_text()) or {})
-            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
-            if changed:
-                raise ConfigError(
-                    f"{self.run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
-                    "pass another run directory (e.g. out_dir=runs/NAME), or delete this one to start over."
-                )
+        """A run dir belongs to one config (`check_run_config`); then this run's config is written there."""
+        check_run_config(self.cfg, self.run_dir, resumable=find_checkpoint(self.run_dir) is not None)
         self.accelerator.wait_for_everyone()  # every rank has read the old config before it is replaced
         if self.main:
-            path.write_text(yaml.safe_dump(mine, sort_keys=False))
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
 
     def _warm_start(self) -> None:
         cfg = self.cfg
@@ -246,13 +232,11 @@ class Trainer:
 
     def save(self) -> None:
         critic = getattr(getattr(self, "learner", None), "critic", None)
-        rngs = gather_rng(
-            self.accelerator, rng_state(self.task_rng)
-        )  # each rank's streams, for an exact resume
         state = {
             "step": self.step,
-            "rng": rngs[0],
-            "rng_ranks": rngs,
+            "rng_ranks": all_ranks(
+                self.accelerator, rng_state(self.task_rng)
+            ),  # each rank's, for an exact resume
             "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
             "critic": critic.model.state_dict() if critic is not None else None,
             "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
