@@ -19,13 +19,17 @@ def tampered_rate(trajectories: list[Any]) -> float:
 
 
 class MetricsLog:
-    """Appends one JSON object per step to `metrics.jsonl` and mirrors scalars to TensorBoard."""
+    """Appends one JSON object per step to `metrics.jsonl` and mirrors scalars to TensorBoard.
 
-    def __init__(self, run_dir: Path, resume_step: int = 0, tensorboard: bool = True):
-        self.path = run_dir / "metrics.jsonl"
+    With `run_dir=None` it writes nothing: a data-parallel rank other than the main one logs nothing of
+    its own (the main process logs the gathered step), and a scratch dir would outlive a killed rank.
+    """
+
+    def __init__(self, run_dir: Path | None, resume_step: int = 0, tensorboard: bool = True):
+        self.path = None if run_dir is None else run_dir / "metrics.jsonl"
         self._truncate_after(resume_step)
         self._tb = None
-        if tensorboard:
+        if tensorboard and run_dir is not None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
@@ -35,12 +39,14 @@ class MetricsLog:
 
     def _truncate_after(self, step: int) -> None:
         """On resume, drop lines logged after the checkpoint (they will be logged again)."""
-        if not self.path.exists():
+        if self.path is None or not self.path.exists():
             return
         keep = [r for r in self.records() if r.get("step", 0) <= step]
         self.path.write_text("".join(json.dumps(r) + "\n" for r in keep))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
+        if self.path is None:
+            return
         row = {"step": step, **metrics}
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -57,7 +63,7 @@ class MetricsLog:
             self._tb.flush()
 
     def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
+        if self.path is None or not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
 

@@ -62,12 +62,15 @@ def silence_progress_bars() -> None:
 
 
 class StepLog:
-    """Writes each step's samples, warns once when the run cannot learn, prints the heartbeat."""
+    """Writes each step's samples, warns once when the run cannot learn, prints the heartbeat.
+
+    With `run_dir=None` it writes no samples (a data-parallel rank other than the main one).
+    """
 
     def __init__(
-        self, run_dir: Path, config: Any, console: Any, metrics: Any, steps: int, resume_step: int = 0
+        self, run_dir: Path | None, config: Any, console: Any, metrics: Any, steps: int, resume_step: int = 0
     ):
-        self.path = run_dir / "samples.jsonl"
+        self.path = None if run_dir is None else run_dir / "samples.jsonl"
         self.config = config  # LogConfig
         self.console = console
         self.metrics = metrics  # MetricsLog: its TensorBoard writer gets the text
@@ -77,7 +80,8 @@ class StepLog:
         self.heartbeat = not console.is_terminal
         if self.heartbeat:
             silence_progress_bars()
-        if self.path.exists():  # a resumed run logs the steps after its checkpoint again
+        # a resumed run logs the steps after its checkpoint again
+        if self.path is not None and self.path.exists():
             keep = [
                 line
                 for line in self.path.read_text().splitlines()
@@ -104,7 +108,7 @@ class StepLog:
                     "transcript": transcript(t),
                 }
             )
-        if not rows:
+        if not rows or self.path is None:
             return
         with self.path.open("a") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -110,9 +109,7 @@ class Trainer:
             self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
         else:
             self.save()
-        # the other ranks log into a scratch dir removed by `close`: the main process logs the whole step
-        self._scratch = None if self.main else tempfile.TemporaryDirectory(prefix="argym-rank-")
-        logs = self.run_dir if self._scratch is None else Path(self._scratch.name)
+        logs = self.run_dir if self.main else None  # the main process logs the whole (gathered) step
         self.metrics = MetricsLog(logs, resume_step=self.step, tensorboard=self.main)
         self.log = StepLog(logs, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step)
         self.sampling = SamplingParams(
@@ -412,8 +409,6 @@ class Trainer:
         if self.generator is not self.policy:
             self.generator.close()
         self.metrics.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
 
 
 def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:

@@ -51,12 +51,12 @@ def test_multi_process_runs_refuse_what_they_cannot_split():
             check_processes(load_config(None, [*RUN, *override.split()]), 2)
 
 
-def _launch(out: Path) -> subprocess.Popen[str]:
+def _launch(out: Path, tmp: Path) -> subprocess.Popen[str]:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     # --multi_gpu starts torchrun; without a GPU accelerate runs the processes on the CPU over gloo
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
     cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "-m", "argym.cli", "train"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp)}
     return subprocess.Popen(
         [*cmd, *RUN, f"out_dir={out}"],
         env=env,
@@ -83,10 +83,11 @@ def _logged_steps(run: Path) -> int:
 def test_two_processes_log_the_whole_step_and_resume_exactly_after_sigkill(tmp_path):
     from argym.agents.hf import HFPolicy
 
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    _finish(_launch(straight))
+    straight, killed, tmp = tmp_path / "straight", tmp_path / "killed", tmp_path / "tmp"
+    tmp.mkdir()
+    _finish(_launch(straight, tmp))
 
-    proc = _launch(killed)
+    proc = _launch(killed, tmp)
     deadline = time.monotonic() + 600
     while _logged_steps(killed) < 6 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)  # step 6 logged: the step-5 checkpoint is written
@@ -96,7 +97,9 @@ def test_two_processes_log_the_whole_step_and_resume_exactly_after_sigkill(tmp_p
     proc.communicate(timeout=60)
     at_kill = torch.load(killed / "checkpoint" / "trainer_state.pt", weights_only=False)["step"]
     assert 5 <= at_kill < 30, at_kill
-    _finish(_launch(killed))  # resumes from the checkpoint
+    # nothing of the killed ranks stays behind in the temp dir (no rank keeps a scratch dir of its own)
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("argym")], list(tmp.iterdir())
+    _finish(_launch(killed, tmp))  # resumes from the checkpoint
 
     def weights(run: Path) -> dict[str, torch.Tensor]:
         return HFPolicy.load(run / "checkpoint" / "policy").model.state_dict()
