@@ -31,7 +31,7 @@ evaluation of agents that revise, not for training. ``"summary"`` still leaks
 a few bits per attempt (counts, an exception name); see docs/code_grading.md.
 
 Tasks (``tasks=``, see `argym.envs.code.tasks`): ``"humaneval"`` (default, 164
-problems, split test), ``"functions(test_size=200)"`` (procedural, train and
+problems, split test), ``"functions(test_size=40)"`` (procedural, train and
 test), or a JSONL of ``{prompt, tests, entry_point}`` rows.
 
 Example::

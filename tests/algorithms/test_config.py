@@ -91,3 +91,13 @@ def test_group_size_1_with_a_group_based_advantage_is_refused_naming_those_that_
 def test_the_group_based_estimators_say_so_in_their_registry_entry():
     needs = {name for name in registry.ADVANTAGES.names() if registry.ADVANTAGES.get(name).needs_groups}
     assert needs == {"grpo", "drgrpo", "rloo", "reinforce++_baseline"}
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in CONFIGS.glob("*.yaml")))
+def test_every_shipped_recipe_can_draw_its_held_out_tasks(recipe):
+    """`argym train configs/X.yaml` evaluates on the env's test split: the recipe's task set must hold it."""
+    from argym.agents.evaluate import eval_tasks
+
+    cfg = load_config(CONFIGS / recipe, [])
+    tasks = eval_tasks(cfg.env.id, dict(cfg.env.kwargs), "test", cfg.eval.episodes)
+    assert len(tasks) >= 1

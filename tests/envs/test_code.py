@@ -62,6 +62,11 @@ def test_functions_source_splits_train_and_test_disjointly() -> None:
     assert src.get(train[5].id) == train[5] and "assert candidate(" in train[5].tests
 
 
+def test_the_default_functions_source_holds_its_test_split() -> None:
+    """`functions()` (and `configs/grpo_code.yaml`) must be able to evaluate: its default test_size is drawable."""
+    assert len(code_tasks("functions()").take("test", None)) == 40
+
+
 def test_jsonl_source(tmp_path) -> None:
     rows = [
         {
