@@ -1,12 +1,22 @@
 """Sync vs async rollouts, side by side in one run: trajectories per second and held-out accuracy per sample.
 
-The workload is one where env latency matters: `argym/Math-v0` (two-digit addition,
-2 attempts, so an episode has up to two env steps) with an artificial latency before
-every training env step, drawn from a long-tailed lognormal distribution,
-latency = exp(N(ln median, σ²)) seconds (default median 0.2 s, σ = 1: mean 0.33 s,
-p99 2.0 s), seeded by the episode's reset seed so every mode sees the same latencies
-for the same episodes. Only the RL steps wait: the warm start's oracle episodes and the
-held-out evaluations do not (`SlowMath.enabled`).
+Two workloads where env latency matters (`--workload`), each written to its own file:
+
+- ``math`` (default, `benchmarks/results/async.json`): `argym/Math-v0` (two-digit addition,
+  2 attempts, so an episode has up to two env steps) with an artificial latency before
+  every training env step, drawn from a long-tailed lognormal distribution,
+  latency = exp(N(ln median, σ²)) seconds (default median 0.2 s, σ = 1: mean 0.33 s,
+  p99 2.0 s), seeded by the episode's reset seed so every mode sees the same latencies
+  for the same episodes.
+- ``code`` (`benchmarks/results/async_code.json`): `argym/Code-v0` on the procedural
+  function tasks, 2 attempts, every attempt's hidden tests run in the ``process`` sandbox
+  (bubblewrap): the latency is real program execution, no sleep. The recipe is
+  `configs/grpo_code.yaml` (its tiny policy and warm start on the oracle's solutions);
+  40 held-out tasks, as the procedural source has only 46 distinct test prompts.
+
+Only the RL steps are slowed and timed: the warm start's oracle episodes and the held-out
+evaluations are not (`Timed.on`). Each row carries the measured env-step time (the
+grading, or the sleep, included): the latency async overlaps with generation and updates.
 
 Each mode trains the tiny policy from the same warm start (same seeds) for the same
 number of steps, i.e. on the same number of samples, then evaluates greedily on the
@@ -15,7 +25,8 @@ of `fit()` (rollouts and updates; the warm start and evaluations excluded). Ever
 uses the same learner settings, the truncated importance weight (`algorithm.tis_cap`)
 included, so only the rollout mode differs.
 
-    python benchmarks/async.py                              # sync, async staleness 1 and 4
+    python benchmarks/async.py                              # math: sync, async staleness 1 and 4
+    python benchmarks/async.py --workload code              # code, through the process sandbox
     python benchmarks/async.py --steps 4 --eval-episodes 20  # a quick check
 
 Torch runs one intra-op thread in every mode (`OMP_NUM_THREADS=1`, set here before torch
@@ -39,15 +50,30 @@ from tempfile import TemporaryDirectory
 
 import gymnasium as gym
 import numpy as np
+from argym.envs.code.env import CodeEnv
 from argym.envs.math.env import MathEnv
 
 SLOW_MATH = "argym-bench/SlowMath-v0"
+TIMED_CODE = "argym-bench/TimedCode-v0"
+CODE_RECIPE = Path(__file__).resolve().parents[1] / "configs" / "grpo_code.yaml"
+
+
+class Timed:
+    """Mixin (first base): records each env step's wall time while `on`, the latency that async overlaps."""
+
+    on = False  # only fit()'s RL steps: the warm start's and the evaluations' episodes are neither slowed nor timed
+    step_s: list[float] = []  # appended from the rollout threads (list.append is atomic)
+
+    def step(self, action):
+        t0 = time.perf_counter()
+        out = super().step(action)
+        if Timed.on:
+            Timed.step_s.append(time.perf_counter() - t0)
+        return out
 
 
 class SlowMath(MathEnv):
-    """Math whose steps wait a lognormal time first (an env that calls a slow grader or tool), while `enabled`."""
-
-    enabled = False
+    """Math whose steps wait a lognormal time first (an env that calls a slow grader or tool), while `Timed.on`."""
 
     def __init__(self, latency_median: float = 0.1, latency_sigma: float = 1.0, **kw):
         super().__init__(**kw)
@@ -59,36 +85,79 @@ class SlowMath(MathEnv):
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
-        if SlowMath.enabled:
+        if Timed.on:
             time.sleep(float(self._latency_rng.lognormal(*self.latency)))
         return super().step(action)
 
 
-if SLOW_MATH not in gym.registry:
-    gym.register(SLOW_MATH, entry_point=SlowMath, order_enforce=False, disable_env_checker=True)
+for _id, _env in ((SLOW_MATH, SlowMath), (TIMED_CODE, CodeEnv)):
+    if _id not in gym.registry:
+        _timed = type(
+            f"Timed{_env.__name__}", (Timed, _env), {"__doc__": f"{_env.__name__}, its steps timed."}
+        )
+        gym.register(_id, entry_point=_timed, order_enforce=False, disable_env_checker=True)
 
 
-def run_mode(name: str, overrides: list[str], out: Path) -> dict:
+def workload(args: argparse.Namespace) -> tuple[Path | None, list[str], dict[str, str], Path]:
+    """The one place the workloads differ: the recipe, its env overrides, what the JSON says of it, the output."""
+    if args.workload == "math":
+        return (
+            None,
+            [
+                f"env.id={SLOW_MATH}",
+                "env.kwargs.tasks=arithmetic(digits=2,ops=+,terms=2)",
+                "env.kwargs.max_attempts=2",
+                f"env.kwargs.latency_median={args.latency_median}",
+                f"env.kwargs.latency_sigma={args.latency_sigma}",
+            ],
+            {
+                "env": "argym/Math-v0, 2 attempts, two-digit addition",
+                "latency": f"lognormal per training env step: median {args.latency_median} s, "
+                f"sigma {args.latency_sigma}",
+                "policy": "tiny (TinyModelConfig defaults), CPU, one torch thread",
+            },
+            Path("benchmarks/results/async.json"),
+        )
+    return (
+        CODE_RECIPE,
+        [
+            f"env.id={TIMED_CODE}",
+            "env.kwargs.tasks=functions(test_size=40)",  # the source has only 46 distinct test prompts
+            "env.kwargs.max_attempts=2",
+            "env.kwargs.sandbox=process",
+        ],
+        {
+            "env": "argym/Code-v0, 2 attempts, procedural function tasks (40 held out), summary feedback",
+            "latency": "real: each attempt's hidden tests run in the process sandbox (bubblewrap), no sleep",
+            "policy": "tiny (configs/grpo_code.yaml), CPU, one torch thread",
+        },
+        Path("benchmarks/results/async_code.json"),
+    )
+
+
+def run_mode(name: str, recipe: Path | None, overrides: list[str], out: Path) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
     from rich.console import Console
 
-    cfg = load_config(None, [*overrides, f"out_dir={out / name}"])
+    cfg = load_config(recipe, [*overrides, f"out_dir={out / name}"])
     trainer = Trainer(cfg, Console(quiet=True))
     try:
         before = trainer.evaluate()
-        SlowMath.enabled = True
+        Timed.step_s.clear()
+        Timed.on = True
         t0 = time.perf_counter()
         try:
             trainer.fit()
         finally:
-            SlowMath.enabled = False
+            Timed.on = False
         seconds = time.perf_counter() - t0
         after = trainer.evaluate()
     finally:
         trainer.close()
     records = trainer.metrics.records()
     trajectories = cfg.steps * cfg.rollout.tasks_per_step * cfg.rollout.group_size
+    step_s = np.array(Timed.step_s)
     row = {
         "mode": name,
         "fit_s": seconds,
@@ -103,11 +172,16 @@ def run_mode(name: str, overrides: list[str], out: Path) -> dict:
         "accuracy_after": after.mean,
         "accuracy_after_ci": [after.ci_low, after.ci_high],
         "eval_n": after.n,
+        "env_steps": len(step_s),  # every RL env step fit() took, discarded groups' included
+        "env_step_s_median": float(np.median(step_s)),
+        "env_step_s_p90": float(np.percentile(step_s, 90)),
+        "env_step_s_mean": float(step_s.mean()),
     }
     print(
         f"{name:>8}: {row['trajectories_per_s']:.2f} traj/s ({seconds:.0f} s), held-out "
         f"{before.mean:.3f} -> {after.mean:.3f} [{after.ci_low:.3f}, {after.ci_high:.3f}], "
-        f"lag mean {row['version_lag_mean']:.2f} max {row['version_lag_max']:.0f}",
+        f"lag mean {row['version_lag_mean']:.2f} max {row['version_lag_max']:.0f}, env step median "
+        f"{row['env_step_s_median']:.3f} s p90 {row['env_step_s_p90']:.3f} s ({len(step_s)} steps)",
         flush=True,
     )
     return row
@@ -115,22 +189,21 @@ def run_mode(name: str, overrides: list[str], out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", choices=["math", "code"], default="math")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--tasks-per-step", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=4)
     ap.add_argument("--warm-start-steps", type=int, default=100)
     ap.add_argument("--eval-episodes", type=int, default=100)
-    ap.add_argument("--latency-median", type=float, default=0.2)
-    ap.add_argument("--latency-sigma", type=float, default=1.0)
+    ap.add_argument("--latency-median", type=float, default=0.2, help="math only")
+    ap.add_argument("--latency-sigma", type=float, default=1.0, help="math only")
     ap.add_argument("--staleness", type=int, nargs="+", default=[1, 4])
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/async.json"))
+    ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/async[_code].json")
     args = ap.parse_args()
+    recipe, env_overrides, description, default_out = workload(args)
+    args.out = args.out or default_out
     common = [
-        f"env.id={SLOW_MATH}",
-        "env.kwargs.tasks=arithmetic(digits=2,ops=+,terms=2)",
-        "env.kwargs.max_attempts=2",
-        f"env.kwargs.latency_median={args.latency_median}",
-        f"env.kwargs.latency_sigma={args.latency_sigma}",
+        *env_overrides,
         f"steps={args.steps}",
         f"rollout.tasks_per_step={args.tasks_per_step}",
         f"rollout.group_size={args.group_size}",
@@ -144,17 +217,13 @@ def main() -> None:
         (f"async-{s}", ["rollout.mode=async", f"rollout.max_staleness={s}"]) for s in args.staleness
     ]
     with TemporaryDirectory() as tmp:
-        rows = [run_mode(name, common + extra, Path(tmp)) for name, extra in modes]
+        rows = [run_mode(name, recipe, common + extra, Path(tmp)) for name, extra in modes]
     sync = rows[0]["trajectories_per_s"]
     for row in rows:
         row["speedup_vs_sync"] = row["trajectories_per_s"] / sync
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "workload": {
-            "env": "argym/Math-v0, 2 attempts, two-digit addition",
-            "latency": f"lognormal per training env step: median {args.latency_median} s, sigma {args.latency_sigma}",
-            "policy": "tiny (TinyModelConfig defaults), CPU, one torch thread",
-        },
+        "workload": {"name": args.workload, **description},
         "settings": vars(args) | {"out": str(args.out)},
         "rows": rows,
     }
