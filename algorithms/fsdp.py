@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -112,8 +112,8 @@ def full_weights(model: nn.Module) -> dict[str, Tensor]:
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     with sharded(model):
-        weights: dict[str, Tensor] = get_model_state_dict(model, options=_options())
-    return weights
+        weights = get_model_state_dict(model, options=_options())
+    return cast("dict[str, Tensor]", weights)  # a module's state dict: tensors only
 
 
 def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

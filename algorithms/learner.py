@@ -57,7 +57,9 @@ class Learner:
     Builds AdamW over the trainable parameters and `accelerator.prepare`s model
     and optimizer (so build the Accelerator with gradient_accumulation_steps=1:
     the learner accumulates micro-batches itself). `ref_model` is required when
-    ``config.kl_coef > 0``; it is frozen and prepared for evaluation.
+    ``config.kl_coef > 0``; it is frozen and prepared for evaluation. With
+    ``config.fsdp`` on several processes the model is sharded in place with FSDP2
+    instead of prepared, and AdamW holds the shards (algorithms/fsdp.py).
 
     The model's dropout is switched off (`disable_dropout`), as verl and OpenRLHF
     do for RL: π_old is a deterministic forward, and a training forward with

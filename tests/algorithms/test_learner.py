@@ -431,6 +431,15 @@ LAUNCH_SCRIPT = textwrap.dedent("""
             if rank == 0:
                 for k, p in lrn.model.named_parameters():
                     assert torch.equal(full[k], p.detach().cpu()), k
+                # evaluation runs on the main process alone: its fingerprint reads the gathered weights
+                from argym.agents.evaluate import weights_fingerprint
+                plain = tiny_model()
+                plain.load_state_dict(full)
+                assert weights_fingerprint(lrn.model) == weights_fingerprint(plain)
+            # each rank generates alone, a different number of tokens and calls: no forward waits for the other
+            for _ in range(rank + 1):
+                lrn.model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=3 + 4 * rank, do_sample=False,
+                                   min_new_tokens=3 + 4 * rank, synced_gpus=False)
 """)
 
 
