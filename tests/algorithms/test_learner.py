@@ -489,6 +489,21 @@ def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
     _assert_update_equals_single_process(tmp_path)
 
 
+def test_fsdp_learner_refuses_the_models_it_does_not_shard():
+    from types import SimpleNamespace
+
+    from argym.algorithms.learner import check_fsdp
+
+    check_fsdp(SimpleNamespace(mixed_precision="no"), None, None)  # the supported case
+    for acc, ref, critic, said in [
+        ("no", tiny_model(), None, "KL reference model"),
+        ("no", None, object(), "critic"),
+        ("bf16", None, None, "mixed_precision='bf16'"),
+    ]:
+        with pytest.raises(ConfigError, match=said):
+            check_fsdp(SimpleNamespace(mixed_precision=acc), ref, critic)
+
+
 @pytest.mark.slow
 def test_fsdp_two_processes_update_equals_single_process(tmp_path):
     """The same update with `fsdp: true` (FSDP2 over 2 gloo processes: gradients reduce-scattered, AdamW on the
