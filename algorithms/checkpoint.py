@@ -50,7 +50,10 @@ def save_checkpoint(
     for stale in run_dir.glob(f"{NAME}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
-    policy.save(tmp / "policy", weights) if weights is not None else policy.save(tmp / "policy")
+    if weights is None:
+        policy.save(tmp / "policy")
+    else:
+        policy.save(tmp / "policy", weights)
     torch.save(state, tmp / "trainer_state.pt")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():

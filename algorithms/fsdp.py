@@ -12,8 +12,8 @@ with the HF backend, a different number of tokens each, and the main process eva
 an all-gather per forward would hang them, so forwards here issue no collective. The
 collectives are the optimizer step's (one reduce-scatter of the gradients, the norm for
 clipping, one all-gather of the new weights), which every rank takes together, as under DDP.
-What is sharded is what AdamW adds: the gradients after each mini-batch and the two moments
-(2/3 of the training state in float32); the weights are whole, as generation needs them.
+What is sharded is the gradients once reduce-scattered and AdamW's two moments, three of the four
+copies of the parameters that training holds; the weights stay whole, as generation needs them.
 """
 
 from __future__ import annotations

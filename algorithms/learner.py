@@ -98,9 +98,8 @@ class Learner:
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay
         )
-        if (
-            self.fsdp
-        ):  # the optimizer holds the shards; forwards use the gathered weights (algorithms/fsdp.py)
+        if self.fsdp:
+            # the optimizer holds the shards; forwards use the gathered weights (algorithms/fsdp.py)
             self.model, self.optimizer = model, optimizer
             fsdp.gather(model)
         else:
@@ -121,8 +120,8 @@ class Learner:
 
         Group prompts run once (algorithms/prefix.py) unless `share_prompt_forward` is off, the model
         recomputes activations (gradient checkpointing keeps no key/value cache) or is sharded: a
-        micro-batch then takes one forward or two depending on this rank's rows, and FSDP's backward
-        hooks run per forward, so the ranks could disagree on their collectives."""
+        micro-batch then takes one forward or two depending on this rank's rows, and FSDP hooks each
+        forward's backward, so the ranks' collectives could disagree (not tried: docs/scaling.md)."""
         share = (
             self.config.share_prompt_forward
             and not self.fsdp

@@ -53,6 +53,7 @@ def check_processes(cfg: TrainConfig, processes: int) -> None:
     strategy yields exactly `group_size` samples per task (plain; R³L's retries and the
     Decomposer's extra turns vary per rank). The vLLM backend, async mode and Ray env
     workers keep one engine or one scheduler per run, which has not been split per rank.
+    `algorithm.fsdp` also refuses the models it does not shard (`fsdp_problems`).
     """
     if processes == 1:
         return
