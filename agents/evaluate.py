@@ -333,12 +333,31 @@ def weights_fingerprint(model: Any, per_tensor: int = 1024) -> str:
 
     h = hashlib.sha256()
     with torch.no_grad():
-        for name, p in model.state_dict().items():
+        for name, p in _state_tensors(model):
             flat = p.detach().reshape(-1)  # (numel,)
             sample = flat[:: max(1, flat.numel() // per_tensor)][:per_tensor]
             h.update(f"{name}|{tuple(p.shape)}|{p.dtype}|".encode())
             h.update(sample.to(device="cpu", dtype=torch.float64).numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def _state_tensors(model: Any) -> list[tuple[str, Any]]:
+    """`model.state_dict()`'s names and tensors. An FSDP model's state dict would reshard it and hold its
+    shards (reading them is a collective), so its whole weights, kept gathered between updates
+    (algorithms/fsdp.py), are read module by module in the state dict's order instead."""
+    from torch import nn
+    from torch.distributed.fsdp import FSDPModule
+
+    module: nn.Module = model
+    if not isinstance(model, FSDPModule):
+        return list(module.state_dict().items())
+    out: list[tuple[str, Any]] = []
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        dot = prefix + "." if prefix else ""
+        out += [(dot + n, p) for n, p in sub._parameters.items() if p is not None]
+        skip = sub._non_persistent_buffers_set
+        out += [(dot + n, b) for n, b in sub._buffers.items() if b is not None and n not in skip]
+    return out
 
 
 def agent_provenance(agent: Any, spec: str) -> dict[str, Any]:

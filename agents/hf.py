@@ -77,17 +77,20 @@ class HFPolicy:
         model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         return cls(model.to(device), tokenizer, name=str(path))
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """An ordinary HF checkpoint in `path`; `state_dict`: the weights to write instead of the model's own
+        (a sharded model's, gathered: algorithms/fsdp.py)."""
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one bar per checkpoint drowns the run's own progress
         if hasattr(self.model, "peft_config"):
+            assert state_dict is None, "a LoRA policy is not sharded (algorithms/processes.py)"
             # LoRA: `path` stays an ordinary (merged) checkpoint that every agent loads; the
             # adapter goes beside it for resuming (algorithms/lora.py)
             self.model.save_pretrained(Path(path) / ADAPTER_DIR)
             copy.deepcopy(self.model).merge_and_unload().save_pretrained(path)
         else:
-            self.model.save_pretrained(path)
+            self.model.save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
 
     @property
@@ -136,6 +139,10 @@ class HFPolicy:
             pad_token_id=self.pad_id,
             output_scores=True,
             return_dict_in_generate=True,
+            # transformers syncs every token over the processes for an FSDP model, which would hang ranks that
+            # generate alone (evaluation) or different numbers of batches; argym's FSDP keeps the weights
+            # gathered between updates, so a forward needs no other rank (algorithms/fsdp.py)
+            synced_gpus=False,
         )
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)

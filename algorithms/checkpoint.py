@@ -36,8 +36,11 @@ def set_rng_state(state: dict[str, Any], task_rng: np.random.Generator) -> None:
     task_rng.bit_generator.state = state["task_rng"]
 
 
-def save_checkpoint(run_dir: Path, policy: Any, state: dict[str, Any]) -> Path:
-    """Atomically replace `run_dir/checkpoint` with the policy and `state`.
+def save_checkpoint(
+    run_dir: Path, policy: Any, state: dict[str, Any], weights: dict[str, torch.Tensor] | None = None
+) -> Path:
+    """Atomically replace `run_dir/checkpoint` with the policy and `state`; `weights`: the policy's
+    weights gathered from a sharded model (algorithms/fsdp.py), written in the same format.
 
     Half-written checkpoints of a process killed while saving (`checkpoint.tmp-PID`) are removed first:
     the run dir has one writer, so any other is left over."""
@@ -47,7 +50,10 @@ def save_checkpoint(run_dir: Path, policy: Any, state: dict[str, Any]) -> Path:
     for stale in run_dir.glob(f"{NAME}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
-    policy.save(tmp / "policy")
+    if weights is None:
+        policy.save(tmp / "policy")
+    else:
+        policy.save(tmp / "policy", weights)
     torch.save(state, tmp / "trainer_state.pt")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():

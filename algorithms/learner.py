@@ -29,6 +29,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import torch
+from argym.algorithms import fsdp
 from argym.algorithms.advantages import gae
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
@@ -56,7 +57,9 @@ class Learner:
     Builds AdamW over the trainable parameters and `accelerator.prepare`s model
     and optimizer (so build the Accelerator with gradient_accumulation_steps=1:
     the learner accumulates micro-batches itself). `ref_model` is required when
-    ``config.kl_coef > 0``; it is frozen and prepared for evaluation.
+    ``config.kl_coef > 0``; it is frozen and prepared for evaluation. With
+    ``config.fsdp`` on several processes the model is sharded in place with FSDP2
+    instead of prepared, and AdamW holds the shards (algorithms/fsdp.py).
 
     The model's dropout is switched off (`disable_dropout`), as verl and OpenRLHF
     do for RL: π_old is a deterministic forward, and a training forward with
@@ -87,11 +90,20 @@ class Learner:
         self.sample_advantages: list[float | None] = []
         """The last update's advantage of each trajectory (mean over its policy tokens; None: dropped)."""
         self.accelerator = accelerator
+        self.fsdp = config.fsdp and accelerator.num_processes > 1
+        if self.fsdp:
+            check_fsdp(accelerator, ref_model, critic)
+            fsdp.shard(model, accelerator.device.type)
         disable_dropout(model)
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay
         )
-        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        if self.fsdp:
+            # the optimizer holds the shards; forwards use the gathered weights (algorithms/fsdp.py)
+            self.model, self.optimizer = model, optimizer
+            fsdp.gather(model)
+        else:
+            self.model, self.optimizer = accelerator.prepare(model, optimizer)
         self.ref_model = None
         if ref_model is not None:
             ref_model.requires_grad_(False)
@@ -106,17 +118,32 @@ class Learner:
     ) -> tuple[Tensor, Tensor | None]:
         """`token_logprobs` of `model` on one micro-batch at the sampling temperature, (b, l-1).
 
-        Group prompts run once (algorithms/prefix.py) unless `share_prompt_forward` is off or the model
-        recomputes activations (gradient checkpointing keeps no key/value cache)."""
-        share = self.config.share_prompt_forward and can_share_prefix(self.accelerator.unwrap_model(model))
+        Group prompts run once (algorithms/prefix.py) unless `share_prompt_forward` is off, the model
+        recomputes activations (gradient checkpointing keeps no key/value cache) or is sharded: a
+        micro-batch then takes one forward or two depending on this rank's rows, and FSDP hooks each
+        forward's backward, so the ranks' collectives could disagree (not tried: docs/scaling.md)."""
+        share = (
+            self.config.share_prompt_forward
+            and not self.fsdp
+            and can_share_prefix(self.accelerator.unwrap_model(model))
+        )
         return token_logprobs(model, mb, self.config.temperature, share, entropy, entropy_grad)
 
     def state_dict(self) -> dict[str, Any]:
-        """What a resumed run needs besides the weights: optimizer moments and the mini-batch shuffle RNG."""
-        return {"optimizer": self.optimizer.state_dict(), "shuffle_rng": self._shuffle_gen.get_state()}
+        """What a resumed run needs besides the weights: optimizer moments and the mini-batch shuffle RNG.
+        FSDP: the whole optimizer state keyed by parameter name, on the main process (all ranks call this)."""
+        optimizer = (
+            fsdp.full_optimizer_state(self.model, self.optimizer)
+            if self.fsdp
+            else self.optimizer.state_dict()
+        )
+        return {"optimizer": optimizer, "shuffle_rng": self._shuffle_gen.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.fsdp:
+            fsdp.load_optimizer_state(self.model, self.optimizer, state["optimizer"])
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self._shuffle_gen.set_state(state["shuffle_rng"])
 
     @torch.no_grad()
@@ -277,7 +304,7 @@ class Learner:
             mb = mb.to(acc.device)
             mask = mb.loss_mask  # (b, l-1)
             sync = k == len(micro) - 1  # reduce gradients across processes once, at the end
-            with contextlib.nullcontext() if sync else acc.no_sync(self.model):
+            with self._gradient_sync(sync):
                 logp, entropy = self._forward(self.model, mb, entropy=True, entropy_grad=cfg.entropy_coef > 0)
                 if own_old:
                     mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
@@ -312,13 +339,25 @@ class Learner:
                 sums["pg_loss"] += pg_loss.detach()
         return sums, (_stack_rows(old_pieces, mini.loss_mask.shape) if own_old else None)
 
+    def _gradient_sync(self, sync: bool) -> contextlib.AbstractContextManager[Any]:
+        """Reduce the gradients over the processes in this backward (`sync`), or only accumulate them."""
+        if self.fsdp:
+            fsdp.set_gradient_sync(self.model, sync)
+            return contextlib.nullcontext()
+        return contextlib.nullcontext() if sync else self.accelerator.no_sync(self.model)
+
     def _step(self) -> Tensor:
         """Clip the global gradient norm (`max_grad_norm`), take one AdamW step; the norm before clipping."""
-        norm = self.accelerator.clip_grad_norm_(
-            self.model.parameters(), self.config.max_grad_norm or math.inf
-        )
+        max_norm = self.config.max_grad_norm or math.inf
+        if self.fsdp:  # the gradients live on the optimizer's shards, not on the gathered weights
+            shards = [p for group in self.optimizer.param_groups for p in group["params"]]
+            norm = fsdp.clip_grad_norm(shards, max_norm)
+        else:
+            norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.fsdp:
+            fsdp.refresh(self.model)
         return torch.as_tensor(norm, dtype=torch.float32).detach().cpu()
 
     def _num_minibatches(self, n: int) -> int:
@@ -352,6 +391,25 @@ class Learner:
             batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic
         )
         return returns
+
+
+def check_fsdp(accelerator: Accelerator, ref_model: nn.Module | None, critic: Critic | None) -> None:
+    """What `algorithm.fsdp` does not shard yet is refused (the trainer's `check_processes` says so earlier)."""
+    problems = []
+    if ref_model is not None:
+        problems.append("a KL reference model (kl_coef > 0) is not sharded")
+    if critic is not None:
+        problems.append("a critic (advantage needing values, VAPO) is not sharded")
+    if accelerator.mixed_precision != "no":
+        problems.append(
+            f"mixed_precision={accelerator.mixed_precision!r}: FSDP's own mixed precision is not set up"
+        )
+    if problems:
+        raise ConfigError(
+            "algorithm.fsdp: "
+            + "; ".join(problems)
+            + ". Train with DDP (algorithm.fsdp=false) (docs/scaling.md)."
+        )
 
 
 def _stack_rows(pieces: list[Tensor], shape: torch.Size) -> Tensor:

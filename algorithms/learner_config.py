@@ -88,6 +88,9 @@ class LearnerConfig:
     tis_cap: float | None = None
     """Truncated importance weight min(π_old/μ, C) on each token's advantage, μ the sampler's
     log-prob (R³L retries were sampled with guidance in context); None: off."""
+    fsdp: bool = False
+    """On several processes, shard gradients and AdamW state over them with FSDP2 (algorithms/fsdp.py)
+    instead of replicating them (DDP); the weights stay whole for generation. Ignored in one process."""
     shuffle: bool = True
     """Shuffle trajectories into mini-batches each epoch (seeded by `seed`)."""
     seed: int = 0

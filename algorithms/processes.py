@@ -53,6 +53,7 @@ def check_processes(cfg: TrainConfig, processes: int) -> None:
     strategy yields exactly `group_size` samples per task (plain; R³L's retries and the
     Decomposer's extra turns vary per rank). The vLLM backend, async mode and Ray env
     workers keep one engine or one scheduler per run, which has not been split per rank.
+    `algorithm.fsdp` also refuses the models it does not shard (`fsdp_problems`).
     """
     if processes == 1:
         return
@@ -70,11 +71,36 @@ def check_processes(cfg: TrainConfig, processes: int) -> None:
         problems.append("rollout.mode=async runs in one process")
     if cfg.cluster.address is not None:
         problems.append("cluster.address: Ray env workers serve one trainer process")
+    if cfg.algorithm.fsdp:
+        problems.extend(fsdp_problems(cfg))
     if problems:
         raise ConfigError(
             f"Training on {processes} processes (accelerate launch): " + "; ".join(problems) + ". "
             "Change these settings or train in one process (docs/scaling.md)."
         )
+
+
+def fsdp_problems(cfg: TrainConfig) -> list[str]:
+    """What `algorithm.fsdp` does not shard (algorithms/fsdp.py): each would need its own sharded copy or
+    wrapping, and a model left whole beside the sharded policy would defeat the memory saving."""
+    from argym.algorithms.registry import ADVANTAGES
+
+    a, p = cfg.algorithm, cfg.policy
+    problems = []
+    if a.kl_coef > 0:
+        problems.append("algorithm.fsdp with kl_coef > 0: the frozen KL reference model is not sharded")
+    if ADVANTAGES.get(a.advantage).needs_values:
+        problems.append(f"algorithm.fsdp with advantage={a.advantage!r}: the critic (VAPO) is not sharded")
+    if p.lora_r > 0:
+        problems.append("algorithm.fsdp with policy.lora_r > 0: peft's adapters are not sharded")
+    if p.gradient_checkpointing:
+        problems.append("algorithm.fsdp with policy.gradient_checkpointing: not tested together")
+    if p.mixed_precision != "no":
+        problems.append(
+            f"algorithm.fsdp with policy.mixed_precision={p.mixed_precision!r}: FSDP's own mixed precision "
+            "is not set up (use policy.dtype)"
+        )
+    return problems
 
 
 def all_ranks(accelerator: Accelerator, obj: Any) -> list[Any]:

@@ -25,6 +25,7 @@ from argym.agents.policy import SamplingParams
 from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator, version_lag
+from argym.algorithms import fsdp
 from argym.algorithms.build import (
     build_generator,
     build_policy,
@@ -228,19 +229,22 @@ class Trainer:
         )
 
     def save(self) -> None:
-        critic = getattr(getattr(self, "learner", None), "critic", None)
+        learner: Learner | None = getattr(self, "learner", None)
+        critic = learner.critic if learner is not None else None
         state = {
             "step": self.step,
             "rng_ranks": all_ranks(
                 self.accelerator, rng_state(self.task_rng)
             ),  # each rank's, for an exact resume
-            "learner": self.learner.state_dict() if hasattr(self, "learner") else None,
+            "learner": learner.state_dict() if learner is not None else None,
             "critic": critic.model.state_dict() if critic is not None else None,
             "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
             "value_pretrained": self.value_pretrained,
         }
+        # a sharded policy's weights are gathered by every rank, onto the main process
+        weights = fsdp.full_weights(learner.model) if learner is not None and learner.fsdp else None
         if self.main:
-            save_checkpoint(self.run_dir, self.policy, state)
+            save_checkpoint(self.run_dir, self.policy, state, weights)
         self.accelerator.wait_for_everyone()  # no rank reads or resumes from a half-written checkpoint
 
     def evaluate(self, episodes: int | None = None) -> Any:

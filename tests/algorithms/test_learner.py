@@ -417,12 +417,65 @@ LAUNCH_SCRIPT = textwrap.dedent("""
     for name in ("grpo", "dapo", "gspo", "drgrpo", "reinforce++"):
         base = get_preset(name).learner
         cfg = LearnerConfig(**{{**base.__dict__, "lr": 1e-3, "micro_batch_size": 2, "num_minibatches": 2,
-                                "ppo_epochs": 2, "shuffle": False, "kl_coef": 0.0, "loss_agg_constant": 16.0}})
+                                "ppo_epochs": 2, "shuffle": False, "kl_coef": 0.0, "loss_agg_constant": 16.0,
+                                "fsdp": sys.argv[3:] == ["fsdp"]}})
         lrn = Learner(tiny_model(), cfg, acc)
         metrics = lrn.update(mine, PAD)
         params = [p.detach().cpu().clone() for p in acc.unwrap_model(lrn.model).parameters()]
         torch.save((params, metrics["train/loss"]), f"{{out}}/{{name}}_{{world}}_{{rank}}.pt")
+        if cfg.fsdp:  # AdamW holds the shards; the checkpoint's whole weights are the gathered ones generation uses
+            from argym.algorithms import fsdp
+            from torch.distributed.tensor import DTensor
+            assert all(isinstance(p, DTensor) for p in lrn.optimizer.param_groups[0]["params"])
+            full = fsdp.full_weights(lrn.model)
+            if rank == 0:
+                for k, p in lrn.model.named_parameters():
+                    assert torch.equal(full[k], p.detach().cpu()), k
+                # evaluation runs on the main process alone: its fingerprint reads the gathered weights
+                from argym.agents.evaluate import weights_fingerprint
+                plain = tiny_model()
+                plain.load_state_dict(full)
+                assert weights_fingerprint(lrn.model) == weights_fingerprint(plain)
+            # each rank generates alone, a different number of tokens and calls: no forward waits for the other
+            for _ in range(rank + 1):
+                lrn.model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=3 + 4 * rank, do_sample=False,
+                                   min_new_tokens=3 + 4 * rank, synced_gpus=False)
 """)
+
+
+def _launch_update(out: pathlib.Path, processes: int, *mode: str) -> None:
+    """LAUNCH_SCRIPT under `accelerate launch` with `processes` CPU processes; `mode` ("fsdp") goes to it."""
+    import os
+    import shutil
+
+    script = out / "launch.py"
+    script.write_text(LAUNCH_SCRIPT.format(test_dir=str(pathlib.Path(__file__).parent)))
+    accelerate = shutil.which("accelerate", path=str(pathlib.Path(sys.executable).parent)) or "accelerate"
+    # --cpu takes accelerate's single-process launcher; --multi_gpu starts torchrun, and the
+    # script's Accelerator(cpu=True) then runs the processes on the CPU over gloo
+    launcher = ["--cpu"] if processes == 1 else ["--multi_gpu"]
+    cmd = [accelerate, "launch", *launcher, "--num_processes", str(processes), "--num_machines", "1"]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(out), str(processes), *mode]
+    proc = subprocess.run(
+        cmd, timeout=300, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _assert_update_equals_single_process(out: pathlib.Path) -> None:
+    for name in (
+        "grpo",
+        "dapo",
+        "gspo",
+        "drgrpo",
+        "reinforce++",
+    ):  # reinforce++: whitening over all processes
+        single, loss1 = torch.load(out / f"{name}_1_0.pt")
+        for rank in (0, 1):
+            params, loss2 = torch.load(out / f"{name}_2_{rank}.pt")
+            assert loss2 == pytest.approx(loss1, abs=1e-5), name
+            for a, b in zip(params, single):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=name)
 
 
 @pytest.mark.slow
@@ -431,52 +484,34 @@ def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
     AdamW, grad clipping) of the GRPO, DAPO, GSPO, Dr.GRPO and REINFORCE++ presets ends at the single-process
     parameters to 1e-5. Each process holds whole groups, so group advantages agree; mini-batches
     are split per process (rows 0..k of each), i.e. the same global rows as the single process."""
-    import shutil
+    _launch_update(tmp_path, 1)
+    _launch_update(tmp_path, 2)
+    _assert_update_equals_single_process(tmp_path)
 
-    script = tmp_path / "launch.py"
-    script.write_text(LAUNCH_SCRIPT.format(test_dir=str(pathlib.Path(__file__).parent)))
-    accelerate = shutil.which("accelerate", path=str(pathlib.Path(sys.executable).parent)) or "accelerate"
-    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
-    for n in (1, 2):
-        # --cpu takes accelerate's single-process launcher; --multi_gpu starts torchrun, and the
-        # script's Accelerator(cpu=True) then runs the processes on the CPU over gloo
-        mode = ["--cpu"] if n == 1 else ["--multi_gpu"]
-        proc = subprocess.run(
-            [
-                accelerate,
-                "launch",
-                *mode,
-                "--num_processes",
-                str(n),
-                "--num_machines",
-                "1",
-                "--mixed_precision",
-                "no",
-                "--dynamo_backend",
-                "no",
-                str(script),
-                str(tmp_path),
-                str(n),
-            ],
-            timeout=300,
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in (
-        "grpo",
-        "dapo",
-        "gspo",
-        "drgrpo",
-        "reinforce++",
-    ):  # reinforce++: whitening over all processes
-        single, loss1 = torch.load(tmp_path / f"{name}_1_0.pt")
-        for rank in (0, 1):
-            params, loss2 = torch.load(tmp_path / f"{name}_2_{rank}.pt")
-            assert loss2 == pytest.approx(loss1, abs=1e-5), name
-            for a, b in zip(params, single):
-                torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=name)
+
+def test_fsdp_learner_refuses_the_models_it_does_not_shard():
+    from types import SimpleNamespace
+
+    from argym.algorithms.learner import check_fsdp
+
+    check_fsdp(SimpleNamespace(mixed_precision="no"), None, None)  # the supported case
+    for acc, ref, critic, said in [
+        ("no", tiny_model(), None, "KL reference model"),
+        ("no", None, object(), "critic"),
+        ("bf16", None, None, "mixed_precision='bf16'"),
+    ]:
+        with pytest.raises(ConfigError, match=said):
+            check_fsdp(SimpleNamespace(mixed_precision=acc), ref, critic)
+
+
+@pytest.mark.slow
+def test_fsdp_two_processes_update_equals_single_process(tmp_path):
+    """The same update with `fsdp: true` (FSDP2 over 2 gloo processes: gradients reduce-scattered, AdamW on the
+    shards, clipping by the global norm over the shards) ends at the single-process parameters to 1e-5, and the
+    whole weights a checkpoint saves are the gathered ones."""
+    _launch_update(tmp_path, 1)
+    _launch_update(tmp_path, 2, "fsdp")
+    _assert_update_equals_single_process(tmp_path)
 
 
 def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch):

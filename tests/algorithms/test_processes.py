@@ -51,14 +51,32 @@ def test_multi_process_runs_refuse_what_they_cannot_split():
             check_processes(load_config(None, [*RUN, *override.split()]), 2)
 
 
-def _launch(out: Path, tmp: Path) -> subprocess.Popen[str]:
+def test_fsdp_refuses_the_models_it_does_not_shard():
+    fsdp = [*RUN, "algorithm.fsdp=true"]
+    check_processes(load_config(None, fsdp), 2)  # the supported case passes
+    check_processes(load_config(None, [*fsdp, "algorithm.kl_coef=0.1"]), 1)  # one process: fsdp is ignored
+    for override, said in [
+        ("algorithm.kl_coef=0.1", "KL reference model is not sharded"),
+        ("algo=vapo", "critic"),
+        ("policy.lora_r=4", "adapters are not sharded"),
+        ("policy.gradient_checkpointing=true", "gradient_checkpointing"),
+        ("policy.mixed_precision=bf16", "mixed precision"),
+    ]:
+        with pytest.raises(ConfigError, match=said):
+            check_processes(load_config(None, [*fsdp, *override.split()]), 2)
+
+
+MODES = {"ddp": [], "fsdp": ["algorithm.fsdp=true"]}
+
+
+def _launch(out: Path, tmp: Path, mode: str = "ddp") -> subprocess.Popen[str]:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     # --multi_gpu starts torchrun; without a GPU accelerate runs the processes on the CPU over gloo
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
     cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "-m", "argym.cli", "train"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp)}
     return subprocess.Popen(
-        [*cmd, *RUN, f"out_dir={out}"],
+        [*cmd, *RUN, *MODES[mode], f"out_dir={out}"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -80,14 +98,17 @@ def _logged_steps(run: Path) -> int:
 
 
 @pytest.mark.slow
-def test_two_processes_log_the_whole_step_and_resume_exactly_after_sigkill(tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_two_processes_log_the_whole_step_and_resume_exactly_after_sigkill(tmp_path, mode):
+    """DDP, and FSDP (whose ranks each generate with the gathered weights, a different number of tokens, and
+    whose checkpoint gathers the weights and the sharded AdamW state onto the main process)."""
     from argym.agents.hf import HFPolicy
 
     straight, killed, tmp = tmp_path / "straight", tmp_path / "killed", tmp_path / "tmp"
     tmp.mkdir()
-    _finish(_launch(straight, tmp))
+    _finish(_launch(straight, tmp, mode))
 
-    proc = _launch(killed, tmp)
+    proc = _launch(killed, tmp, mode)
     deadline = time.monotonic() + 600
     while _logged_steps(killed) < 6 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)  # step 6 logged: the step-5 checkpoint is written
@@ -99,7 +120,7 @@ def test_two_processes_log_the_whole_step_and_resume_exactly_after_sigkill(tmp_p
     assert 5 <= at_kill < 30, at_kill
     # nothing of the killed ranks stays behind in the temp dir (no rank keeps a scratch dir of its own)
     assert not [p.name for p in tmp.iterdir() if p.name.startswith("argym")], list(tmp.iterdir())
-    _finish(_launch(killed, tmp))  # resumes from the checkpoint
+    _finish(_launch(killed, tmp, mode))  # resumes from the checkpoint
 
     def weights(run: Path) -> dict[str, torch.Tensor]:
         return HFPolicy.load(run / "checkpoint" / "policy").model.state_dict()
