@@ -39,34 +39,38 @@ RUN = [
 ]
 
 
-def test_multi_process_runs_refuse_what_they_cannot_split():
-    check_processes(load_config(None, RUN), 2)  # the supported case passes
-    for override, said in [
+FSDP = "algorithm.fsdp=true"
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
         ("rollout.tasks_per_step=3", "multiple of the 2 processes"),
         ("rollout.mode=async rollout.max_staleness=0", "async runs in one process"),
         ("rollout.strategy=r3l", "different number of samples"),
         ("cluster.address=local", "Ray env workers"),
-    ]:
-        with pytest.raises(ConfigError, match=said):
-            check_processes(load_config(None, [*RUN, *override.split()]), 2)
+        # what FSDP does not shard
+        (f"{FSDP} algorithm.kl_coef=0.1", "KL reference model is not sharded"),
+        (f"{FSDP} algo=vapo", "critic"),
+        (f"{FSDP} policy.lora_r=4", "adapters are not sharded"),
+        (f"{FSDP} policy.gradient_checkpointing=true", "gradient_checkpointing"),
+        (f"{FSDP} policy.mixed_precision=bf16", "mixed precision"),
+    ],
+)
+def test_multi_process_runs_refuse_what_they_cannot_split(override, said):
+    with pytest.raises(ConfigError, match=said):
+        check_processes(load_config(None, [*RUN, *override.split()]), 2)
 
 
-def test_fsdp_refuses_the_models_it_does_not_shard():
-    fsdp = [*RUN, "algorithm.fsdp=true"]
-    check_processes(load_config(None, fsdp), 2)  # the supported case passes
-    check_processes(load_config(None, [*fsdp, "algorithm.kl_coef=0.1"]), 1)  # one process: fsdp is ignored
-    for override, said in [
-        ("algorithm.kl_coef=0.1", "KL reference model is not sharded"),
-        ("algo=vapo", "critic"),
-        ("policy.lora_r=4", "adapters are not sharded"),
-        ("policy.gradient_checkpointing=true", "gradient_checkpointing"),
-        ("policy.mixed_precision=bf16", "mixed precision"),
-    ]:
-        with pytest.raises(ConfigError, match=said):
-            check_processes(load_config(None, [*fsdp, *override.split()]), 2)
+def test_the_supported_multi_process_runs_pass():
+    check_processes(load_config(None, RUN), 2)
+    check_processes(load_config(None, [*RUN, FSDP]), 2)
+    check_processes(
+        load_config(None, [*RUN, FSDP, "algorithm.kl_coef=0.1"]), 1
+    )  # one process: fsdp is ignored
 
 
-MODES = {"ddp": [], "fsdp": ["algorithm.fsdp=true"]}
+MODES = {"ddp": [], "fsdp": [FSDP]}
 
 
 def _launch(out: Path, tmp: Path, mode: str = "ddp") -> subprocess.Popen[str]:
