@@ -50,10 +50,7 @@ def save_checkpoint(
     for stale in run_dir.glob(f"{NAME}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if weights is None:
-        policy.save(tmp / "policy")
-    else:
-        policy.save(tmp / "policy", weights)
+    policy.save(tmp / "policy", weights)
     torch.save(state, tmp / "trainer_state.pt")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():

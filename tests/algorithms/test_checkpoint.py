@@ -9,9 +9,9 @@ from argym.algorithms.checkpoint import find_checkpoint, load_state, save_checkp
 
 
 class _Policy:
-    """What `save_checkpoint` needs of a policy: `save(path)` writing a Hugging Face checkpoint."""
+    """What `save_checkpoint` needs of a policy: `save(path, state_dict)` writing a Hugging Face checkpoint."""
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path, state_dict: dict | None = None) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         (Path(path) / "config.json").write_text("{}")
 
