@@ -342,6 +342,7 @@ class Trainer:
         tokens = sum(t.num_policy_tokens for t in trajs)
         metrics.update(
             {
+                "train/trajectories": float(len(trajs)),  # every one rolled out this step, retries included
                 "train/reward": float(np.mean([t.reward for t in trajs])),
                 "train/success": float(np.mean([t.success for t in trajs])),
                 "train/tampered": tampered_rate(trajs),

@@ -136,3 +136,30 @@ def success_interval(
 def _normal_interval(mean: float, se: float, confidence: float) -> tuple[float, float, float]:
     z = z_value(confidence)
     return mean, max(0.0, mean - z * se), min(1.0, mean + z * se)
+
+
+def within_group_correlation(
+    xs: Sequence[float], ys: Sequence[float], groups: Sequence[Hashable]
+) -> float | None:
+    """Pearson correlation of `xs` and `ys` after subtracting each group's mean from both.
+
+    A group-normalised advantage (GRPO and kin, arXiv 2402.03300 §4.1.2) only sees how the
+    samples of one prompt differ, so a shaping term helps the outcome exactly as far as its
+    differences *within* a group agree with the outcome's: this is that agreement. None when
+    either has no within-group variation (nothing to correlate).
+    """
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if not len(x) == len(y) == len(groups):
+        raise ValueError(
+            f"within_group_correlation needs equal lengths, got {len(x)}, {len(y)}, {len(groups)}."
+        )
+    index: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups):
+        index.setdefault(g, []).append(i)
+    for idx in index.values():
+        x[idx] -= x[idx].mean()
+        y[idx] -= y[idx].mean()
+    sx, sy = float(np.sqrt(np.sum(x * x))), float(np.sqrt(np.sum(y * y)))
+    if sx < 1e-12 or sy < 1e-12:
+        return None
+    return float(np.sum(x * y) / (sx * sy))

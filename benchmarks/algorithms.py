@@ -54,15 +54,24 @@ def run_preset(
     eval_every: int,
     episodes: int,
     overrides: list[str],
+    recipe: str | None = None,
+    logged: tuple[str, ...] = (),
+    as_preset: bool = True,
 ) -> dict:
+    """Train one arm from `policy_dir`; held-out accuracy every `eval_every` steps.
+
+    An arm is a preset (`name`, set as `algo`) or, with `as_preset=False`, `recipe` (None: the
+    quickstart's) with `overrides` (`benchmarks/shaping.py`). Metrics whose names start with one of `logged` are kept per step
+    beside the mechanism columns, so a null result can be explained from its own diagnostics.
+    """
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
     cfg = load_config(
-        None,
+        recipe,
         overrides
+        + ([f"algo={name}"] if as_preset else [])
         + [
-            f"algo={name}",
             "policy.kind=hf",
             f"policy.path={policy_dir}",
             "warm_start.steps=0",
@@ -92,12 +101,15 @@ def run_preset(
             m = trainer.train_step()
             trainer.step = step
             train_s += time.perf_counter() - t
-            samples += per_draw * int(m.get("sampling/draws", 1))
+            # rolled out: every draw of dynamic sampling (kept or not), every retry of R³L
+            samples += max(int(m["train/trajectories"]), per_draw * int(m.get("sampling/draws", 1)))
             mechanism["clip_frac"].append(m.get("train/clip_frac", 0.0))
             mechanism["optimizer_steps"].append(m.get("train/optimizer_steps", 0.0))
             if "value/loss" in m:
                 mechanism["value_explained_var"].append(m["value/explained_var"])
                 mechanism["value_loss"].append(m["value/loss"])
+            for key in (k for k in m if k.startswith(logged) and logged):
+                mechanism.setdefault(key, []).append(m[key])
             if step % eval_every == 0 or step == steps:
                 result = trainer.evaluate(episodes)
                 curve.append({"step": step, "samples": samples, "seconds": train_s, "accuracy": result.mean})
@@ -175,7 +187,10 @@ def summarise(results: list[dict], threshold: float) -> list[dict]:
     return rows
 
 
-def plot(results: list[dict], path: Path) -> None:
+TITLE = "argym presets on argym/Math-v0, two-digit addition, tiny policy, same warm start per seed"
+
+
+def plot(results: list[dict], path: Path, title: str = TITLE) -> None:
     """Every preset's mean curve over seeds (band: min–max over seeds), vs. samples and vs. wall-clock."""
     import matplotlib
 
@@ -200,7 +215,7 @@ def plot(results: list[dict], path: Path) -> None:
     axes[1].legend(fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle("argym presets on argym/Math-v0, two-digit addition, tiny policy, same warm start per seed")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -40,6 +40,7 @@ from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
 from argym.callables import load_function
 from argym.errors import ConfigError, InfrastructureError
 from argym.registry import Registry
+from argym.stats import within_group_correlation
 from argym.types import Trajectory
 
 SequenceComponent = Callable[[list[Trajectory]], list[float]]
@@ -228,6 +229,17 @@ class RewardComposer:
                 metrics[f"reward/{name}"] = sum(v[i] for i in ok) / len(ok)
         if ok:
             metrics["reward/total"] = sum(out[i].reward for i in ok) / len(ok)
+            groups = [(trajs[i].task_id, trajs[i].group) for i in ok]
+            success = [float(trajs[i].success) for i in ok]
+            for name, v in values.items():
+                # does the term rank a group's samples as correctness does? (None: no variation to rank)
+                corr = (
+                    within_group_correlation([v[i] for i in ok], success, groups)
+                    if name != "outcome"
+                    else None
+                )
+                if corr is not None:
+                    metrics[f"reward/{name}_success_corr"] = corr
         metrics["reward/infra_failures"] = float(sum(failed) - sum(t.infra_failure for t in trajs))
         return out, metrics
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 from argym.stats import pass_at_k, success_interval, wilson_interval, z_value
@@ -121,3 +122,17 @@ def test_a_clustered_interval_never_collapses_to_a_point(outcomes, tasks):
     if mean in (0.0, 1.0):
         assert (low, high) == pytest.approx(wilson_interval(int(mean * g), g))
     assert low < mean < high or mean in (low, high)
+
+
+def test_within_group_correlation_sees_only_differences_inside_groups():
+    from argym.stats import within_group_correlation
+
+    # group b's values are all higher, but inside each group the term ranks samples as success does
+    xs, ys, gs = [0.1, 0.3, 5.1, 5.3], [0, 1, 0, 1], ["a", "a", "b", "b"]
+    assert within_group_correlation(xs, ys, gs) == pytest.approx(1.0)
+    assert within_group_correlation(xs, [1, 0, 1, 0], gs) == pytest.approx(-1.0)
+    # pooled over the batch the same numbers look unrelated to success (the between-group gap dominates)
+    assert abs(float(np.corrcoef(xs, ys)[0, 1])) < 0.1
+    assert within_group_correlation(xs, [1, 1, 0, 0], gs) is None  # success never varies inside a group
+    with pytest.raises(ValueError, match="equal lengths"):
+        within_group_correlation(xs, ys, gs[:3])

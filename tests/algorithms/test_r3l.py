@@ -346,6 +346,8 @@ def test_r3l_trains_from_its_config(tmp_path):
         and "r3l/retry_token_share" in metrics
         and metrics["train/optimizer_steps"] == 1
     )
+    # every trajectory rolled out is counted, retries included: 3 tasks × 2 ordinary rollouts + the retries
+    assert metrics["train/trajectories"] == 3 * 2 + metrics["r3l/retries"]
     assert (
         metrics["r3l/retry_success"] == 0.0 and metrics["train/adv_mean"] == 0.0
     )  # untrained: all fail, A = 0

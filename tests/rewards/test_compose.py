@@ -217,3 +217,18 @@ def test_token_loo_baseline_inside_groups(renderer):
     n = [split_steps(t, decode=renderer.decode)[0].num_tokens for t in (a, b)]
     assert out[0].turn_rewards == pytest.approx([1.0 - (-1.0 / n[1]) * n[0]])
     assert out[1].turn_rewards == pytest.approx([-1.0 - (1.0 / n[0]) * n[1]])
+
+
+def test_each_shaping_term_logs_how_it_ranks_a_group_as_success_does(renderer):
+    ts = [
+        traj(renderer, ["\\boxed{1}"], success=s, group=g)
+        for s, g in [(True, 0), (False, 0), (True, 1), (False, 1)]
+    ]
+    scores = iter([[0.9, 0.1, 0.6, -0.2]])  # equal gaps inside each group: correlation 1
+    cfg = RewardConfig(weights={"outcome": 1.0, "sar": 0.0})  # weight 0: logged, not trained on
+    out, m = RewardComposer(cfg, sequence={"sar": lambda trajs: next(scores)})(ts)
+    assert m["reward/sar_success_corr"] == pytest.approx(1.0) and "reward/outcome_success_corr" not in m
+    assert [o.reward for o in out] == [1.0, 0.0, 1.0, 0.0]
+    against = iter([[0.1, 0.9, -0.2, 0.6]])
+    _, m = RewardComposer(cfg, sequence={"sar": lambda trajs: next(against)})(ts)
+    assert m["reward/sar_success_corr"] == pytest.approx(-1.0)

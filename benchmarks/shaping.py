@@ -1,0 +1,192 @@
+"""The shaping features beside plain GRPO, from the same warm starts, 3 seeds: does each one help, and why (not)?
+
+Each experiment puts a feature where its mechanism can matter and trains it
+beside plain GRPO in the same run, from the quickstart's supervised warm start
+of each seed (the one `benchmarks/algorithms.py` trains: ~27% held-out on
+two-digit addition, so the outcome reward carries signal), on the same tasks,
+with the same seeds and sample budget:
+
+- `sar`: single-turn Math, outcome only vs outcome + 0.2 · SAR (Self-Aligned
+  Reward, arXiv 2509.05489 §3). Both arms compute SAR (the GRPO arm at weight 0),
+  so both pay its forward and both log how it ranks a group's samples against
+  correctness (`reward/sar_success_corr`: what a group-normalised advantage sees).
+- `r3l`: Math with three attempts (the env's verdict after each wrong answer),
+  GRPO vs R³L (`configs/r3l_math.yaml`, arXiv 2601.03715: retries from the
+  pivot, α = 3, OPMD) at the same trajectories per step, retries included; the
+  ablation arms split R³L's two changes: `r3l-retries` keeps the retries but
+  GRPO's loss and advantage, `r3l-loss` keeps R³L's loss, advantage and
+  amplification with ordinary rollouts only.
+
+Every arm records its mechanism's metrics per step (`logged` prefixes below).
+Results per run go to `<out>/results.json` (one process per seed, then
+`--merge`), the plot and merged table to `benchmarks/results/shaping_<experiment>*`.
+
+    .venv/bin/python benchmarks/shaping.py sar --seeds 0 --out runs/shaping/sar_s0 [--warm DIR] [key=value ...]
+    .venv/bin/python benchmarks/shaping.py sar --merge runs/shaping/sar_s0 runs/shaping/sar_s1 ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from algorithms import plot, run_preset, summarise, warm_start
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    recipe: str | None  # None: the quickstart recipe
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Experiment:
+    title: str
+    env: tuple[str, ...]  # overrides for every arm
+    arms: tuple[Arm, ...]
+    logged: tuple[str, ...]  # metric prefixes kept per step
+
+
+R3L = str(REPO / "configs" / "r3l_math.yaml")
+EXPERIMENTS = {
+    "sar": Experiment(
+        "GRPO vs GRPO + 0.2·SAR, Math-v0 one attempt, tiny policy, same warm start per seed",
+        (),
+        (Arm("grpo", None, ("reward.weights.sar=0.0",)), Arm("grpo+sar", None, ("reward.weights.sar=0.2",))),
+        ("reward/sar", "train/response_tokens", "train/success"),
+    ),
+    "r3l": Experiment(
+        "GRPO vs R³L, Math-v0 three attempts, tiny policy, same warm start per seed",
+        ("env.kwargs.max_attempts=3",),
+        (
+            Arm("grpo", None),
+            Arm("r3l", R3L),
+            Arm(
+                "r3l-retries",
+                R3L,
+                ("algorithm.policy_loss=ppo_clip", "algorithm.adv_std=true", "algorithm.amplify_alpha=null"),
+            ),
+            Arm("r3l-loss", R3L, ("rollout.strategy=plain",)),
+        ),
+        ("r3l/", "train/success", "train/turns"),
+    ),
+}
+
+
+def run(
+    exp: Experiment, arms: list[Arm], seeds: list[int], warm: str | None, out: Path, a, overrides: list[str]
+) -> list[dict]:
+    results = []
+    for seed in seeds:
+        policy_dir = (
+            Path(warm.format(seed=seed)) / f"warm-seed{seed}" / "checkpoint" / "policy" if warm else None
+        )
+        if policy_dir is None or not policy_dir.exists():  # a fresh clone: train the quickstart's warm start
+            policy_dir = warm_start(out, seed, overrides)
+        for arm in arms:
+            r = run_preset(
+                arm.name,
+                seed,
+                policy_dir,
+                out,
+                a.steps,
+                a.eval_every,
+                a.episodes,
+                list(exp.env) + overrides + list(arm.overrides),
+                recipe=arm.recipe,
+                logged=exp.logged,
+                as_preset=False,
+            )
+            results.append(r)
+            (out / "results.json").write_text(json.dumps({"runs": results}, indent=2))
+    return results
+
+
+def diagnostics(results: list[dict], logged: tuple[str, ...]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per arm and logged metric: the mean over seeds of its first-5-step and last-5-step means."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for name in dict.fromkeys(r["preset"] for r in results):
+        runs = [r for r in results if r["preset"] == name]
+        keys = sorted({k for r in runs for k in r["mechanism"] if k.startswith(logged)})
+        row = {}
+        for k in keys:
+            series = [r["mechanism"][k] for r in runs if r["mechanism"].get(k)]
+            if series:
+                row[k] = (
+                    statistics.fmean(statistics.fmean(s[:5]) for s in series),
+                    statistics.fmean(statistics.fmean(s[-5:]) for s in series),
+                )
+        out[name] = row
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    ap.add_argument("--arms", help="comma-separated subset of the experiment's arms (default: all)")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--episodes", type=int, default=300)
+    ap.add_argument(
+        "--warm",
+        default="runs/bench_alg_s{seed}",
+        help="DIR holding warm-seedN/ ({seed} becomes N): benchmarks/algorithms.py's warm starts; "
+        "trained here when missing",
+    )
+    ap.add_argument("--out", default=None, help="run folder (default runs/shaping/<experiment>)")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="summarise several runs' results.json instead")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for every arm")
+    a = ap.parse_intermixed_args()
+    exp = EXPERIMENTS[a.experiment]
+    out = Path(a.out or f"runs/shaping/{a.experiment}")
+    out.mkdir(parents=True, exist_ok=True)
+    if a.merge:
+        results = [r for d in a.merge for r in json.loads((Path(d) / "results.json").read_text())["runs"]]
+    else:
+        wanted = a.arms.split(",") if a.arms else [arm.name for arm in exp.arms]
+        unknown = set(wanted) - {arm.name for arm in exp.arms}
+        if unknown:
+            ap.error(f"unknown arms {sorted(unknown)}; {a.experiment} has {[arm.name for arm in exp.arms]}")
+        arms = [arm for arm in exp.arms if arm.name in wanted]
+        results = run(exp, arms, [int(s) for s in a.seeds.split(",")], a.warm, out, a, a.overrides)
+    rows = summarise(results, threshold=1.0)
+    diag = diagnostics(results, exp.logged)
+    results_dir = REPO / "benchmarks" / "results"
+    (out / "results.json").write_text(
+        json.dumps({"runs": results, "table": rows, "diagnostics": diag}, indent=2)
+    )
+    if a.merge:
+        (results_dir / f"shaping_{a.experiment}.json").write_text(
+            json.dumps({"runs": results, "table": rows, "diagnostics": diag}, indent=2)
+        )
+        plot(results, results_dir / f"shaping_{a.experiment}.png", exp.title)
+    print(
+        "\n| arm | seeds | warm start | final (95% CI over seeds) | gain (paired 95% CI) | samples | train s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        lo, hi = r["final_ci_seeds"]
+        glo, ghi = r["gain_ci_seeds"]
+        runs = [x for x in results if x["preset"] == r["preset"]]
+        samples = statistics.fmean(x["curve"][-1]["samples"] for x in runs)
+        ci = f"[{lo:.3f}, {hi:.3f}]" if not math.isnan(lo) else "—"
+        gci = f"[{glo:+.3f}, {ghi:+.3f}]" if not math.isnan(glo) else "—"
+        print(
+            f"| {r['preset']} | {r['seeds']} | {r['start']:.3f} | {r['final']:.3f} {ci} | {r['gain']:+.3f} {gci} | "
+            f"{samples:,.0f} | {r['train_seconds']:.0f} |"
+        )
+    print("\nDiagnostics (mean over seeds of the first 5 → last 5 steps):")
+    for name, row in diag.items():
+        print(f"- {name}: " + ", ".join(f"{k} {a0:.3f} → {a1:.3f}" for k, (a0, a1) in row.items()))
+
+
+if __name__ == "__main__":
+    main()
