@@ -8,6 +8,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from argym.algorithms.step_log import reward_parts
+
+from argym.types import Trajectory
+
 
 def tampered_rate(trajectories: list[Any]) -> float:
     """The fraction of trajectories whose grader found the test run tampered with (``verdict["tampered"]``,
@@ -16,6 +20,20 @@ def tampered_rate(trajectories: list[Any]) -> float:
         return 0.0
     hit = [any((info.get("verdict") or {}).get("tampered") is True for info in t.infos) for t in trajectories]
     return sum(hit) / len(trajectories)
+
+
+def reward_part_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
+    """Per reward part an env reports (``info["reward_parts"]``, e.g. the Decomposer's `process`): its mean
+    per episode (`env/<part>`) and its coverage, the share of episodes where it is not 0
+    (`env/<part>_coverage`). A dense reward that is 0 on almost every episode is as sparse as the outcome."""
+    per_traj = [reward_parts(t) for t in trajectories]
+    names = sorted({k for parts in per_traj for k in parts})
+    n = max(len(per_traj), 1)
+    out = {}
+    for k in names:
+        out[f"env/{k}"] = sum(p.get(k, 0.0) for p in per_traj) / n
+        out[f"env/{k}_coverage"] = sum(p.get(k, 0.0) != 0.0 for p in per_traj) / n
+    return out
 
 
 class MetricsLog:

@@ -37,7 +37,13 @@ from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, 
 from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.learner import Learner
 from argym.algorithms.lora import AdapterOffReference
-from argym.algorithms.metrics import MetricsLog, curve_title, plot_learning_curve, tampered_rate
+from argym.algorithms.metrics import (
+    MetricsLog,
+    curve_title,
+    plot_learning_curve,
+    reward_part_metrics,
+    tampered_rate,
+)
 from argym.algorithms.processes import all_ranks, check_processes, gather_step, make_accelerator, own_rng
 from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
@@ -346,6 +352,7 @@ class Trainer:
                 "train/reward": float(np.mean([t.reward for t in trajs])),
                 "train/success": float(np.mean([t.success for t in trajs])),
                 "train/tampered": tampered_rate(trajs),
+                **reward_part_metrics(trajs),
                 "train/response_tokens": tokens / max(len(trajs), 1),
                 "train/turns": float(np.mean([t.turns for t in trajs])),
                 "perf/rollout_s": t1 - t0,

@@ -35,11 +35,12 @@ from pathlib import Path
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
-def warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
+def warm_start(out: Path, seed: int, overrides: list[str], recipe: str | None = None) -> Path:
+    """The recipe's supervised warm start (None: the quickstart's), seeded; its policy dir."""
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
-    cfg = load_config(None, overrides + ["steps=0", f"seed={seed}", f"out_dir={out / f'warm-seed{seed}'}"])
+    cfg = load_config(recipe, overrides + ["steps=0", f"seed={seed}", f"out_dir={out / f'warm-seed{seed}'}"])
     trainer = Trainer(cfg)
     trainer.close()
     return out / f"warm-seed{seed}" / "checkpoint" / "policy"

@@ -212,26 +212,67 @@ def sar(a: argparse.Namespace) -> None:
     )
 
 
-def agentprm(a: argparse.Namespace) -> None:
-    """AgentPRM on Math with three attempts: outcome-only GRPO vs GRPO + PRM step rewards, same samples;
-    and the PRM as a best-of-N selector at inference."""
+AGENTPRM_ENV = ("argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 3})
+
+
+def train_agent_prm(policy_dir: Path, out: Path, prm_tasks: int, seed: int = 0) -> tuple[Path, int, dict]:
+    """AgentPRM stages (1)-(3) (arXiv 2502.10325 §3): roll out the policy at `policy_dir` on
+    `prm_tasks` training tasks × 8, Monte-Carlo Q targets with 2 branches restored from each
+    non-final attempt's snapshot, a small transformer PRM trained on them. Returns the PRM's dir,
+    the samples it cost (rollouts and branch episodes) and its held-out report (BCE, AUC)."""
     import numpy as np
-    from argym.agents.evaluate import evaluate
     from argym.agents.hf import HFPolicy
     from argym.agents.policy import SamplingParams
-    from argym.agents.prm_best_of_n import PRMBestOfN, prm_scorer
     from argym.agents.rollout import RolloutEngine
     from argym.agents.tiny import build_tiny_tokenizer
     from argym.algorithms.agent_prm import AgentPRMConfig, agent_prm_round, policy_actor
-    from argym.algorithms.config import load_config
-    from argym.algorithms.trainer import Trainer
     from argym.envs.executors import Executors
     from argym.rewards.prm import build_classifier
 
     import argym
 
+    env_id, kwargs = AGENTPRM_ENV
+    policy = HFPolicy.load(policy_dir)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=16)
+    t0 = time.perf_counter()
+    with RolloutEngine(
+        env_id, {**kwargs, "split": "train"}, policy, sampling, max_total_tokens=512
+    ) as engine:
+        rng = np.random.default_rng(123 + seed)
+        tasks = [engine.task_source.sample(rng, "train") for _ in range(prm_tasks)]
+        trajs = engine.run(tasks, group_size=8, seed=11 + seed)
+    prm = build_classifier(build_tiny_tokenizer(), hidden_size=64, num_layers=2, num_heads=4, seed=seed)
+    cfg = AgentPRMConfig(branches=2, epochs=5, lr=1e-3, batch_size=32, seed=seed)
+    branched = sum(max(t.turns - 1, 0) for t in trajs) * cfg.branches  # branch episodes are samples too
+    with Executors() as executors:  # the branch envs share one verifier pool, not one each
+        report = agent_prm_round(
+            prm,
+            trajs,
+            cfg,
+            make_env=lambda: argym.make(env_id, **{**kwargs, "split": "train", "executors": executors}),
+            act=policy_actor(policy, sampling, seed=5 + seed),
+        )
+    prm_dir = out / "prm"
+    prm.save(prm_dir)
+    print(
+        f"PRM: {report} from {len(trajs)} rollouts + {branched} branches ({time.perf_counter() - t0:.0f} s)"
+    )
+    return prm_dir, len(trajs) + branched, report
+
+
+def agentprm(a: argparse.Namespace) -> None:
+    """AgentPRM on Math with three attempts: outcome-only GRPO vs GRPO + PRM step rewards, same samples;
+    and the PRM as a best-of-N selector at inference."""
+    from argym.agents.evaluate import evaluate
+    from argym.agents.hf import HFPolicy
+    from argym.agents.policy import SamplingParams
+    from argym.agents.prm_best_of_n import PRMBestOfN, prm_scorer
+    from argym.algorithms.config import load_config
+    from argym.algorithms.trainer import Trainer
+    from argym.rewards.prm import ClassifierPRM
+
     out = Path(a.out) / "agentprm"
-    env_id, kwargs = "argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 3}
+    env_id, kwargs = AGENTPRM_ENV
     env_over = [f"env.kwargs.max_attempts={kwargs['max_attempts']}"]
     warm_dir = out / "warm"
     if not (warm_dir / "checkpoint" / "policy" / "config.json").is_file():
@@ -241,32 +282,8 @@ def agentprm(a: argparse.Namespace) -> None:
     warm = warm_dir / "checkpoint" / "policy"
     policy = HFPolicy.load(warm)
     sampling = SamplingParams(temperature=1.0, max_new_tokens=16)
-
-    # (1)-(3): roll out the warm policy, Monte-Carlo targets with branching, train the PRM
-    t0 = time.perf_counter()
-    with RolloutEngine(
-        env_id, {**kwargs, "split": "train"}, policy, sampling, max_total_tokens=512
-    ) as engine:
-        rng = np.random.default_rng(123)
-        tasks = [engine.task_source.sample(rng, "train") for _ in range(a.prm_tasks)]
-        trajs = engine.run(tasks, group_size=8, seed=11)
-    prm = build_classifier(build_tiny_tokenizer(), hidden_size=64, num_layers=2, num_heads=4)
-    cfg = AgentPRMConfig(branches=2, epochs=5, lr=1e-3, batch_size=32)
-    branched = sum(max(t.turns - 1, 0) for t in trajs) * cfg.branches  # branch episodes are samples too
-    with Executors() as executors:  # the branch envs share one verifier pool, not one each
-        report = agent_prm_round(
-            prm,
-            trajs,
-            cfg,
-            make_env=lambda: argym.make(env_id, **{**kwargs, "split": "train", "executors": executors}),
-            act=policy_actor(policy, sampling, seed=5),
-        )
-    prm_dir = out / "prm"
-    prm.save(prm_dir)
-    prm_samples = len(trajs) + branched
-    print(
-        f"PRM: {report} from {len(trajs)} rollouts + {branched} branches ({time.perf_counter() - t0:.0f} s)"
-    )
+    prm_dir, prm_samples, report = train_agent_prm(warm, out, a.prm_tasks)
+    prm = ClassifierPRM.load(prm_dir)
 
     # (4a) RL: outcome-only for `steps`; with PRM step rewards for as many samples in all
     per_step = 16 * 8

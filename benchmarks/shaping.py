@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class Arm:
     name: str
     recipe: str | None  # None: the quickstart recipe
     overrides: tuple[str, ...] = ()
+    prepared: bool = False  # uses the experiment's `prepare` output, and is charged its samples
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,20 @@ class Experiment:
     env: tuple[str, ...]  # overrides for every arm
     arms: tuple[Arm, ...]
     logged: tuple[str, ...]  # metric prefixes kept per step
+    # (warm policy dir, folder, seed) → overrides for the prepared arms, samples it cost, a report to keep
+    prepare: Callable[[Path, Path, int], tuple[list[str], int, dict]] | None = None
+    # an env of its own: every arm's recipe, and the overrides of the warm start trained per seed from it
+    recipe: str | None = None
+    warm: tuple[str, ...] = ()
+
+
+def agent_prm(policy_dir: Path, out: Path, seed: int) -> tuple[list[str], int, dict]:
+    """AgentPRM's PRM from the warm policy's own rollouts and branches; its step rewards for the arm."""
+    from process_rewards import train_agent_prm
+
+    prm_dir, samples, report = train_agent_prm(policy_dir, out, prm_tasks=32, seed=seed)
+    overrides = ["algorithm.advantage=returns", "reward.weights.process=0.5", f"reward.prm=hf:{prm_dir}"]
+    return overrides + ["reward.credit=min"], samples, report
 
 
 R3L = str(REPO / "configs" / "r3l_math.yaml")
@@ -77,33 +93,62 @@ EXPERIMENTS = {
         ),
         ("r3l/", "train/success", "train/turns"),
     ),
+    "agentprm": Experiment(
+        "GRPO vs GRPO + AgentPRM step rewards (PRM data charged), Math-v0 three attempts, same warm start per seed",
+        ("env.kwargs.max_attempts=3",),
+        (Arm("grpo", None), Arm("grpo+agentprm", None, prepared=True)),
+        ("reward/process", "train/success", "train/turns"),
+        prepare=agent_prm,
+    ),
 }
 
 
 def run(
     exp: Experiment, arms: list[Arm], seeds: list[int], warm: str | None, out: Path, a, overrides: list[str]
 ) -> list[dict]:
+    from argym.algorithms.config import load_config
+
     results = []
     for seed in seeds:
         policy_dir = (
             Path(warm.format(seed=seed)) / f"warm-seed{seed}" / "checkpoint" / "policy" if warm else None
         )
-        if policy_dir is None or not policy_dir.exists():  # a fresh clone: train the quickstart's warm start
+        if exp.recipe:  # its own env: its own warm start
+            policy_dir = out / f"warm-seed{seed}" / "checkpoint" / "policy"
+            if not policy_dir.exists():
+                policy_dir = warm_start(out, seed, list(exp.env + exp.warm) + overrides, recipe=exp.recipe)
+        elif (
+            policy_dir is None or not policy_dir.exists()
+        ):  # a fresh clone: train the quickstart's warm start
             policy_dir = warm_start(out, seed, overrides)
+        prepared = None
+        if exp.prepare and any(arm.prepared for arm in arms):
+            prepared = exp.prepare(policy_dir, out / f"prepare-seed{seed}", seed)
         for arm in arms:
+            extra, charged, steps = list(arm.overrides), 0, a.steps
+            if arm.prepared and prepared:
+                extra += prepared[0]
+                charged = prepared[1]
+                # the same samples as the other arms in all: fewer RL steps by what the preparation cost
+                rollout = load_config(exp.recipe, list(exp.env) + overrides).rollout
+                steps = max(1, a.steps - round(charged / (rollout.tasks_per_step * rollout.group_size)))
             r = run_preset(
                 arm.name,
                 seed,
                 policy_dir,
                 out,
-                a.steps,
+                steps,
                 a.eval_every,
                 a.episodes,
-                list(exp.env) + overrides + list(arm.overrides),
-                recipe=arm.recipe,
+                list(exp.env) + overrides + extra,
+                recipe=arm.recipe or exp.recipe,
                 logged=exp.logged,
                 as_preset=False,
             )
+            for point in r["curve"]:
+                point["samples"] += charged
+            if arm.prepared and prepared:
+                r["prepare"] = {"samples": charged, **prepared[2]}
             results.append(r)
             (out / "results.json").write_text(json.dumps({"runs": results}, indent=2))
     return results

@@ -231,7 +231,11 @@ class RewardComposer:
             metrics["reward/total"] = sum(out[i].reward for i in ok) / len(ok)
             groups = [(trajs[i].task_id, trajs[i].group) for i in ok]
             success = [float(trajs[i].success) for i in ok]
-            for name, v in values.items():
+            ranked = {
+                **values,
+                **({"process": [sum(r) for r in step_rewards]} if "process" in cfg.weights else {}),
+            }
+            for name, v in ranked.items():
                 # does the term rank a group's samples as correctness does? (None: no variation to rank)
                 corr = (
                     within_group_correlation([v[i] for i in ok], success, groups)

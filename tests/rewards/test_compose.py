@@ -232,3 +232,9 @@ def test_each_shaping_term_logs_how_it_ranks_a_group_as_success_does(renderer):
     against = iter([[0.1, 0.9, -0.2, 0.6]])
     _, m = RewardComposer(cfg, sequence={"sar": lambda trajs: next(against)})(ts)
     assert m["reward/sar_success_corr"] == pytest.approx(-1.0)
+    # the process term is ranked by the credited sum each trajectory gets
+    right = traj(renderer, ["1 + 0 is 1.\n\nSo:\n\n\\boxed{1}"], success=True, group=0)
+    wrong = traj(renderer, ["1 + 0 is 2.\n\nSo:\n\n\\boxed{2}"], success=False, group=0)
+    cfg = RewardConfig(weights={"outcome": 1.0, "process": 1.0})
+    _, m = RewardComposer(cfg, prm=RuleBasedPRM(), decode=renderer.decode)([right, wrong])
+    assert m["reward/process_success_corr"] == pytest.approx(1.0)
