@@ -9,7 +9,9 @@ from argym.types import Trajectory
 
 
 def _traj(*parts: dict) -> Trajectory:
-    return Trajectory("t", [], 0.0, False, len(parts), True, False, infos=[{"reward_parts": p} for p in parts])
+    return Trajectory(
+        "t", [], 0.0, False, len(parts), True, False, infos=[{"reward_parts": p} for p in parts]
+    )
 
 
 def test_reward_parts_are_summed_per_episode_and_their_coverage_counted() -> None:
