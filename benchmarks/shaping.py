@@ -16,6 +16,14 @@ with the same seeds and sample budget:
   ablation arms split R³L's two changes: `r3l-retries` keeps the retries but
   GRPO's loss and advantage, `r3l-loss` keeps R³L's loss, advantage and
   amplification with ordinary rollouts only.
+- `agentprm`: Math with three attempts, GRPO vs GRPO + AgentPRM step rewards
+  (arXiv 2502.10325): per seed a PRM is trained on the warm policy's own
+  rollouts and Monte-Carlo branches, and the PRM arm trains fewer RL steps by
+  what that data cost, so both arms end at about the same samples.
+- `pure`: a gameable PRM (filler steps score 0.9) under sum- vs min-form credit
+  (PURE, arXiv 2504.15275), GRPO beside, from a warm start that already pads.
+- `decomposer`: `argym/DecomposeReasoner-v0` on word problems with known
+  intermediates: sparse (λ = 0) vs dense min-form vs dense mean-form step reward.
 
 Every arm records its mechanism's metrics per step (`logged` prefixes below).
 Results per run go to `<out>/results.json` (one process per seed, then
@@ -38,6 +46,16 @@ from pathlib import Path
 from algorithms import plot, run_preset, summarise, warm_start
 
 REPO = Path(__file__).resolve().parents[1]
+R3L = str(REPO / "configs" / "r3l_math.yaml")
+DECOMPOSER = str(REPO / "configs" / "decomposer_verified.yaml")
+# PURE (arXiv 2504.15275 §5): the filler-loving PRM of benchmarks/process_rewards.py (registered when
+# the filler warm start imports it) scores filler steps 0.9 and the answer ±1; answers up to 80 tokens
+PURE_COMMON = (
+    "rollout.tasks_per_step=16",
+    "rollout.max_new_tokens=80",
+    "reward.weights.outcome=1.0",
+    "reward.prm=filler_loving",
+)
 
 
 @dataclass(frozen=True)
@@ -56,9 +74,26 @@ class Experiment:
     logged: tuple[str, ...]  # metric prefixes kept per step
     # (warm policy dir, folder, seed) → overrides for the prepared arms, samples it cost, a report to keep
     prepare: Callable[[Path, Path, int], tuple[list[str], int, dict]] | None = None
-    # an env of its own: every arm's recipe, and the overrides of the warm start trained per seed from it
+    # every arm's recipe (an arm's own wins); None: the quickstart's
     recipe: str | None = None
-    warm: tuple[str, ...] = ()
+    # (folder, seed, overrides) → the warm policy dir, trained per seed when the quickstart's will not do
+    own_warm_start: Callable[[Path, int, list[str]], Path] | None = None
+
+
+def decomposer_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
+    """The recipe's warm start on the oracle decomposition (the task's own intermediate steps), per seed."""
+    policy_dir = out / f"warm-seed{seed}" / "checkpoint" / "policy"
+    if policy_dir.exists():
+        return policy_dir
+    warm = ["warm_start.steps=200", "warm_start.batch_size=32"]
+    return warm_start(out, seed, warm + overrides, recipe=DECOMPOSER)
+
+
+def filler_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
+    """Oracle answers of which half open with one or two filler steps, so RL can amplify padding (PURE)."""
+    from process_rewards import filler_warm_start as train
+
+    return train(out / f"warm-seed{seed}", steps=400, seed=seed)
 
 
 def agent_prm(policy_dir: Path, out: Path, seed: int) -> tuple[list[str], int, dict]:
@@ -70,12 +105,18 @@ def agent_prm(policy_dir: Path, out: Path, seed: int) -> tuple[list[str], int, d
     return overrides + ["reward.credit=min"], samples, report
 
 
-R3L = str(REPO / "configs" / "r3l_math.yaml")
 EXPERIMENTS = {
     "sar": Experiment(
         "GRPO vs GRPO + 0.2·SAR, Math-v0 one attempt, tiny policy, same warm start per seed",
         (),
-        (Arm("grpo", None, ("reward.weights.sar=0.0",)), Arm("grpo+sar", None, ("reward.weights.sar=0.2",))),
+        (
+            Arm("grpo", None, ("reward.weights.sar=0.0",)),
+            Arm("grpo+sar", None, ("reward.weights.sar=0.2",)),
+            # ablation: without the group std, a group whose outcomes are all equal keeps SAR's small
+            # spread small instead of scaling it to unit size (Dr.GRPO's point, arXiv 2503.20783 §3.1)
+            Arm("grpo-nostd", None, ("reward.weights.sar=0.0", "algorithm.adv_std=false")),
+            Arm("grpo+sar-nostd", None, ("reward.weights.sar=0.2", "algorithm.adv_std=false")),
+        ),
         ("reward/sar", "train/response_tokens", "train/success"),
     ),
     "r3l": Experiment(
@@ -100,6 +141,38 @@ EXPERIMENTS = {
         ("reward/process", "train/success", "train/turns"),
         prepare=agent_prm,
     ),
+    "pure": Experiment(
+        "GRPO vs PURE sum- and min-form credit of a gameable PRM, Math-v0, filler warm start per seed",
+        PURE_COMMON,
+        (
+            Arm("grpo", None, ("reward.weights.process=0.0",)),  # the PRM logged, not trained on
+            Arm(
+                "sum",
+                None,
+                ("reward.weights.process=1.0", "reward.credit=sum", "algorithm.advantage=returns"),
+            ),
+            Arm(
+                "min",
+                None,
+                ("reward.weights.process=1.0", "reward.credit=min", "algorithm.advantage=returns"),
+            ),
+        ),
+        ("reward/process", "train/response_tokens", "train/success"),
+        own_warm_start=filler_warm_start,
+    ),
+    "decomposer": Experiment(
+        "Sparse vs dense (verified Decomposer–Reasoner) reward, min- and mean-form, word problems, per-seed warm start",
+        ("env.kwargs.tasks=word_problems(max_number=12)",),
+        (
+            Arm("sparse", None, ("env.kwargs.lam=0.0",)),
+            Arm("dense-min", None, ("env.kwargs.lam=0.5",)),
+            # T → ∞ turns PURE's soft min into the mean: partial credit for a partly right decomposition
+            Arm("dense-mean", None, ("env.kwargs.lam=0.5", "env.kwargs.temperature=1000")),
+        ),
+        ("env/", "train/success", "train/turns"),
+        recipe=DECOMPOSER,
+        own_warm_start=decomposer_warm_start,
+    ),
 }
 
 
@@ -113,10 +186,8 @@ def run(
         policy_dir = (
             Path(warm.format(seed=seed)) / f"warm-seed{seed}" / "checkpoint" / "policy" if warm else None
         )
-        if exp.recipe:  # its own env: its own warm start
-            policy_dir = out / f"warm-seed{seed}" / "checkpoint" / "policy"
-            if not policy_dir.exists():
-                policy_dir = warm_start(out, seed, list(exp.env + exp.warm) + overrides, recipe=exp.recipe)
+        if exp.own_warm_start:
+            policy_dir = exp.own_warm_start(out, seed, list(exp.env) + overrides)
         elif (
             policy_dir is None or not policy_dir.exists()
         ):  # a fresh clone: train the quickstart's warm start
