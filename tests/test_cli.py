@@ -290,3 +290,65 @@ def test_eval_out_holds_each_episodes_transcript_and_show_prints_them(tmp_path):
     assert [m["role"] for m in t["messages"]] == ["user", "assistant"]
     assert "\\boxed{" in t["messages"][1]["content"] and t["verdict"]["correct"] is True
     assert out.stdout.count("PASS") == 2 and "verdict:" in out.stdout and "\\boxed{" in out.stdout
+
+
+def _sandbox_uid_pids() -> set[int]:
+    """Live processes owned by a uid the process sandbox leases (its candidates' and warm workers')."""
+    import os
+
+    from argym.envs.sandbox.uids import BASE_UID, UID_POOL
+
+    pids = set()
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and BASE_UID <= os.stat(f"/proc/{name}").st_uid < BASE_UID + UID_POOL:
+                pids.add(int(name))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.slow
+def test_train_stopped_with_sigterm_closes_its_sandboxes(tmp_path):
+    """A scheduler's SIGTERM unwinds `argym train`: the Code env's graders close, so neither their warm
+    workers (under a leased uid) nor their sandbox folders outlive the run. Python's default died at once
+    and left the folder behind."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    tmp, run_dir = tmp_path / "tmp", tmp_path / "run"
+    tmp.mkdir()
+    before = _sandbox_uid_pids()
+    recipe = Path(__file__).resolve().parents[1] / "configs" / "grpo_code.yaml"
+    args = [*TINY_RUN[1:], "steps=1000", "eval.every=0", "checkpoint_every=1000", f"out_dir={run_dir}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "argym.cli", "train", str(recipe), *args],
+        env={**os.environ, "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    metrics = run_dir / "metrics.jsonl"
+    while proc.poll() is None and time.monotonic() < deadline:
+        if metrics.is_file() and metrics.read_text().count("\n") >= 2:  # graded: warm workers started
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    started = _sandbox_uid_pids() - before
+    assert started, "the run graded in the process sandbox, so it holds warm workers"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    end = time.monotonic() + 10
+    while (_sandbox_uid_pids() & started) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not _sandbox_uid_pids() & started, "warm workers outlived the run"
+    left = [
+        p.name
+        for p in tmp.iterdir()
+        if p.name.startswith("argym-sandbox-") and p.is_dir() and "uids" not in p.name
+    ]
+    assert not left, left
+    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]  # exits as a stopped job, not a crash

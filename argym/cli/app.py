@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import click
 
@@ -18,12 +20,28 @@ def debugging() -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
+def unwind_on_sigterm() -> None:
+    """SIGTERM (a job scheduler's stop, `timeout`, `docker stop`, `kill`) exits like a normal error exit.
+
+    Python's default is to die at once, so no `finally` runs: the trainer's envs, their sandboxes'
+    folders (and, seen once, a warm worker living on under its leased uid until that uid was leased
+    again), a local Ray and a vLLM engine were left to the next run's sweeps. Raising `SystemExit` unwinds the
+    stack, so each `close` runs; the exit status stays the conventional 128 + 15. A handler the
+    embedding program set is kept.
+    """
+    if threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `argym` console script.
 
     A user's mistake is one line (`common.user_errors`); anything else that escapes a command is
     a bug, reported in one line that says how to see its traceback (``--debug``).
     """
+    unwind_on_sigterm()
     try:
         cli.main(args=argv, prog_name="argym")
     except Exception as e:
