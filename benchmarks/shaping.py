@@ -319,7 +319,10 @@ def main() -> None:
         vcol = (
             "—"
             if vs is None or r["preset"] == baseline
-            else f"{vs[0]:+.3f} [{vs[1]:+.3f}, {vs[2]:+.3f}]; " + " / ".join(f"{d:+.3f}" for d in vs[3])
+            else f"{vs[0]:+.3f} "
+            + (f"[{vs[1]:+.3f}, {vs[2]:+.3f}]" if not math.isnan(vs[1]) else "—")
+            + "; "
+            + " / ".join(f"{d:+.3f}" for d in vs[3])
         )
         print(
             f"| {r['preset']} | {r['seeds']} | {r['start']:.3f} | {r['final']:.3f} {ci} | {r['gain']:+.3f} {gci} | "
