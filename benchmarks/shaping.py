@@ -16,6 +16,8 @@ with the same seeds and sample budget:
   ablation arms split R³L's two changes: `r3l-retries` keeps the retries but
   GRPO's loss and advantage, `r3l-loss` keeps R³L's loss, advantage and
   amplification with ordinary rollouts only.
+- `r3l-feedback`: the same from a warm start that acts on feedback (half of its episodes
+  answer right after the env's "Incorrect" or after R³L's guidance): R³L's precondition.
 - `agentprm`: Math with three attempts, GRPO vs GRPO + AgentPRM step rewards
   (arXiv 2502.10325): per seed a PRM is trained on the warm policy's own
   rollouts and Monte-Carlo branches, and the PRM arm trains fewer RL steps by
@@ -96,6 +98,61 @@ def filler_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
     return train(out / f"warm-seed{seed}", steps=400, seed=seed)
 
 
+def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int = 400) -> Path:
+    """The quickstart's warm start, but on episodes where acting on feedback is part of the task.
+
+    Half are the quickstart's (the question, the right answer); a quarter answer wrong first, get
+    the env's "Incorrect, try again" and then answer right; a quarter see R³L's rule guidance for a
+    wrong answer (the exact message the reflector writes, from the env's real verdict) and answer
+    right. Only the right answers are trained on. This is the precondition R³L assumes (a policy
+    that can read what went wrong) and that the quickstart's warm start lacks.
+    """
+    import numpy as np
+    from argym.agents.hf import HFPolicy
+    from argym.agents.renderer import conversation_ids
+    from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
+    from argym.algorithms.r3l.reflection import RuleReflector
+    from argym.algorithms.sft import warm_start as sft
+
+    import argym
+    from argym.types import Trajectory
+
+    path = out / f"warm-seed{seed}" / "checkpoint" / "policy"
+    if (path / "config.json").is_file():
+        return path
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=seed), tok, name="tiny")
+    rng = np.random.default_rng(seed + 1)
+    env = argym.make("argym/Math-v0", tasks="arithmetic(digits=2,ops=+,terms=2)", max_attempts=3)
+    seqs = []
+    try:
+        for _ in range(2000):
+            obs, _ = env.reset(seed=int(rng.integers(2**31)))
+            answer = int(env.unwrapped.task.answer)
+            right = {"role": "assistant", "content": f"\\boxed{{{answer}}}"}
+            kind = int(rng.choice(3, p=[0.5, 0.25, 0.25]))
+            if kind == 0:
+                messages = [*obs, right]
+            else:
+                wrong = answer + int(rng.choice([-1, 1])) * int(rng.integers(1, 20))
+                after, _, _, _, info = env.step(f"\\boxed{{{wrong}}}")
+                if kind == 1:
+                    messages = [*after, right]
+                else:
+                    failed = Trajectory("t", after, 0.0, False, 1, False, False, infos=[info])
+                    hint = RuleReflector().reflect([failed])[0].guidance
+                    messages = [*obs, {"role": "user", "content": hint}, right]
+            ids, mask = conversation_ids(policy.renderer, messages)
+            last = len(ids) - len(policy.renderer.assistant_ids(right))
+            seqs.append((ids, [0] * last + mask[last:]))  # the wrong answer is context, not a target
+    finally:
+        env.close()
+    losses = sft(policy, seqs, steps, batch_size=64, lr=2e-3, seed=seed + 2)
+    print(f"feedback warm start: {steps} steps, loss {losses[0]:.3f} → {losses[-1]:.3f}", flush=True)
+    policy.save(path)
+    return path
+
+
 def agent_prm(policy_dir: Path, out: Path, seed: int) -> tuple[list[str], int, dict]:
     """AgentPRM's PRM from the warm policy's own rollouts and branches; its step rewards for the arm."""
     from process_rewards import train_agent_prm
@@ -133,6 +190,13 @@ EXPERIMENTS = {
             Arm("r3l-loss", R3L, ("rollout.strategy=plain",)),
         ),
         ("r3l/", "train/success", "train/turns"),
+    ),
+    "r3l-feedback": Experiment(
+        "GRPO vs R³L from a warm start that acts on feedback, Math-v0 three attempts, tiny policy",
+        ("env.kwargs.max_attempts=3",),
+        (Arm("grpo", None), Arm("r3l", R3L), Arm("r3l-loss", R3L, ("rollout.strategy=plain",))),
+        ("r3l/", "train/success", "train/turns"),
+        own_warm_start=feedback_warm_start,
     ),
     "agentprm": Experiment(
         "GRPO vs GRPO + AgentPRM step rewards (PRM data charged), Math-v0 three attempts, same warm start per seed",
