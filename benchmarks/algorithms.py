@@ -35,6 +35,13 @@ from pathlib import Path
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
+def t_half(xs: list[float]) -> float:
+    """Half-width of the 95% Student-t interval of the mean of `xs` (nan for fewer than 2 values)."""
+    if len(xs) < 2:
+        return math.nan
+    return T975.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
 def warm_start(out: Path, seed: int, overrides: list[str], recipe: str | None = None) -> Path:
     """The recipe's supervised warm start (None: the quickstart's), seeded; its policy dir."""
     from argym.algorithms.config import load_config
@@ -109,7 +116,7 @@ def run_preset(
             if "value/loss" in m:
                 mechanism["value_explained_var"].append(m["value/explained_var"])
                 mechanism["value_loss"].append(m["value/loss"])
-            for key in (k for k in m if k.startswith(logged) and logged):
+            for key in (k for k in m if k.startswith(logged)) if logged else ():
                 mechanism.setdefault(key, []).append(m[key])
             if step % eval_every == 0 or step == steps:
                 result = trainer.evaluate(episodes)
@@ -145,11 +152,7 @@ def summarise(results: list[dict], threshold: float) -> list[dict]:
         runs = [r for r in results if r["preset"] == name]
         finals = [r["curve"][-1]["accuracy"] for r in runs]
         mean = statistics.fmean(finals)
-        half = (
-            T975.get(len(finals) - 1, 1.96) * statistics.stdev(finals) / math.sqrt(len(finals))
-            if len(finals) > 1
-            else math.nan
-        )
+        half = t_half(finals)
         pooled = wilson_interval(sum(r["final_successes"] for r in runs), sum(r["final_n"] for r in runs))
         reach = [next((p["samples"] for p in r["curve"] if p["accuracy"] >= threshold), None) for r in runs]
 
@@ -160,11 +163,7 @@ def summarise(results: list[dict], threshold: float) -> list[dict]:
             r["mechanism"]["value_explained_var"][-1] for r in runs if r["mechanism"]["value_explained_var"]
         ]
         gains = [r["curve"][-1]["accuracy"] - r["curve"][0]["accuracy"] for r in runs]  # paired by seed
-        gain_half = (
-            T975.get(len(gains) - 1, 1.96) * statistics.stdev(gains) / math.sqrt(len(gains))
-            if len(gains) > 1
-            else math.nan
-        )
+        gain_half = t_half(gains)
         rows.append(
             {
                 "preset": name,

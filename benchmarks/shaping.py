@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from algorithms import T975, plot, run_preset, summarise, warm_start
+from algorithms import plot, run_preset, summarise, t_half, warm_start
 
 REPO = Path(__file__).resolve().parents[1]
 R3L = str(REPO / "configs" / "r3l_math.yaml")
@@ -300,12 +300,7 @@ def versus(results: list[dict], arm: str, baseline: str) -> tuple[float, float, 
     ]
     if not diffs:
         return None
-    mean = statistics.fmean(diffs)
-    half = (
-        T975.get(len(diffs) - 1, 1.96) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-        if len(diffs) > 1
-        else math.nan
-    )
+    mean, half = statistics.fmean(diffs), t_half(diffs)
     return mean, mean - half, mean + half, diffs
 
 

@@ -236,12 +236,10 @@ class RewardComposer:
                 **({"process": [sum(r) for r in step_rewards]} if "process" in cfg.weights else {}),
             }
             for name, v in ranked.items():
+                if name == "outcome":
+                    continue
                 # does the term rank a group's samples as correctness does? (None: no variation to rank)
-                corr = (
-                    within_group_correlation([v[i] for i in ok], success, groups)
-                    if name != "outcome"
-                    else None
-                )
+                corr = within_group_correlation([v[i] for i in ok], success, groups)
                 if corr is not None:
                     metrics[f"reward/{name}_success_corr"] = corr
         metrics["reward/infra_failures"] = float(sum(failed) - sum(t.infra_failure for t in trajs))
