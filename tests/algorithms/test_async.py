@@ -124,6 +124,7 @@ def test_async_config_errors():
 
 
 @pytest.mark.slow
+@pytest.mark.full(reason="CI: the lag bound above, and the synchronous learning bar in test_trainer.py")
 def test_async_staleness_2_still_learns_the_quickstart(tmp_path):
     """The quickstart's end-to-end bar (held-out gain) with batches running 2 versions ahead of the learner."""
     from argym.algorithms.quickstart import run_quickstart

@@ -17,6 +17,8 @@ KWARGS = {
     "argym/OpenEnv-v0": {},
     "argym/Verifiers-v0": {},
 }
+# CI checks one env of each kind of episode (single-turn text, tools, a repo in a sandbox); `make test-full` all
+IN_CI = ("argym/Math-v0", "argym/ToolCall-v0", "argym/SWE-v0")
 
 
 def test_every_registered_env_has_check_kwargs() -> None:
@@ -24,7 +26,13 @@ def test_every_registered_env_has_check_kwargs() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", sorted(KWARGS))
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        env_id if env_id in IN_CI else pytest.param(env_id, marks=pytest.mark.full(reason=f"CI: {IN_CI}"))
+        for env_id in sorted(KWARGS)
+    ],
+)
 def test_argym_env_passes_argym_check(env_id: str, request) -> None:
     kwargs = dict(KWARGS[env_id])
     if env_id == "argym/OpenEnv-v0":

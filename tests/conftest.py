@@ -1,0 +1,21 @@
+"""The suite's two sizes: `make test` (CI) runs a representative sample of the heavy matrices, and
+`make test-full` (ARGYM_TEST_FULL=1) runs every member. A test marked `full` is a further member of a
+matrix whose representative runs in CI (named in its marker's reason); CI deselects it, so it is
+reported as deselected rather than skipped, and a skip still means what it says."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+FULL = os.environ.get("ARGYM_TEST_FULL") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL:
+        return
+    kept = [item for item in items if item.get_closest_marker("full") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
