@@ -83,12 +83,15 @@ class Experiment:
 
 
 def decomposer_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
-    """The recipe's warm start on the oracle decomposition (the task's own intermediate steps), per seed."""
+    """The recipe's warm start (400 × 64) on the oracle decomposition (the task's own intermediate steps).
+
+    A quarter of it (200 × 32) taught the tiny model the decomposition's shape but not to copy the
+    problem's numbers into it: every sub-question was rejected, so the dense reward was as flat as the
+    outcome (0 on every sample)."""
     policy_dir = out / f"warm-seed{seed}" / "checkpoint" / "policy"
     if policy_dir.exists():
         return policy_dir
-    warm = ["warm_start.steps=200", "warm_start.batch_size=32"]
-    return warm_start(out, seed, warm + overrides, recipe=DECOMPOSER)
+    return warm_start(out, seed, overrides, recipe=DECOMPOSER)
 
 
 def filler_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
@@ -98,14 +101,15 @@ def filler_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
     return train(out / f"warm-seed{seed}", steps=400, seed=seed)
 
 
-def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int = 400) -> Path:
+def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int = 800) -> Path:
     """The quickstart's warm start, but on episodes where acting on feedback is part of the task.
 
     Half are the quickstart's (the question, the right answer); a quarter answer wrong first, get
     the env's "Incorrect, try again" and then answer right; a quarter see R³L's rule guidance for a
     wrong answer (the exact message the reflector writes, from the env's real verdict) and answer
     right. Only the right answers are trained on. This is the precondition R³L assumes (a policy
-    that can read what went wrong) and that the quickstart's warm start lacks.
+    that can read what went wrong) and that the quickstart's warm start lacks. Twice the quickstart's
+    episodes and steps, so that the plain half gets as many updates as the quickstart's whole.
     """
     import numpy as np
     from argym.agents.hf import HFPolicy
@@ -126,7 +130,7 @@ def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int =
     env = argym.make("argym/Math-v0", tasks="arithmetic(digits=2,ops=+,terms=2)", max_attempts=3)
     seqs = []
     try:
-        for _ in range(2000):
+        for _ in range(4000):
             obs, _ = env.reset(seed=int(rng.integers(2**31)))
             answer = int(env.unwrapped.task.answer)
             right = {"role": "assistant", "content": f"\\boxed{{{answer}}}"}
@@ -225,8 +229,9 @@ EXPERIMENTS = {
         own_warm_start=filler_warm_start,
     ),
     "decomposer": Experiment(
-        "Sparse vs dense (verified Decomposer–Reasoner) reward, min- and mean-form, word problems, per-seed warm start",
-        ("env.kwargs.tasks=word_problems(max_number=12)",),
+        "Sparse vs dense (verified Decomposer–Reasoner) reward, min- and mean-form, word problems (numbers ≤ 8)",
+        # numbers up to 8: 500 distinct test problems, and products the tiny model can hold (≤ 64)
+        ("env.kwargs.tasks=word_problems(max_number=8)",),
         (
             Arm("sparse", None, ("env.kwargs.lam=0.0",)),
             Arm("dense-min", None, ("env.kwargs.lam=0.5",)),
@@ -251,7 +256,11 @@ def run(
             Path(warm.format(seed=seed)) / f"warm-seed{seed}" / "checkpoint" / "policy" if warm else None
         )
         if exp.own_warm_start:
-            policy_dir = exp.own_warm_start(out, seed, list(exp.env) + overrides)
+            # one warm start for every seed (`--warm-seed`): the seeds then differ in RL only
+            home, w = (
+                (out, seed) if a.warm_seed is None else (Path(warm.format(seed=a.warm_seed)), a.warm_seed)
+            )
+            policy_dir = exp.own_warm_start(home, w, list(exp.env) + overrides)
         elif (
             policy_dir is None or not policy_dir.exists()
         ):  # a fresh clone: train the quickstart's warm start
@@ -335,6 +344,13 @@ def main() -> None:
         default="runs/bench_alg_s{seed}",
         help="DIR holding warm-seedN/ ({seed} becomes N): benchmarks/algorithms.py's warm starts; "
         "trained here when missing",
+    )
+    ap.add_argument(
+        "--warm-seed",
+        type=int,
+        default=None,
+        help="experiments with a warm start of their own: train (or reuse) seed N's in --warm DIR, and start "
+        "every seed from it (costly warm starts: the seeds then differ in RL only)",
     )
     ap.add_argument("--out", default=None, help="run folder (default runs/shaping/<experiment>)")
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="summarise several runs' results.json instead")
