@@ -190,29 +190,52 @@ def summarise(results: list[dict], threshold: float) -> list[dict]:
 TITLE = "argym presets on argym/Math-v0, two-digit addition, tiny policy, same warm start per seed"
 
 
-def plot(results: list[dict], path: Path, title: str = TITLE) -> None:
-    """Every preset's mean curve over seeds (band: min–max over seeds), vs. samples and vs. wall-clock."""
+def _band(ax, x: list[float], per_seed: list[list[float]], label: str | None = None, marker: str = "o"):
+    """The mean over seeds as a line, min–max over seeds as a band; `per_seed[i]`: the seeds' values at x[i]."""
+    (line,) = ax.plot(x, [statistics.fmean(v) for v in per_seed], marker=marker, label=label)
+    ax.fill_between(
+        x, [min(v) for v in per_seed], [max(v) for v in per_seed], color=line.get_color(), alpha=0.12
+    )
+
+
+def plot(results: list[dict], path: Path, title: str = TITLE, diagnostic: str | None = None) -> None:
+    """Every preset's mean curve over seeds (band: min–max over seeds), vs. samples and vs. wall-clock;
+    with `diagnostic` (a metric the runs logged per step), a third panel of it per RL step: the mechanism
+    beside its effect, so a flat accuracy can be told from a mechanism that never fired."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 3 if diagnostic else 2, figsize=(18 if diagnostic else 12, 4.5))
+    axes[1].sharey(axes[0])
     for name in dict.fromkeys(r["preset"] for r in results):
-        curves = [r["curve"] for r in results if r["preset"] == name]
+        runs = [r for r in results if r["preset"] == name]
+        curves = [r["curve"] for r in runs]
         n = min(len(c) for c in curves)
         acc = [[c[i]["accuracy"] for c in curves] for i in range(n)]
-        mean = [statistics.fmean(a) for a in acc]
         for ax, key in zip(axes, ("samples", "seconds")):
             x = [statistics.fmean(c[i][key] for c in curves) for i in range(n)]
-            (line,) = ax.plot(x, mean, marker="o", label=f"{name} (n={len(curves)})")
-            ax.fill_between(
-                x, [min(a) for a in acc], [max(a) for a in acc], color=line.get_color(), alpha=0.12
-            )
+            _band(ax, x, acc, f"{name} (n={len(curves)})")
+        if diagnostic:
+            logged = [r["mechanism"].get(diagnostic, []) for r in runs]
+            steps = min(len(v) for v in logged)
+            if steps:
+                _band(
+                    axes[2],
+                    list(range(1, steps + 1)),
+                    [[v[i] for v in logged] for i in range(steps)],
+                    marker="",
+                )
+            else:
+                axes[2].plot([], [])  # keeps the colours in step with the other panels
     axes[0].set_xlabel("samples (trajectories rolled out)")
     axes[1].set_xlabel("wall-clock training seconds")
     axes[0].set_ylabel("held-out accuracy (greedy), mean over seeds")
     axes[1].legend(fontsize=8)
+    if diagnostic:
+        axes[2].set_xlabel("RL step")
+        axes[2].set_ylabel(f"{diagnostic} (training batch), mean over seeds")
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.suptitle(title)

@@ -80,6 +80,7 @@ class Experiment:
     recipe: str | None = None
     # (folder, seed, overrides) → the warm policy dir, trained per seed when the quickstart's will not do
     own_warm_start: Callable[[Path, int, list[str]], Path] | None = None
+    plotted: str | None = None  # the mechanism's metric drawn beside the accuracy curves
 
 
 def decomposer_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
@@ -179,6 +180,7 @@ EXPERIMENTS = {
             Arm("grpo+sar-nostd", None, ("reward.weights.sar=0.2", "algorithm.adv_std=false")),
         ),
         ("reward/sar", "train/response_tokens", "train/success"),
+        plotted="reward/sar_success_corr",
     ),
     "r3l": Experiment(
         "GRPO vs R³L, Math-v0 three attempts, tiny policy, same warm start per seed",
@@ -194,12 +196,14 @@ EXPERIMENTS = {
             Arm("r3l-loss", R3L, ("rollout.strategy=plain",)),
         ),
         ("r3l/", "train/success", "train/turns"),
+        plotted="r3l/retry_success",
     ),
     "r3l-feedback": Experiment(
         "GRPO vs R³L from a warm start that acts on feedback, Math-v0 three attempts, tiny policy",
         ("env.kwargs.max_attempts=3",),
         (Arm("grpo", None), Arm("r3l", R3L), Arm("r3l-loss", R3L, ("rollout.strategy=plain",))),
         ("r3l/", "train/success", "train/turns"),
+        plotted="r3l/retry_success",
         own_warm_start=feedback_warm_start,
     ),
     "agentprm": Experiment(
@@ -207,6 +211,7 @@ EXPERIMENTS = {
         ("env.kwargs.max_attempts=3",),
         (Arm("grpo", None), Arm("grpo+agentprm", None, prepared=True)),
         ("reward/process", "train/success", "train/turns"),
+        plotted="reward/process_success_corr",
         prepare=agent_prm,
     ),
     "pure": Experiment(
@@ -226,6 +231,7 @@ EXPERIMENTS = {
             ),
         ),
         ("reward/process", "train/response_tokens", "train/success"),
+        plotted="train/response_tokens",
         own_warm_start=filler_warm_start,
     ),
     "decomposer": Experiment(
@@ -239,6 +245,7 @@ EXPERIMENTS = {
             Arm("dense-mean", None, ("env.kwargs.lam=0.5", "env.kwargs.temperature=1000")),
         ),
         ("env/", "train/success", "train/turns"),
+        plotted="env/process_coverage",
         recipe=DECOMPOSER,
         own_warm_start=decomposer_warm_start,
     ),
@@ -377,7 +384,7 @@ def main() -> None:
     (out / "results.json").write_text(summary)
     if a.merge:
         (REPO / "benchmarks" / "results" / f"shaping_{a.experiment}.json").write_text(summary)
-        plot(results, REPO / "benchmarks" / "results" / f"shaping_{a.experiment}.png", exp.title)
+        plot(results, REPO / "benchmarks" / "results" / f"shaping_{a.experiment}.png", exp.title, exp.plotted)
     print(
         f"\n| arm | seeds | warm start | final (95% CI over seeds) | gain (paired 95% CI) | − {baseline} "
         "(paired 95% CI; per seed) | samples | train s |"
