@@ -13,7 +13,7 @@ SMOLLM2 := $(ARGYM_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 # BFCL's data (argym/ToolCall-v0 tasks=bfcl) from the bfcl-eval wheel, without its dependencies
 BFCL := $(ARGYM_CACHE)/bfcl/2026.3.23/.complete
 # --durations: where the suite's minutes go, printed at the end of every run
-PYTEST_ARGS ?= --durations=25
+PYTEST_ARGS ?= --durations=60
 
 # argym as users install it (the wheel in fresh venvs, run from outside the checkout): .ci/packaging.sh
 PACKAGING := BUILD_PY=$(PY) PYTHON=$(PYTHON) TORCH=$(TORCH) ARGYM_CACHE=$(ARGYM_CACHE) bash .ci/packaging.sh

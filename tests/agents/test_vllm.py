@@ -286,9 +286,6 @@ def test_train_with_the_vllm_backend_syncs_every_step(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.full(
-    reason="CI: training through vLLM with the tiny model above, SmolLM2's preparation in test_models.py"
-)
 def test_smollm2_recipe_trains_two_steps_through_vllm(tmp_path):
     """`argym train configs/grpo_smollm2_math.yaml`, shrunk to 2 steps: the real model (SmolLM2, prepared
     from its GGUF on first use), vLLM rollouts graded on the final answer, a weight sync after each update,
