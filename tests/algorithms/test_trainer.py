@@ -192,22 +192,13 @@ def test_run_dir_refuses_another_config(tmp_path):
 
 
 @pytest.mark.slow
-def test_grpo_raises_held_out_accuracy(tmp_path):
-    """End to end on the CPU: warm start, GRPO, and a held-out gain that could not come from noise alone."""
-    from argym.algorithms.quickstart import run_quickstart
-
-    summary = run_quickstart(str(tmp_path / "run"), E2E_OVERRIDES)
-    assert summary["before"]["n"] >= 200
-    # the intervals are 95% Wilson intervals on the same tasks; demand a clear gain
-    assert summary["after"]["accuracy"] >= summary["before"]["accuracy"] + E2E_MIN_GAIN, summary
+def test_grpo_raises_held_out_accuracy(tmp_path, quickstart_learns):
+    """End to end on the CPU: the quickstart's warm start, GRPO, and a held-out gain that could not come from
+    noise alone."""
+    summary = quickstart_learns(tmp_path / "run")
     assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 10_000
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["before"]["accuracy"] == summary["before"]["accuracy"]
-
-
-# Half the quickstart's RL steps (on this machine: 0.267 -> 0.55 at step 50); the issue's bar is 15 points.
-E2E_OVERRIDES = ["steps=50", "eval.episodes=200", "eval.every=0"]
-E2E_MIN_GAIN = 0.15
 
 
 @pytest.mark.parametrize(
