@@ -25,7 +25,9 @@ with the same seeds and sample budget:
 - `pure`: a gameable PRM (filler steps score 0.9) under sum- vs min-form credit
   (PURE, arXiv 2504.15275), GRPO beside, from a warm start that already pads.
 - `decomposer`: `argym/DecomposeReasoner-v0` on word problems with known
-  intermediates: sparse (λ = 0) vs dense min-form vs dense mean-form step reward.
+  intermediates: sparse (λ = 0) vs dense min-form vs dense mean-form step reward,
+  from the recipe's full warm start (33 min here), trained once and shared by the
+  seeds with `--warm runs/shaping/decomposer_warm --warm-seed 0`.
 
 Every arm records its mechanism's metrics per step (`logged` prefixes below).
 Results per run go to `<out>/results.json` (one process per seed, then
