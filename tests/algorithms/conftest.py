@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,9 +31,9 @@ def quickstart_learns(quickstart_warm_policy) -> Callable[..., dict]:
     warm start; asserts the end-to-end bar and returns the run's summary."""
     from argym.algorithms.quickstart import run_quickstart
 
-    def learn(run_dir: Path, extra: list[str] = []) -> dict:  # noqa: B006 (read only)
+    def learn(run_dir: Path, extra: Sequence[str] = ()) -> dict:
         warm = ["policy.kind=hf", f"policy.path={quickstart_warm_policy}", "warm_start.steps=0"]
-        summary = run_quickstart(str(run_dir), E2E_OVERRIDES + warm + extra)
+        summary = run_quickstart(str(run_dir), [*E2E_OVERRIDES, *warm, *extra])
         assert summary["before"]["n"] >= 200
         # 95% Wilson intervals on the same tasks; demand a clear gain
         assert summary["after"]["accuracy"] >= summary["before"]["accuracy"] + E2E_MIN_GAIN, summary
