@@ -15,7 +15,7 @@ FULL = os.environ.get("ARGYM_TEST_FULL") == "1"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FULL:
         return
-    kept = [item for item in items if item.get_closest_marker("full") is None]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-        items[:] = kept
+    full = [item for item in items if item.get_closest_marker("full") is not None]
+    if full:
+        config.hook.pytest_deselected(items=full)
+        items[:] = [item for item in items if item.get_closest_marker("full") is None]

@@ -23,6 +23,7 @@ IN_CI = ("argym/Math-v0", "argym/ToolCall-v0", "argym/SWE-v0")
 
 def test_every_registered_env_has_check_kwargs() -> None:
     assert sorted(KWARGS) == sorted(own_ids())
+    assert set(IN_CI) <= set(KWARGS), "a renamed env would leave CI checking fewer envs than it says"
 
 
 @pytest.mark.slow
