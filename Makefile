@@ -14,6 +14,10 @@ SMOLLM2 := $(ARGYM_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 BFCL := $(ARGYM_CACHE)/bfcl/2026.3.23/.complete
 # --durations: where the suite's minutes go, printed at the end of every run
 PYTEST_ARGS ?= --durations=60
+# pytest-xdist workers, each running one test module at a time (tests/conftest.py); 0: all in one process.
+# Each worker's torch gets one thread (OMP_NUM_THREADS=1), so that the workers share the cores instead
+# of oversubscribing them (two multi-threaded torch processes on 2 cores run several times slower).
+PYTEST_WORKERS ?= 2
 
 # argym as users install it (the wheel in fresh venvs, run from outside the checkout): .ci/packaging.sh
 PACKAGING := BUILD_PY=$(PY) PYTHON=$(PYTHON) TORCH=$(TORCH) ARGYM_CACHE=$(ARGYM_CACHE) bash .ci/packaging.sh
@@ -63,7 +67,7 @@ quickstart: $(VENV)/.installed $(BFCL)
 define run_tests
 	bash .ci/setup-browser.sh
 	bash -c 'source .ci/setup-docker.sh && trap argym_docker_stop EXIT && \
-		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) $(1) $(PY) -m pytest $(PYTEST_ARGS) && $(PACKAGING)'
+		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) OMP_NUM_THREADS=1 $(1) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) && $(PACKAGING)'
 endef
 
 # Lint and format check (ruff) and the type checker (mypy, strict where pyproject.toml says): seconds, so first.

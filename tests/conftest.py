@@ -1,7 +1,14 @@
-"""The suite's two sizes: `make test` (CI) runs a representative sample of the heavy matrices, and
+"""The suite's two sizes, and how it is spread over processes.
+
+Sizes: `make test` (CI) runs a representative sample of the heavy matrices, and
 `make test-full` (ARGYM_TEST_FULL=1) runs every member. A test marked `full` is a further member of a
 matrix whose representative runs in CI (named in its marker's reason); CI deselects it, so it is
-reported as deselected rather than skipped, and a skip still means what it says."""
+reported as deselected rather than skipped, and a skip still means what it says.
+
+Processes: `make test` runs pytest-xdist workers with `--dist loadfile`: each test module is one unit of
+work, so its module fixtures (a vLLM engine, a served model, the quickstart's warm start in
+algorithms/test_learns.py) are built once. Tests that must share something costly live in one module.
+"""
 
 from __future__ import annotations
 

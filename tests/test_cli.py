@@ -318,9 +318,10 @@ def test_train_stopped_with_sigterm_closes_its_sandboxes(tmp_path):
     import time
     from pathlib import Path
 
+    from argym.check.child import descendants
+
     tmp, run_dir = tmp_path / "tmp", tmp_path / "run"
     tmp.mkdir()
-    before = _sandbox_uid_pids()
     recipe = Path(__file__).resolve().parents[1] / "configs" / "grpo_code.yaml"
     args = [*TINY_RUN[1:], "steps=1000", "eval.every=0", "checkpoint_every=1000", f"out_dir={run_dir}"]
     proc = subprocess.Popen(
@@ -337,7 +338,8 @@ def test_train_stopped_with_sigterm_closes_its_sandboxes(tmp_path):
             break
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()[0][-3000:]
-    started = _sandbox_uid_pids() - before
+    # the run's own (descendants): other tests may run sandboxes beside this one (pytest-xdist workers)
+    started = _sandbox_uid_pids() & set(descendants(proc.pid))
     assert started, "the run graded in the process sandbox, so it holds warm workers"
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
