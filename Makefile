@@ -14,7 +14,8 @@ SMOLLM2 := $(ARGYM_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 BFCL := $(ARGYM_CACHE)/bfcl/2026.3.23/.complete
 # --durations: where the suite's minutes go, printed at the end of every run
 PYTEST_ARGS ?= --durations=60
-# pytest-xdist workers, each running one test module at a time (tests/conftest.py); 0: all in one process.
+# pytest-xdist workers, each running one test module at a time (tests/conftest.py), taken in collection order
+# (the heavy agents/ and algorithms/ modules first, so they do not end the run alone); 0: all in one process.
 # Each worker's torch gets one thread (OMP_NUM_THREADS=1), so that the workers share the cores instead
 # of oversubscribing them (two multi-threaded torch processes on 2 cores run several times slower).
 PYTEST_WORKERS ?= 2
@@ -67,7 +68,7 @@ quickstart: $(VENV)/.installed $(BFCL)
 define run_tests
 	bash .ci/setup-browser.sh
 	bash -c 'source .ci/setup-docker.sh && trap argym_docker_stop EXIT && \
-		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) OMP_NUM_THREADS=1 $(1) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) && $(PACKAGING)'
+		ARGYM_SMOLLM2_GGUF=$(SMOLLM2) OMP_NUM_THREADS=1 $(1) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) && $(PACKAGING)'
 endef
 
 # Lint and format check (ruff) and the type checker (mypy, strict where pyproject.toml says): seconds, so first.
