@@ -18,7 +18,7 @@ Only the RL steps are slowed and timed: the warm start's oracle episodes and the
 evaluations are not (`Timed.on`). Each row carries the measured env-step time (the
 grading, or the sleep, included): the latency async overlaps with generation and updates.
 
-Each mode trains the tiny policy from the same warm start (same seeds) for the same
+Each mode trains the tiny policy from the same warm start (trained once, same seeds) for the same
 number of steps, i.e. on the same number of samples, then evaluates greedily on the
 same held-out tasks. Trajectories/s count the trained trajectories over the wall time
 of `fit()` (rollouts and updates; the warm start and evaluations excluded). Every mode
@@ -135,6 +135,17 @@ def workload(args: argparse.Namespace) -> tuple[Path | None, list[str], dict[str
     )
 
 
+def warm_start(recipe: Path | None, overrides: list[str], out: Path) -> list[str]:
+    """Train the warm start once and return the overrides that start a mode from it: every mode would
+    train the identical one (same recipe and seed), so this only saves its minutes per mode."""
+    from argym.algorithms.config import load_config
+    from argym.algorithms.trainer import Trainer
+    from rich.console import Console
+
+    Trainer(load_config(recipe, [*overrides, "steps=0", f"out_dir={out}"]), Console(quiet=True)).close()
+    return ["policy.kind=hf", f"policy.path={out / 'checkpoint' / 'policy'}", "warm_start.steps=0"]
+
+
 def run_mode(name: str, recipe: Path | None, overrides: list[str], out: Path) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
@@ -217,7 +228,8 @@ def main() -> None:
         (f"async-{s}", ["rollout.mode=async", f"rollout.max_staleness={s}"]) for s in args.staleness
     ]
     with TemporaryDirectory() as tmp:
-        rows = [run_mode(name, recipe, common + extra, Path(tmp)) for name, extra in modes]
+        shared = [*common, *warm_start(recipe, common, Path(tmp) / "warm")]
+        rows = [run_mode(name, recipe, shared + extra, Path(tmp)) for name, extra in modes]
     sync = rows[0]["trajectories_per_s"]
     for row in rows:
         row["speedup_vs_sync"] = row["trajectories_per_s"] / sync
