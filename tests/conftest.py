@@ -3,7 +3,8 @@
 Sizes: `make test` (CI) runs a representative sample of the heavy matrices, and
 `make test-full` (ARGYM_TEST_FULL=1) runs every member. A test marked `full` is a further member of a
 matrix whose representative runs in CI (named in its marker's reason); CI deselects it, so it is
-reported as deselected rather than skipped, and a skip still means what it says.
+never reported as skipped, and a skip still means what it says (a one-process run counts the
+deselected; under pytest-xdist the workers deselect and the summary leaves them out).
 
 Processes: `make test` runs pytest-xdist workers with `--dist loadfile`: each test module is one unit of
 work, so its module fixtures (a vLLM engine, a served model, the quickstart's warm start in
