@@ -18,7 +18,7 @@ Only the RL steps are slowed and timed: the warm start's oracle episodes and the
 evaluations are not (`Timed.on`). Each row carries the measured env-step time (the
 grading, or the sleep, included): the latency async overlaps with generation and updates.
 
-Each mode trains the tiny policy from the same warm start (trained once, same seeds) for the same
+Each mode trains the tiny policy from the same warm start (trained once, seed 0) for the same
 number of steps, i.e. on the same number of samples, then evaluates greedily on the
 same held-out tasks. Trajectories/s count the trained trajectories over the wall time
 of `fit()` (rollouts and updates; the warm start and evaluations excluded). Every mode
@@ -52,6 +52,8 @@ import gymnasium as gym
 import numpy as np
 from argym.envs.code.env import CodeEnv
 from argym.envs.math.env import MathEnv
+
+from algorithms import warm_start
 
 SLOW_MATH = "argym-bench/SlowMath-v0"
 TIMED_CODE = "argym-bench/TimedCode-v0"
@@ -133,17 +135,6 @@ def workload(args: argparse.Namespace) -> tuple[Path | None, list[str], dict[str
         },
         Path("benchmarks/results/async_code.json"),
     )
-
-
-def warm_start(recipe: Path | None, overrides: list[str], out: Path) -> list[str]:
-    """Train the warm start once and return the overrides that start a mode from it: every mode would
-    train the identical one (same recipe and seed), so this only saves its minutes per mode."""
-    from argym.algorithms.config import load_config
-    from argym.algorithms.trainer import Trainer
-    from rich.console import Console
-
-    Trainer(load_config(recipe, [*overrides, "steps=0", f"out_dir={out}"]), Console(quiet=True)).close()
-    return ["policy.kind=hf", f"policy.path={out / 'checkpoint' / 'policy'}", "warm_start.steps=0"]
 
 
 def run_mode(name: str, recipe: Path | None, overrides: list[str], out: Path) -> dict:
@@ -228,7 +219,9 @@ def main() -> None:
         (f"async-{s}", ["rollout.mode=async", f"rollout.max_staleness={s}"]) for s in args.staleness
     ]
     with TemporaryDirectory() as tmp:
-        shared = [*common, *warm_start(recipe, common, Path(tmp) / "warm")]
+        # every mode would train the identical warm start (same recipe and seed): train it once
+        warm = warm_start(Path(tmp), 0, common, str(recipe) if recipe else None)
+        shared = [*common, "policy.kind=hf", f"policy.path={warm}", "warm_start.steps=0"]
         rows = [run_mode(name, recipe, shared + extra, Path(tmp)) for name, extra in modes]
     sync = rows[0]["trajectories_per_s"]
     for row in rows:

@@ -23,7 +23,10 @@ FULL = os.environ.get("ARGYM_TEST_FULL") == "1"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FULL:
         return
-    full = [item for item in items if item.get_closest_marker("full") is not None]
+    kept: list[pytest.Item] = []
+    full: list[pytest.Item] = []
+    for item in items:
+        (full if item.get_closest_marker("full") is not None else kept).append(item)
     if full:
         config.hook.pytest_deselected(items=full)
-        items[:] = [item for item in items if item.get_closest_marker("full") is None]
+        items[:] = kept
