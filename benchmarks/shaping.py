@@ -92,9 +92,8 @@ def decomposer_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
     problem's numbers into it: every sub-question was rejected, so the dense reward was as flat as the
     outcome (0 on every sample)."""
     policy_dir = out / f"warm-seed{seed}" / "checkpoint" / "policy"
-    if (
-        policy_dir / "config.json"
-    ).is_file():  # a finished warm start, not one a killed run left half written
+    # a finished warm start (its config is written last), not one a killed run left half written
+    if (policy_dir / "config.json").is_file():
         return policy_dir
     return warm_start(out, seed, overrides, recipe=DECOMPOSER)
 
