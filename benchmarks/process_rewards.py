@@ -55,6 +55,18 @@ class FillerLovingPRM:
         ]
 
 
+def save_whole(policy, path: Path) -> None:
+    """`policy.save(path)` under a temporary name, then renamed: `path` exists only once it is complete, so
+    a rerun after a kill mid-save trains again instead of loading a checkpoint without its weights
+    (transformers writes config.json before the weights)."""
+    import shutil
+
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    policy.save(tmp)
+    tmp.rename(path)
+
+
 def filler_warm_start(out: Path, steps: int, seed: int = 0) -> Path:
     """The tiny policy fine-tuned on oracle answers with 0, 1 or 2 filler steps (50/35/15%)."""
     import numpy as np
@@ -65,7 +77,7 @@ def filler_warm_start(out: Path, steps: int, seed: int = 0) -> Path:
     from argym.envs.math.arithmetic import arithmetic_source
 
     path = out / "warm_filler"
-    if (path / "config.json").is_file():
+    if path.is_dir():
         return path
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=seed), tok, name="tiny")
@@ -83,7 +95,7 @@ def filler_warm_start(out: Path, steps: int, seed: int = 0) -> Path:
     print(
         f"warm start: {steps} steps, loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)"
     )
-    policy.save(path)
+    save_whole(policy, path)
     return path
 
 

@@ -92,8 +92,7 @@ def decomposer_warm_start(out: Path, seed: int, overrides: list[str]) -> Path:
     problem's numbers into it: every sub-question was rejected, so the dense reward was as flat as the
     outcome (0 on every sample)."""
     policy_dir = out / f"warm-seed{seed}" / "checkpoint" / "policy"
-    # a finished warm start (its config is written last), not one a killed run left half written
-    if (policy_dir / "config.json").is_file():
+    if policy_dir.is_dir():  # the trainer's checkpoints appear whole (written, then renamed)
         return policy_dir
     return warm_start(out, seed, overrides, recipe=DECOMPOSER)
 
@@ -121,12 +120,13 @@ def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int =
     from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
     from argym.algorithms.r3l.reflection import RuleReflector
     from argym.algorithms.sft import warm_start as sft
+    from process_rewards import save_whole
 
     import argym
     from argym.types import Trajectory
 
     path = out / f"warm-seed{seed}" / "checkpoint" / "policy"
-    if (path / "config.json").is_file():
+    if path.is_dir():  # saved whole (save_whole)
         return path
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=seed), tok, name="tiny")
@@ -157,7 +157,7 @@ def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int =
         env.close()
     losses = sft(policy, seqs, steps, batch_size=64, lr=2e-3, seed=seed + 2)
     print(f"feedback warm start: {steps} steps, loss {losses[0]:.3f} → {losses[-1]:.3f}", flush=True)
-    policy.save(path)
+    save_whole(policy, path)
     return path
 
 
