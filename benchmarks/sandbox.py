@@ -8,7 +8,8 @@ container per program), skipped when no engine answers.
 
     .venv/bin/python benchmarks/sandbox.py [--workers 2] [--backends process,process-cold,docker] [--cpu]
 
-``process-cold`` is the process backend without warm slots. ``--cpu`` (root, cgroup v1's cpuacct)
+``process`` forks each program from its slot's zygote (docs/sandboxes.md, "Forking slots");
+``process-cold`` is the process backend without them (a bubblewrap start and an interpreter per program). ``--cpu`` (root, cgroup v1's cpuacct)
 also reports the CPU time per program of each row, every process included: on a machine shared with
 other work the wall time follows the load, the CPU time much less.
 """
@@ -59,14 +60,11 @@ def argym_backend(backend: str, workers: int, clock: CpuClock | None) -> tuple[f
     tasks = humaneval_source().take("test", None)
     kwargs = {"warm": False} if backend == "process-cold" else {}
     with make_sandbox(backend.removesuffix("-cold"), slots=workers, **kwargs) as sb:
-        grade(sb, tasks[0], f"```python\n{tasks[0].answer}```")  # warm up (image, interpreter)
-        settle = getattr(sb, "settle", lambda: None)  # warm starts still running belong to the warm-up
-        settle()
+        grade(sb, tasks[0], f"```python\n{tasks[0].answer}```")  # warm up (image, a slot's zygote)
         t, cpu = time.perf_counter(), clock.ms() if clock else 0.0
         with ThreadPoolExecutor(workers) as ex:
             verdicts = list(ex.map(lambda task: grade(sb, task, f"```python\n{task.answer}```", 3.0), tasks))
         wall = time.perf_counter() - t
-        settle()  # the warm starts this batch caused are its cost
         cpu = clock.ms() - cpu if clock else 0.0
     return wall, sum(v["kind"] == "ok" for v in verdicts), cpu
 

@@ -74,14 +74,16 @@ def bwrap_argv(
     limits: Limits,
     mounts: tuple[Mount, ...] = (),
     chdir: str = "/sandbox",
+    die_with_parent: bool = True,
 ) -> list[str]:
     """bubblewrap's arguments for one run: every namespace, no capabilities, a cleared environment, the host's
     ``/usr`` and interpreter `prefix` read-only with `site_dirs` masked, private ``/proc`` and ``/dev``, tmpfs
-    ``/tmp`` and ``/sandbox`` of ``disk_mb``, the staged `files` and the `mounts` bound in."""
+    ``/tmp`` and ``/sandbox`` of ``disk_mb``, the staged `files` and the `mounts` bound in. `die_with_parent`:
+    killed when the thread that started it ends (a slot's zygote instead ends when its socket closes)."""
     a = [
         bwrap,
         "--unshare-all",
-        "--die-with-parent",
+        *(["--die-with-parent"] if die_with_parent else []),
         "--new-session",
         "--cap-drop",
         "ALL",

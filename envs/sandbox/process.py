@@ -27,10 +27,11 @@ Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this 
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
-- **warm slots** (``warm=True``): for a program that reads all of its input
-  from stdin (``run(..., warm=True)``), each slot's next single-use run is
-  started in the background once the previous one's tree is killed, and the
-  next program is only handed its stdin (docs/sandboxes.md, "Warm slots").
+- **forking slots** (``warm=True``): a ``python -c`` program run with
+  ``run(..., warm=True)`` is forked from the slot's zygote, an interpreter kept
+  in the slot's bubblewrap sandbox with the harness's imports done, into a fresh
+  user, mount, PID, IPC and UTS namespace with its own ``/proc``, tmpfs and
+  cgroup (`argym.envs.sandbox.zygote`; docs/sandboxes.md, "Forking slots").
 - **housekeeping**: the sandbox's temporary folder and cgroups are named with
   the owner's pid and removed at close or interpreter exit; a new sandbox
   removes those whose owner is dead (a killed process leaves them behind).
@@ -47,14 +48,11 @@ import logging
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
 
 from argym.envs.sandbox import cgroup, disk
 from argym.envs.sandbox.base import (
@@ -69,7 +67,7 @@ from argym.envs.sandbox.base import (
 from argym.envs.sandbox.confine import Mount, bwrap_argv, child_setup, find_python, python_layout, weak_prefix
 from argym.envs.sandbox.pump import Pump, Started, kill_tree, release
 from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
-from argym.envs.sandbox.warm import WarmSlots
+from argym.envs.sandbox.zygote import OUTSIDE_THE_RUN, Forked, Zygote
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +76,11 @@ _PREFIX = "argym-sandbox-"
 _WARNED: set[str] = set()
 
 
-def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any, Started]]) -> None:
-    """Kill the warm runs, remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
-    for _, started in list(warm.values()):
-        try:
-            os.killpg(started.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def _release(tmp: Path, layout: cgroup.Layout | None, zygotes: dict[int, Zygote]) -> None:
+    """Stop the zygotes, remove a sandbox's folder and cgroups (at close, or at exit for one never closed)."""
+    for zygote in list(zygotes.values()):
+        zygote.stop()
+    zygotes.clear()
     if layout is not None:
         for d in {layout.memory, layout.pids} - {None}:
             for g in d.glob(f"{tmp.name}-slot*"):  # type: ignore[union-attr]
@@ -92,7 +88,7 @@ def _release(tmp: Path, layout: cgroup.Layout | None, warm: dict[int, tuple[Any,
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-class ProcessSandbox(WarmSlots, Sandbox):
+class ProcessSandbox(Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
@@ -114,11 +110,9 @@ class ProcessSandbox(WarmSlots, Sandbox):
             raise ValueError(f"slots must be >= 1, got {slots}.")
         self.slots = slots
         self.warm = warm
-        """Keep the next run of a ``run(..., warm=True)`` program started on each slot (docs/sandboxes.md)."""
-        self._warm: dict[int, tuple[Any, Started]] = {}
-        self._warm_lock = threading.Lock()
-        self._cooled = False
-        self._warm_queue: queue.SimpleQueue[Any] | None = None
+        """Fork ``run(..., warm=True)`` programs from each slot's zygote (docs/sandboxes.md, "Forking slots")."""
+        self._zygotes: dict[int, Zygote] = {}
+        self._forks_ok = False
         self.limits = limits or Limits()
         self.root = os.geteuid() == 0
         self.bwrap = shutil.which("bwrap")
@@ -149,7 +143,7 @@ class ProcessSandbox(WarmSlots, Sandbox):
             else "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)"
         )
         """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
-        self._release = weakref.finalize(self, _release, self._tmp, self._layout, self._warm)
+        self._release = weakref.finalize(self, _release, self._tmp, self._layout, self._zygotes)
         self._closed = False
         if self.bwrap is not None:
             self._probe()
@@ -216,19 +210,18 @@ class ProcessSandbox(WarmSlots, Sandbox):
         if self.bwrap is None and not self.allow_weak:
             raise SandboxUnavailable("bubblewrap is unavailable; see ProcessSandbox's docstring.")
         limits = limits or self.limits
-        key = (tuple(argv), limits, result_channel) if warm and self.warm and not files else None
-        if key is not None:
-            self._cooled = False
-        slot, started = self._take_slot(key)
+        forked = warm and self.warm and not files and self.bwrap is not None and argv[:2] == ["python", "-c"]
+        slot = self._slots.get()
         try:
-            was_warm = started is not None
+            started = self._fork(slot, argv, limits, result_channel) if forked else None
             if started is None:
+                self._stop_zygote(slot)  # a cold run's end kills every process of the slot's uid
                 started = self._start(slot, argv, files, limits, result_channel)
             result = self._finish(started, stdin)
-            result.meta.update(slot=slot, warm=was_warm)
+            result.meta.update(slot=slot, warm=isinstance(started.proc, Forked))
             return result
         finally:
-            self._give_back(slot, key)
+            self._slots.put(slot)
 
     def run_mounted(
         self,
@@ -253,8 +246,9 @@ class ProcessSandbox(WarmSlots, Sandbox):
             raise SandboxUnavailable(
                 "Mounting host directories needs bubblewrap (apt-get install bubblewrap)."
             )
-        slot, _ = self._take_slot(None)
+        slot = self._slots.get()
         try:
+            self._stop_zygote(slot)
             uid = self.uid(slot)
             if uid is not None:
                 for m in mounts:
@@ -266,6 +260,49 @@ class ProcessSandbox(WarmSlots, Sandbox):
             return self._finish(started, stdin)
         finally:
             self._slots.put(slot)
+
+    def _fork(self, slot: int, argv: list[str], limits: Limits, result_channel: bool) -> Started | None:
+        """`argv` (``python -c SOURCE ...``) forked from the slot's zygote, started first if need be; None where
+        no zygote can run here (then the run starts cold, and a one-time warning says why)."""
+        zygote = self._zygotes.get(slot)
+        if zygote is None or not zygote.alive():
+            self._stop_zygote(slot)
+            argv_ = bwrap_argv(
+                self.bwrap,
+                self._prefix,
+                self._site,
+                None,
+                [],
+                self.limits,
+                die_with_parent=False,  # type: ignore[arg-type]
+            )
+            zygote = self._zygotes[slot] = Zygote(argv_, self.python, self.uid(slot), program_env(None))
+        env = program_env(None)
+        if result_channel:
+            env.update(ARGYM_RESULT_FD="3", ARGYM_OUTPUT_CAP=str(limits.output_bytes // 2))
+        uid = self.uid(slot)
+        group = self._run_group(slot, limits, middle=1)
+        try:
+            proc, result_r = zygote.fork(
+                argv[2],
+                argv[3:],
+                env,
+                limits,
+                limits.processes + OUTSIDE_THE_RUN if uid is not None else None,
+                group,
+                result_channel,
+            )
+        except SandboxError as e:
+            if group is not None:
+                group.remove()
+            self._stop_zygote(slot)
+            if not self._forks_ok:
+                self.warm = False
+                log.warning("Forking slots do not work here (%s); programs start cold.", e)
+                return None
+            raise
+        self._forks_ok = True
+        return Started(proc, uid, group, None, result_r, None, limits)  # type: ignore[arg-type]
 
     def _start(
         self,
@@ -352,13 +389,14 @@ class ProcessSandbox(WarmSlots, Sandbox):
             return [self.python, "-I", "-S", *argv[1:]]
         return list(argv)
 
-    def _run_group(self, slot: int, limits: Limits) -> cgroup.TreeGroup | None:
-        """A fresh cgroup bounding the run's whole tree, or None where none can be made."""
+    def _run_group(self, slot: int, limits: Limits, middle: int = 0) -> cgroup.TreeGroup | None:
+        """A fresh cgroup bounding the run's whole tree (and a forked run's `middle` process), or None where
+        none can be made."""
         if self._layout is None:
             return None
         try:
             group = cgroup.TreeGroup(self._layout, f"{self._tmp.name}-slot{slot}")
-            group.limit(limits.memory_mb << 20, limits.processes)
+            group.limit(limits.memory_mb << 20, limits.processes + middle)
             return group
         except OSError as e:
             raise SandboxError(f"could not set up the run's cgroup under {self._layout.memory}: {e}") from e
@@ -366,7 +404,10 @@ class ProcessSandbox(WarmSlots, Sandbox):
     def _finish(self, run: Started, stdin: bytes | None) -> ExecResult:
         """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
         start = time.monotonic()
-        pump = Pump(run, lambda: kill_tree(run.proc, run.uid, run.group))
+        if isinstance(run.proc, Forked):
+            pump = Pump(run, lambda: run.proc.kill(run.group))  # type: ignore[union-attr]
+        else:
+            pump = Pump(run, lambda: kill_tree(run.proc, run.uid, run.group))
         timed_out = pump.wait(stdin, run.limits.timeout_s)
         wall = time.monotonic() - start
         oom = release(run)
@@ -395,12 +436,36 @@ class ProcessSandbox(WarmSlots, Sandbox):
             result=bytes(pump.res) if run.result_r is not None else None,
         )
 
+    def cool(self) -> None:
+        """Stop the slots' zygotes (the next forked program starts its slot's again): an idle owner keeps no
+        process. A slot running a program keeps its zygote until a later `cool` or `close`."""
+        held = []
+        while True:
+            try:
+                held.append(self._slots.get_nowait())
+            except queue.Empty:
+                break
+        try:
+            for slot in held:
+                self._stop_zygote(slot)
+        finally:
+            for slot in held:
+                self._slots.put(slot)
+
+    def _stop_zygote(self, slot: int) -> None:
+        zygote = self._zygotes.pop(slot, None)
+        if zygote is not None:
+            zygote.stop()
+
+    def zygote_pids(self, slot: int) -> set[int]:
+        """The processes of `slot`'s zygote (bubblewrap and all below it); empty if it has none."""
+        zygote = self._zygotes.get(slot)
+        return zygote.pids() if zygote is not None and zygote.alive() else set()
+
     def close(self) -> None:
         self._closed = True
-        self.cool()
-        with self._warm_lock:
-            if self._warm_queue is not None:
-                self._warm_queue.put(None)
+        for slot in range(self.slots):  # a run in flight ends with its zygote
+            self._stop_zygote(slot)
         for uid, fd in self._leases:
             kill_uid(uid)
             os.close(fd)  # releases the lease

@@ -131,13 +131,15 @@ os.execv({real!r}, [{real!r}, *args[:end], *{extra!r}, *args[end:]])
 
 
 @pytest.fixture(params=["interpreter", "import", "channel", "candidate"])
-def harness_fault_sandbox(request, require_backend):
+def harness_fault_sandbox(request, require_backend, monkeypatch):
     """A real process sandbox whose bubblewrap works (it runs the command and reports its exit code) but in
     which the Code harness fails before the candidate's program could run: the interpreter exits at once
     (``interpreter``: /bin/false mounted over it), a stdlib module the harness imports raises ImportError
     (``import``), its report channel cannot be written (``channel``), or the candidate's interpreter
     cannot start (``candidate``: it is told to drop to a uid it may not take). Only the harness can tell
-    these from the program's own failures."""
+    these from the program's own failures. The first three break the slot's zygote too (it imports the
+    same modules; the wrapper finds no channel to close), so those runs start cold; ``candidate`` goes
+    through the zygote (the run's environment is the sandbox's `program_env`)."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -163,7 +165,12 @@ def harness_fault_sandbox(request, require_backend):
             broken.chmod(0o644)
             extra = ["--ro-bind", str(broken), found]
         elif request.param == "candidate":
-            extra = ["--setenv", "ARGYM_CANDIDATE_UID", "99999"]
+            from argym.envs.sandbox import process
+
+            plain = process.program_env
+            monkeypatch.setattr(
+                process, "program_env", lambda e: {**plain(e), "ARGYM_CANDIDATE_UID": "99999"}
+            )
         wrapper = Path(d) / "bwrap"
         wrapper.write_text(
             f"#!{sb.python} -I\n"

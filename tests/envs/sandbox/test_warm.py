@@ -1,9 +1,9 @@
-"""Warm slots of the process backend and `Sandbox.run_many` (issue 19; docs/sandboxes.md, "Warm slots").
+"""Forking slots of the process backend and `Sandbox.run_many` (issue 19; docs/sandboxes.md, "Forking slots").
 
-A warm run is started on a slot before its program arrives; nothing a program
+A forked run is a copy of the slot's zygote in fresh namespaces; nothing a program
 leaves behind (files, environment, modules, threads, a daemon child) may reach
-the next program on the same slot, an idle warm run uses no CPU, and closing
-the sandbox (or its owner dying) leaves no warm process behind.
+the next program on the same slot, each run has its own limits, an idle zygote
+uses no CPU, and closing the sandbox (or its owner dying) leaves no process behind.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ LEAVE = f"""
 import os, sys, threading, time, types
 open('/tmp/left-behind', 'w').write('x')
 open('left-behind', 'w').write('x')
+open('/dev/shm/left-behind', 'w').write('x')
+for path in ('/left-behind', '/dev/left-behind'):  # read-only in a forked run: nothing to leave there
+    try:
+        open(path, 'w').write('x')
+    except OSError:
+        pass
 os.environ['LEFT_BEHIND'] = '1'
 sys.modules['left_behind'] = types.ModuleType('left_behind')
 threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
@@ -55,8 +61,11 @@ def seen():
     daemons = [p for p in os.listdir('/proc') if p.isdigit()
                and b'{MARK}' in open(f'/proc/{{p}}/cmdline', 'rb').read()]
     return {{'tmp': os.path.exists('/tmp/left-behind'), 'workdir': os.path.exists('left-behind'),
+            'shm': os.path.exists('/dev/shm/left-behind'),
             'env': 'LEFT_BEHIND' in os.environ, 'module': 'left_behind' in sys.modules,
             'thread': threading.active_count() > 1, 'daemon': bool(daemons)}}
+def anywhere():
+    return {{'root': os.path.exists('/left-behind'), 'dev': os.path.exists('/dev/left-behind')}}
 """
 
 
@@ -98,57 +107,81 @@ def test_nothing_a_program_leaves_reaches_the_next_one_on_its_slot(one_slot) -> 
     # the planting program sees its own leftovers (so the probe can see them) ...
     planted = grade(sb, TASK, _answer(LEAVE, "return a + b if all(seen().values()) else seen()"), TIMEOUT_S)
     assert planted["kind"] == "ok", planted
-    sb.settle()
-    assert sb.warm_pids(0)
+    assert sb.zygote_pids(0)
     assert not _host_daemons(), "the daemon outlived its run"
-    # ... and the next program on the same slot, handed to the warm run, sees none of them
-    clean = grade(sb, TASK, _answer("", "return a + b if not any(seen().values()) else seen()"), TIMEOUT_S)
+    # ... and the next program forked on the same slot sees none of them, nor anything written elsewhere
+    probe = "v = {**seen(), **anywhere()}\nreturn a + b if not any(v.values()) else v"
+    clean = grade(sb, TASK, _answer("", probe), TIMEOUT_S)
     assert clean["kind"] == "ok", clean
-    assert [m["warm"] for m in runs] == [False, True], runs
+    assert [m["warm"] for m in runs] == [True, True], runs
 
 
-def test_a_warm_run_is_idle_until_its_program_comes_and_closing_kills_it(one_slot) -> None:
+def test_an_idle_zygote_uses_no_cpu_and_closing_kills_it(one_slot) -> None:
     sb, runs = one_slot
     assert grade(sb, TASK, GOOD, TIMEOUT_S)["kind"] == "ok"
-    sb.settle()
-    time.sleep(1.0)  # let the warm interpreters finish starting
-    tree = sb.warm_pids(0)
-    assert len(tree) >= 3, tree  # bubblewrap, the harness, the candidate's interpreter
+    tree = sb.zygote_pids(0)
+    assert len(tree) >= 3, tree  # bubblewrap, its init, the zygote's interpreter
     before = _cpu_ticks(tree)
     time.sleep(1.0)
-    assert _cpu_ticks(tree) - before <= 1, "an idle warm slot used CPU"
+    assert _cpu_ticks(tree) - before <= 1, "an idle zygote used CPU"
     assert all(_state(p) in "SZ" for p in tree), {p: _state(p) for p in tree}
     sb.close()
     time.sleep(0.2)
     assert not [p for p in tree if _state(p) not in ("Z", "gone")], "a warm process outlived close()"
 
 
-def test_a_program_of_other_limits_discards_the_warm_run(one_slot) -> None:
+def test_each_forked_run_has_its_own_limits_and_a_cold_run_stops_the_zygote(one_slot) -> None:
     sb, runs = one_slot
-    assert grade(sb, TASK, GOOD, TIMEOUT_S)["kind"] == "ok"
-    sb.settle()
-    old = sb.warm_pids(0)
-    assert grade(sb, TASK, GOOD, TIMEOUT_S + 1)["kind"] == "ok"  # other limits: started cold
-    assert sb.run(["python", "-c", "print(7)"]).stdout == "7\n"  # not warm: the slot's warm run goes
-    assert [m["warm"] for m in runs] == [False, False, False]
-    assert not [p for p in old if _state(p) not in ("Z", "gone")]
+    show = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20, resource.getrlimit(0)[0])"
+    small = sb.run(["python", "-c", show], limits=Limits(memory_mb=300, cpu_s=3), warm=True)
+    zygote = sb.zygote_pids(0)
+    large = sb.run(["python", "-c", show], limits=Limits(memory_mb=700, cpu_s=9), warm=True)
+    assert (small.stdout, large.stdout) == ("300 3\n", "700 9\n"), (small, large)
+    assert sb.zygote_pids(0) == zygote  # one zygote forked both
+    # not warm: started cold, after the zygote was stopped (a cold run's end kills its slot uid's processes)
+    assert sb.run(["python", "-c", "print(7)"]).stdout == "7\n"
+    assert not [p for p in zygote if _state(p) not in ("Z", "gone")]
+    assert (
+        sb.run(["python", "-c", show], limits=Limits(memory_mb=300, cpu_s=3), warm=True).stdout == "300 3\n"
+    )
+    assert [m["warm"] for m in runs] == [True, True, False, True]
 
 
-def test_a_sandbox_never_closed_leaves_no_warm_process(require_backend, tmp_path: Path) -> None:
+@pytest.mark.parametrize("end", ["exits", "killed"])
+def test_an_owner_that_ends_without_closing_leaves_no_process(
+    require_backend, tmp_path: Path, end: str
+) -> None:
+    """Exits: the finalizer stops the zygote. Killed (SIGKILL, a run in flight): the zygote sees its socket
+    close and ends, the run in flight with it."""
     require_backend("process")
+    sleeper = "```python\nimport time\ndef add(a, b):\n    time.sleep(60)\n```"
     code = (
-        "from argym.envs.code.grader import grade\nfrom argym.envs.code.tasks import code_task\n"
-        "from argym.envs.sandbox.process import ProcessSandbox\n"
+        "import threading, time\nfrom argym.envs.code.grader import grade\n"
+        "from argym.envs.code.tasks import code_task\nfrom argym.envs.sandbox.process import ProcessSandbox\n"
         f"TASK = code_task('add', {TASK.meta['stub']!r}, {TASK.tests!r}, 'add', 'return a + b')\n"
         f"sb = ProcessSandbox(slots=1, tmp_dir={str(tmp_path)!r})\n"
-        f"assert grade(sb, TASK, {GOOD!r}, 2.0)['kind'] == 'ok'\nsb.settle()\n"
-        "print(sb._tmp, *sb.warm_pids(0), flush=True)\n"
+        f"assert grade(sb, TASK, {GOOD!r}, 2.0)['kind'] == 'ok'\n"
+        + (
+            f"threading.Thread(target=grade, args=(sb, TASK, {sleeper!r}, 90.0), daemon=True).start()\n"
+            "time.sleep(1.0)\nprint(sb._tmp, *sb.zygote_pids(0), flush=True)\ntime.sleep(120)\n"
+            if end == "killed"
+            else "print(sb._tmp, *sb.zygote_pids(0), flush=True)\n"
+        )
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    folder, *pids = out.stdout.split()
-    assert len(pids) >= 1 and not Path(folder).exists()
-    time.sleep(0.5)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    folder, *pids = owner.stdout.readline().split()  # type: ignore[union-attr]
+    if end == "killed":
+        assert len(pids) >= 5, pids  # the zygote's three, the run's middle, its harness and candidate
+        owner.kill()
+    assert owner.wait(timeout=120) in (0, -9), owner.stderr.read()  # type: ignore[union-attr]
+    assert len(pids) >= 3
+    if end == "exits":
+        assert not Path(folder).exists()
+    end_by = time.monotonic() + 5
+    while time.monotonic() < end_by and [p for p in map(int, pids) if _state(p) not in ("Z", "gone")]:
+        time.sleep(0.1)
     assert not [p for p in map(int, pids) if _state(p) not in ("Z", "gone")]
 
 
@@ -202,13 +235,11 @@ def test_closing_a_code_env_stops_the_warm_runs_its_grading_started(one_slot) ->
     env = CodeEnv(tasks=[TASK], sandbox=sb)
     env.reset(options={"task_id": TASK.id})
     assert env.step(GOOD)[1] == 1.0
-    sb.settle()
-    tree = sb.warm_pids(0)
+    tree = sb.zygote_pids(0)
     assert tree
-    env.close()  # the sandbox is shared and stays open; only its idle warm run goes
-    assert not sb.warm_pids(0)
+    env.close()  # the sandbox is shared and stays open; only its idle zygote goes
+    assert not sb.zygote_pids(0)
     time.sleep(0.2)
     assert not [p for p in tree if _state(p) not in ("Z", "gone")]
-    assert grade(sb, TASK, GOOD, TIMEOUT_S)["kind"] == "ok"  # the next program warms the slot again
-    sb.settle()
-    assert sb.warm_pids(0)
+    assert grade(sb, TASK, GOOD, TIMEOUT_S)["kind"] == "ok"  # the next program starts the slot's zygote again
+    assert sb.zygote_pids(0)

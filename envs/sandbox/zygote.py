@@ -1,0 +1,236 @@
+"""Forking slots of `ProcessSandbox` (docs/sandboxes.md, "Forking slots"): each slot keeps one zygote, a
+bubblewrap sandbox holding an interpreter with the harness's imports done (`pyzygote`), and a ``python -c``
+program is forked from it into fresh namespaces instead of paying a bubblewrap start and an interpreter.
+
+The host's side: `Zygote` starts and talks to one slot's zygote; `Zygote.fork` hands it one run (its
+descriptors, limits and environment), moves the run into its cgroup before anything of it runs, and returns a
+`Forked` run that `Pump` drives as it drives a `subprocess.Popen`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+import subprocess
+import threading
+from pathlib import Path
+
+from argym.envs.sandbox import cgroup
+from argym.envs.sandbox.base import Limits, SandboxError
+from argym.envs.sandbox.pump import Started
+
+SOURCE = (Path(__file__).with_name("pyzygote.py")).read_text(encoding="utf-8")
+OUTSIDE_THE_RUN = 4
+"""Processes of the slot's uid that are not the run's: bubblewrap, its init, the zygote and the run's middle
+process; the run's RLIMIT_NPROC is its `processes` plus these (the kernel counts every process of the uid)."""
+_HANDOVER_S = 10.0
+"""How long the zygote may take to fork a run and name it: past it the zygote is taken for broken."""
+
+
+def rlimits(limits: Limits, nproc: int | None) -> list[tuple[int, int]]:
+    """The rlimits of a run (soft = hard): CPU, address space, file size, open files, no core; RLIMIT_NPROC
+    when `nproc` is given (the slot has its own uid)."""
+    out = [
+        (resource.RLIMIT_CPU, limits.cpu_s or int(limits.timeout_s) + 1),
+        (resource.RLIMIT_AS, limits.memory_mb << 20),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if nproc is not None:
+        out.append((resource.RLIMIT_NPROC, nproc))
+    return out
+
+
+class Forked:
+    """A run forked by a zygote, shaped as much like `subprocess.Popen` as `Pump` and `release` need: its
+    pipes, ``pid`` (the middle process, as the host sees it), ``wait``/``poll``/``returncode``."""
+
+    def __init__(self, pid: int, pidfd: int, stdin: int, stdout: int, stderr: int, zygote: Zygote):
+        self.pid = pid
+        self._pidfd: int | None = pidfd
+        """the middle process's pidfd: a signal reaches it, never a later process given its pid"""
+        self._lock = threading.Lock()
+        self.stdin = os.fdopen(stdin, "wb", buffering=0)
+        self.stdout = os.fdopen(stdout, "rb")
+        self.stderr = os.fdopen(stderr, "rb")
+        self.returncode: int | None = None
+        self._done = threading.Event()
+        self._zygote = zygote
+        threading.Thread(target=self._status, daemon=True).start()
+
+    def _status(self) -> None:
+        """The zygote's report of how the run ended (or, if the zygote died, a kill)."""
+        status = self._zygote.status()
+        with self._lock:
+            self.returncode = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
+            os.close(self._pidfd)  # type: ignore[arg-type]
+            self._pidfd = None
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired("zygote run", timeout or 0.0)
+        return self.returncode  # type: ignore[return-value]
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self, group: cgroup.TreeGroup | None) -> None:
+        """The whole run: its cgroup, and the middle process (pid 1 of the run's PID namespace dies with it,
+        and with pid 1 everything in that namespace)."""
+        with self._lock:
+            if self._pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if group is not None:
+            group.kill()
+        try:
+            self.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._zygote.stop()  # it does not answer: the slot starts a new one
+
+
+class Zygote:
+    """One slot's zygote: `argv` (bubblewrap and its options, up to the command) starts it as `uid`."""
+
+    def __init__(self, bwrap_argv: list[str], python: str, uid: int | None, env: dict[str, str]):
+        host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._ctl = host
+        env = {**env, "ARGYM_ZYGOTE_FD": str(inside.fileno())}
+        argv = list(bwrap_argv)
+        for k, v in env.items():
+            argv += ["--setenv", k, v]
+        argv += ["--", python, "-I", "-S", "-c", SOURCE]
+
+        def as_uid() -> None:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={},
+                preexec_fn=as_uid,
+                start_new_session=True,
+                pass_fds=(inside.fileno(),),
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            host.close()
+            raise SandboxError(f"could not start the slot's zygote ({e})") from e
+        finally:
+            inside.close()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(
+        self,
+        source: str,
+        args: list[str],
+        env: dict[str, str],
+        limits: Limits,
+        nproc: int | None,
+        group: cgroup.TreeGroup | None,
+        result_channel: bool,
+    ) -> tuple[Forked, int | None]:
+        """Start `source` as a run in fresh namespaces; the run waits for its stdin. Returns it and the read
+        end of its result channel (descriptor 3 inside) if asked for."""
+        spec = {
+            "source": source,
+            "args": args,
+            "env": env,
+            "rlimits": rlimits(limits, nproc),
+            "disk_bytes": limits.disk_mb << 20,
+        }
+        own, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        own.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        own.settimeout(_HANDOVER_S)
+        pipes = [os.pipe() for _ in range(4 if result_channel else 3)]
+        ours = [pipes[0][1], *(r for r, _ in pipes[1:])]  # stdin's write end; the read ends of the rest
+        given = [pipes[0][0], *(w for _, w in pipes[1:])]
+        pidfd = None
+        try:
+            try:
+                socket.send_fds(self._ctl, [json.dumps(spec).encode()], [theirs.fileno(), *given])
+            finally:
+                theirs.close()
+                for fd in given:
+                    os.close(fd)
+            _, anc, _, _ = own.recvmsg(16, socket.CMSG_SPACE(struct.calcsize("3i")))
+            pid = next(
+                struct.unpack("3i", data[: struct.calcsize("3i")])[0]
+                for level, kind, data in anc
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
+            )
+            pidfd = os.pidfd_open(pid)  # while it waits for "go": alive, so the pid is still its
+            if group is not None:
+                for path in group.procs_files:
+                    Path(path).write_text(str(pid))
+            own.send(b"go")
+        except (OSError, StopIteration) as e:
+            for fd in [*ours, *([pidfd] if pidfd is not None else [])]:
+                os.close(fd)
+            self.stop()
+            raise SandboxError(f"the slot's zygote did not start the run ({e!r})") from e
+        finally:
+            own.close()
+        run = Forked(pid, pidfd, ours[0], ours[1], ours[2], self)
+        return run, ours[3] if result_channel else None
+
+    def status(self) -> int | None:
+        """The wait status of the run in flight, once it ended; None if the zygote is gone."""
+        try:
+            data = self._ctl.recv(1 << 12)
+            return int(json.loads(data)["status"]) if data else None
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def pids(self) -> set[int]:
+        """bubblewrap's process and every process below it (the zygote; a run in flight)."""
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+        tree, todo = set(), [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo += children.get(pid, [])
+        return tree
+
+    def stop(self) -> None:
+        """Close the control socket (the zygote, and a run in flight, end) and kill bubblewrap's group."""
+        try:
+            self._ctl.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._ctl.close()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def kill_forked(run: Started) -> None:
+    """`kill_tree` for a forked run."""
+    run.proc.kill(run.group)  # type: ignore[union-attr]
