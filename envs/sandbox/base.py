@@ -120,10 +120,10 @@ class Sandbox(ABC):
         `stdin` is fed to the program then closed (no stdin: end of file). With
         `result_channel`, descriptor 3 is a pipe whose contents come back as
         `ExecResult.result`; whoever writes it must keep it from the code it runs.
-        `warm` promises that `argv` does nothing before it has read its stdin (a
-        trusted server such as the Code env's harness, the untrusted part coming
-        on stdin), so a backend may start it ahead of the call: the process
-        backend keeps one started per slot (docs/sandboxes.md, "Warm slots");
+        `warm` says that `argv` is a trusted program (such as the Code env's
+        harness, the untrusted part coming on stdin) that a backend may start
+        from a process kept ready: the process backend forks a ``python -c``
+        program from its slot's zygote (docs/sandboxes.md, "Forking slots");
         others ignore it. Raises `SandboxError` only for harness faults; whatever
         the program does (hang, crash, flood) is reported in the `ExecResult`.
         """
@@ -152,7 +152,7 @@ class Sandbox(ABC):
             return list(pool.map(one, programs))
 
     def cool(self) -> None:
-        """Stop whatever the sandbox keeps started ahead of demand (warm runs) until the next program
+        """Stop whatever the sandbox keeps started ahead of demand (zygotes) until the next program
         asks for it; its owner is going idle. Nothing to stop by default."""
 
     def close(self) -> None:
