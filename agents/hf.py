@@ -57,6 +57,8 @@ class HFPolicy:
         self.model = model
         self.compiled = compiled
         """Generate through transformers' static cache + torch.compile (falls back to eager on failure)."""
+        self.batch_size = 256
+        """Prompts per `generate` chunk, each chunk seeded ``seed + start`` (`rollout.generate_batch`)."""
         self.tokenizer = tokenizer
         self.name = name
         self.renderer = ChatRenderer(tokenizer)
@@ -104,10 +106,12 @@ class HFPolicy:
         prompts: list[list[int]],
         sampling: SamplingParams,
         seed: int | None = None,
-        batch_size: int = 256,
+        batch_size: int | None = None,
     ) -> list[Completion]:
-        """One completion per prompt (see `TokenPolicy.generate`)."""
+        """One completion per prompt (see `TokenPolicy.generate`), in chunks of `batch_size` (default
+        `self.batch_size`) seeded ``seed + start``."""
         out: list[Completion] = []
+        batch_size = batch_size or self.batch_size
         for start in range(0, len(prompts), batch_size):
             out.extend(
                 self._generate_batch(

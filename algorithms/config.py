@@ -139,8 +139,14 @@ class RolloutConfig:
     by at most `max_staleness` policy versions; episodes are streamed one by one (docs/async.md)."""
     max_staleness: int = 1
     """async: how many learner updates a trained token may lag behind (0: on-policy, exactly as sync)."""
+    generate_batch: int = 256
+    """transformers backends: a turn's prompts are generated in chunks of this many, chunk by chunk, each
+    seeded from its position (so the samples do not depend on where a chunk runs); with
+    `cluster.generators` the chunks are spread over the generator actors."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.generate_batch, int) or self.generate_batch < 1:
+            raise ConfigError(f"rollout.generate_batch must be an integer >= 1, got {self.generate_batch!r}.")
         if self.backend not in BACKENDS:
             raise ConfigError(f"rollout.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
         if self.mode not in ("sync", "async"):
@@ -198,7 +204,14 @@ class ClusterConfig:
     """Deadline of each env reset and step: a worker that misses it is killed and replaced, and its
     episodes become infrastructure failures (kept out of the advantages, counted in `cluster/*`)."""
     start_timeout_s: float = 300.0
-    """Deadline of building one env in a worker, a fresh worker's start included."""
+    """Deadline of building one env in a worker, a fresh worker's start included (and of a generator's start)."""
+    generators: int = 0
+    """Ray actors that generate (rollout workers, each a copy of the policy; `rollout.generate_batch` chunks
+    spread over them, the learner's weights sent to each after every update); 0: the trainer generates."""
+    cpus_per_generator: float = 1.0
+    """CPUs Ray reserves for each generator (its torch threads)."""
+    generate_timeout_s: float = 600.0
+    """Deadline of each generate call and weight load on the generators; past it the step fails."""
 
     def __post_init__(self) -> None:
         if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
@@ -207,6 +220,16 @@ class ClusterConfig:
             )
         if self.env_workers < 1:
             raise ConfigError(f"cluster.env_workers must be >= 1, got {self.env_workers}.")
+        if self.generators < 0 or self.cpus_per_generator < 0 or self.generate_timeout_s <= 0:
+            raise ConfigError(
+                f"cluster.generators and cluster.cpus_per_generator must be >= 0 and cluster.generate_timeout_s "
+                f"> 0, got {self.generators}, {self.cpus_per_generator} and {self.generate_timeout_s}."
+            )
+        if self.generators and self.address is None:
+            raise ConfigError(
+                f"cluster.generators={self.generators} runs generation in Ray actors and needs a cluster: set "
+                f"cluster.address (local starts Ray here), or cluster.generators=0."
+            )
         if self.cpus_per_worker < 0:
             raise ConfigError(f"cluster.cpus_per_worker must be >= 0, got {self.cpus_per_worker}.")
         if min(self.env_timeout_s, self.start_timeout_s) <= 0:
@@ -275,6 +298,11 @@ class TrainConfig:
             raise ConfigError(
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
                 "set rollout.strategy=program to train the program."
+            )
+        if self.cluster.generators and self.rollout.backend == "vllm":
+            raise ConfigError(
+                "cluster.generators runs transformers generation in Ray actors (rollout.backend hf or hf-compiled); "
+                "with rollout.backend=vllm the engine generates in this process: set cluster.generators=0."
             )
         if self.cluster.address is not None and self.rollout.strategy == "program":
             raise ConfigError(

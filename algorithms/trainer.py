@@ -124,8 +124,11 @@ class Trainer:
             top_p=cfg.rollout.top_p,
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
+        self.policy.batch_size = cfg.rollout.generate_batch
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
         self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
+        if self.cluster is not None and cfg.cluster.generators:  # generation in Ray actors too
+            self.generator = self.cluster.generators(self.policy, self.run_dir / "checkpoint" / "policy")
         # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
         # policy) in background threads, `ahead` collects batches, `scheduler` streams episodes (staleness > 0)
         self.versions: VersionedGenerator | None = None
@@ -336,7 +339,7 @@ class Trainer:
         )
         sampling_metrics = combine_metrics(per_rank, STRATEGIES.get(self.cfg.rollout.strategy).counts)
         self.log.samples(self.step + 1, trajs, advantages)
-        if self.versions is None and self.generator is not self.policy:  # vLLM: new weights go in, in place
+        if self.versions is None and self.generator is not self.policy:  # vLLM, Ray: new weights go in
             sync_s = self.generator.load_weights(self.policy.model)
         if sync_s is not None:
             metrics["perf/weight_sync_s"] = sync_s
@@ -414,12 +417,12 @@ class Trainer:
         if self.ahead is not None:
             self.ahead.close()
         self.engine.close()
-        if self.cluster is not None:
-            self.cluster.close()
         if isinstance(self.strategy, ProgramRunner):
             self.strategy.close()
-        if self.generator is not self.policy:
+        if self.generator is not self.policy:  # before the cluster: Ray generators are its actors
             self.generator.close()
+        if self.cluster is not None:
+            self.cluster.close()
         self.metrics.close()
 
 

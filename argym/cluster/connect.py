@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING, Any
 from argym.errors import ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from argym.algorithms.config import ClusterConfig
     from argym.cluster.envs import RayEnvPool
+    from argym.cluster.generators import RayGenerators
 
 
 def import_ray() -> Any:
@@ -21,7 +24,8 @@ def import_ray() -> Any:
 
 
 class Cluster:
-    """A run's Ray connection and its env workers; `close` ends the workers, and Ray if this run started it.
+    """A run's Ray connection, its env workers and generators (`generators`); `close` ends the env workers,
+    and Ray if this run started it (the generators are the trainer's to close, as any generator).
 
     ``local`` starts Ray in this process with `num_cpus`/`num_gpus`; any other address
     (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``) joins a running cluster (``ray start --head``).
@@ -44,8 +48,18 @@ class Cluster:
                     f"(`ray start --head` on the head node), or set cluster.address=local to start Ray here."
                 ) from None
         self._ray = ray
+        self.config = config
         self.envs: RayEnvPool = RayEnvPool(
             config.env_workers, config.cpus_per_worker, config.env_timeout_s, config.start_timeout_s
+        )
+
+    def generators(self, policy: Any, checkpoint: Path) -> RayGenerators:
+        """`cluster.generators` Ray actors generating for `policy`, started from its `checkpoint` and synced."""
+        from argym.cluster.generators import RayGenerators
+
+        c = self.config
+        return RayGenerators(
+            policy, checkpoint, c.generators, c.cpus_per_generator, c.start_timeout_s, c.generate_timeout_s
         )
 
     def metrics(self) -> dict[str, float]:

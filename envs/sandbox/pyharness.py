@@ -393,7 +393,6 @@ def main():
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace or /proc/PID/mem by the candidate
-    source = _own_source()
     c_r, p_w = os.pipe()
     p_r, c_w = os.pipe()
     o_r, o_w = os.pipe()
@@ -423,6 +422,7 @@ def main():
                     except OSError:
                         pass
             if job_in_env:  # a fresh interpreter (execve), so the job's environment never reaches it
+                source = _own_source()
                 os.execve(
                     sys.executable,
                     [sys.executable, "-I", "-S", "-c", source, "candidate", str(c_r), str(c_w)],

@@ -57,7 +57,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 LIBC = ctypes.CDLL(None, use_errno=True)
 CODE = {}
-"""source → code object: each program's source is compiled once, in the zygote"""
+"""source → code object: each program's source is compiled once, in the zygote (the last few kept)"""
+KEEP = 8
 
 
 def _ok(rc, what):
@@ -184,6 +185,8 @@ def serve(ctl):
         own = socket.socket(fileno=fds[0])
         spec = json.loads(data)
         if spec["source"] not in CODE:
+            while len(CODE) >= KEEP:
+                del CODE[next(iter(CODE))]
             CODE[spec["source"]] = compile(spec["source"], "<string>", "exec")
         pid = os.fork()
         if pid == 0:

@@ -55,7 +55,7 @@ class Forked:
         self._pidfd: int | None = pidfd
         """the middle process's pidfd: a signal reaches it, never a later process given its pid"""
         self._lock = threading.Lock()
-        self.stdin = os.fdopen(stdin, "wb", buffering=0)
+        self.stdin = os.fdopen(stdin, "wb")
         self.stdout = os.fdopen(stdout, "rb")
         self.stderr = os.fdopen(stderr, "rb")
         self.returncode: int | None = None

@@ -31,6 +31,7 @@ from rich.console import Console
 
 import argym
 from argym.cluster import RayEnvPool, RemoteEnv
+from argym.cluster.generators import RayGenerators
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN
@@ -116,6 +117,43 @@ def test_ray_env_workers_train_exactly_as_in_process(ray_cluster, tmp_path):
         [f"out_dir={tmp_path / 'local'}", "steps=4", "cluster.address=local", "cluster.cpus_per_worker=0.5"]
     )
     assert trainer.step == 4 and any(not torch.equal(resumed[k], local_weights[k]) for k in resumed)
+
+
+@pytest.mark.slow  # two small runs; the second starts two generator actors (a torch import each)
+def test_ray_generators_train_exactly_as_in_process(ray_cluster, tmp_path):
+    """Generation in 2 Ray actors (chunks of 2 prompts spread over them) samples the same tokens and ends
+    with the same weights as the trainer generating itself, chunk by chunk, with the same seeds."""
+    chunks = ["rollout.generate_batch=2"]  # 6 prompts a turn: 3 chunks, on 2 generators
+    # a generator's torch has one thread (cpus_per_generator < 1); so does this process's here (both runs'
+    # generation and both learners), since float sums taken in another order can flip a sample
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local, local_weights, _ = _fit([f"out_dir={tmp_path / 'local'}", *chunks])
+        remote, remote_weights, trainer = _fit(
+            [
+                f"out_dir={tmp_path / 'ray'}",
+                *chunks,
+                "cluster.address=local",
+                "cluster.cpus_per_worker=0.25",
+                "cluster.generators=2",
+                "cluster.cpus_per_generator=0.5",
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert isinstance(trainer.generator, RayGenerators) and len(trainer.generator._workers) == 0  # closed
+    assert len(local) == len(remote) == 3
+    for a, b in zip(local, remote):
+        assert [dataclasses.asdict(t) for t in a] == [dataclasses.asdict(t) for t in b]
+    for k in local_weights:
+        torch.testing.assert_close(local_weights[k], remote_weights[k], rtol=0, atol=0, msg=k)
+    metrics = (tmp_path / "ray" / "metrics.jsonl").read_text()
+    assert '"perf/weight_sync_s"' in metrics  # the learner's weights went to the generators every step
+    with pytest.raises(
+        ConfigError, match="cluster.generators=2 runs generation in Ray actors and needs a cluster"
+    ):
+        load_config(None, SMALL + ["cluster.generators=2"])
 
 
 class Faulty(gym.Wrapper):
