@@ -28,6 +28,7 @@ included, so only the rollout mode differs.
     python benchmarks/async.py                              # math: sync, async staleness 1 and 4
     python benchmarks/async.py --workload code              # code, through the process sandbox
     python benchmarks/async.py --steps 4 --eval-episodes 20  # a quick check
+    python benchmarks/async.py --seed 1                     # another RL seed from the same warm start
 
 Torch runs one intra-op thread in every mode (`OMP_NUM_THREADS=1`, set here before torch
 loads): on a machine whose cores are shared, two OpenMP threads per op measured 30x slower
@@ -200,6 +201,7 @@ def main() -> None:
     ap.add_argument("--latency-median", type=float, default=0.2, help="math only")
     ap.add_argument("--latency-sigma", type=float, default=1.0, help="math only")
     ap.add_argument("--staleness", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--seed", type=int, default=0, help="the RL phase's seed (the warm start is always seed 0's)")
     ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/async[_code].json")
     args = ap.parse_args()
     recipe, env_overrides, description, default_out = workload(args)
@@ -221,7 +223,7 @@ def main() -> None:
     with TemporaryDirectory() as tmp:
         # every mode would train the identical warm start (same recipe and seed): train it once
         warm = warm_start(Path(tmp), 0, common, str(recipe) if recipe else None)
-        shared = [*common, "policy.kind=hf", f"policy.path={warm}", "warm_start.steps=0"]
+        shared = [*common, "policy.kind=hf", f"policy.path={warm}", "warm_start.steps=0", f"seed={args.seed}"]
         rows = [run_mode(name, recipe, shared + extra, Path(tmp)) for name, extra in modes]
     sync = rows[0]["trajectories_per_s"]
     for row in rows:

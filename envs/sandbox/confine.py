@@ -126,27 +126,33 @@ def bwrap_argv(
     return a + ["--chdir", chdir]
 
 
-def child_setup(
-    limits: Limits, uid: int | None, group: cgroup.TreeGroup | None, bwrap: bool
-) -> Callable[[], None]:
-    """What the child does between fork and exec: join the run's cgroup, set the rlimits, drop to `uid`."""
-    join = group.procs_files if group is not None else []
-    cpu = limits.cpu_s or int(limits.timeout_s) + 1
-    rlimits = [
-        (resource.RLIMIT_CPU, cpu),
+def rlimits(limits: Limits, nproc: int | None) -> list[tuple[int, int]]:
+    """A run's rlimits (soft = hard, so ignoring SIGXCPU does not help): CPU, address space, file size, open
+    files, no core; RLIMIT_NPROC when `nproc` is given."""
+    out = [
+        (resource.RLIMIT_CPU, limits.cpu_s or int(limits.timeout_s) + 1),
         (resource.RLIMIT_AS, limits.memory_mb << 20),
         (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CORE, 0),
     ]
+    if nproc is not None:
+        out.append((resource.RLIMIT_NPROC, nproc))
+    return out
+
+
+def child_setup(
+    limits: Limits, uid: int | None, group: cgroup.TreeGroup | None, bwrap: bool
+) -> Callable[[], None]:
+    """What the child does between fork and exec: join the run's cgroup, set the rlimits, drop to `uid`."""
+    join = group.procs_files if group is not None else []
     # RLIMIT_NPROC counts the processes of a uid: the slot's own (as root), or ours in weak mode
-    if uid is not None or not bwrap:
-        rlimits.append((resource.RLIMIT_NPROC, limits.processes))
+    limited = rlimits(limits, limits.processes if uid is not None or not bwrap else None)
     drop_uid = uid is not None and bwrap  # weak mode: setpriv drops it after unshare
 
     def setup() -> None:
         cgroup.join(join)  # first, as root: every process of the run is born in the run's group
-        for res, val in rlimits:
+        for res, val in limited:
             resource.setrlimit(res, (val, val))
         if drop_uid:
             os.setgroups([])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from argym.envs.sandbox import cgroup
 from argym.envs.sandbox.base import Limits, SandboxError
-from argym.envs.sandbox.pump import Started
+from argym.envs.sandbox.confine import rlimits
 
 SOURCE = (Path(__file__).with_name("pyzygote.py")).read_text(encoding="utf-8")
 OUTSIDE_THE_RUN = 4
@@ -29,21 +29,6 @@ OUTSIDE_THE_RUN = 4
 process; the run's RLIMIT_NPROC is its `processes` plus these (the kernel counts every process of the uid)."""
 _HANDOVER_S = 10.0
 """How long the zygote may take to fork a run and name it: past it the zygote is taken for broken."""
-
-
-def rlimits(limits: Limits, nproc: int | None) -> list[tuple[int, int]]:
-    """The rlimits of a run (soft = hard): CPU, address space, file size, open files, no core; RLIMIT_NPROC
-    when `nproc` is given (the slot has its own uid)."""
-    out = [
-        (resource.RLIMIT_CPU, limits.cpu_s or int(limits.timeout_s) + 1),
-        (resource.RLIMIT_AS, limits.memory_mb << 20),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_CORE, 0),
-    ]
-    if nproc is not None:
-        out.append((resource.RLIMIT_NPROC, nproc))
-    return out
 
 
 class Forked:
@@ -229,8 +214,3 @@ class Zygote:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-
-
-def kill_forked(run: Started) -> None:
-    """`kill_tree` for a forked run."""
-    run.proc.kill(run.group)  # type: ignore[union-attr]
