@@ -201,7 +201,9 @@ def main() -> None:
     ap.add_argument("--latency-median", type=float, default=0.2, help="math only")
     ap.add_argument("--latency-sigma", type=float, default=1.0, help="math only")
     ap.add_argument("--staleness", type=int, nargs="+", default=[1, 4])
-    ap.add_argument("--seed", type=int, default=0, help="the RL phase's seed (the warm start is always seed 0's)")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="the RL phase's seed (the warm start is always seed 0's)"
+    )
     ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/async[_code].json")
     args = ap.parse_args()
     recipe, env_overrides, description, default_out = workload(args)
