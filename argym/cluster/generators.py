@@ -93,7 +93,7 @@ class RayGenerators:
 
     def _get(self, refs: list[Any], timeout_s: float, what: str) -> list[Any]:
         try:
-            return self._ray.get(refs, timeout=timeout_s)
+            return list(self._ray.get(refs, timeout=timeout_s))
         except (self._ray.exceptions.GetTimeoutError, self._ray.exceptions.RayActorError) as e:
             raise InfrastructureError(
                 f"a Ray generator failed to {what} within cluster.generate_timeout_s / start_timeout_s "
