@@ -23,7 +23,8 @@ Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this 
   (RLIMIT_AS) times ``processes`` (RLIMIT_NPROC) (``ProcessSandbox.tree_limit``).
 - **wall clock**: past the timeout the whole tree is killed: the process
   group, bwrap's PID namespace (which takes daemonised grandchildren with
-  it) and any process left with the slot's uid.
+  it) and any process left with the slot's uid; a forked run: its middle
+  process (through a pidfd), with it its PID namespace, and its cgroup.
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
