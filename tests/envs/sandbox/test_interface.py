@@ -122,13 +122,28 @@ def test_process_sandboxes_lease_distinct_uids_and_never_kill_each_others_runs(t
         uids_b = {int(x) for x in proc.stdout.split()}
         assert len(uids_a) == 2 and len(uids_b) == 2 and not uids_a & uids_b
         assert result["r"].exit_code == 0 and result["r"].stdout.strip() == "survived"
+        assert _leases_held_here(uids_a) == uids_a
     finally:
         a.close()
-    c = ProcessSandbox(slots=1)  # a closed sandbox's uids are free again
-    try:
-        assert c.uid(0) in uids_a
-    finally:
-        c.close()
+    # a closed sandbox's uids are free again: this process holds no lease on them (another test's sandbox,
+    # in another process, may take one at once, so this reads the locks rather than leasing one back)
+    assert _leases_held_here(uids_a) == set()
+
+
+def _leases_held_here(uids: set[int | None]) -> set[int | None]:
+    """The uids among `uids` whose lease file this process holds an flock on (/proc/locks)."""
+    from argym.envs.sandbox.uids import LEASE_DIR
+
+    by_inode = {os.stat(os.path.join(LEASE_DIR, str(u))).st_ino: u for u in uids}
+    held = set()
+    with open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()  # "1: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF"; waiters have "->"
+            if len(fields) > 5 and fields[1] == "FLOCK" and int(fields[4]) == os.getpid():
+                inode = int(fields[5].rsplit(":", 1)[1])
+                if inode in by_inode:
+                    held.add(by_inode[inode])
+    return held
 
 
 def test_bubblewrap_failing_before_the_command_is_a_sandbox_error(require_backend) -> None:
