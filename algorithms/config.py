@@ -23,6 +23,7 @@ import yaml
 from argym.agents.program import ProgramConfig
 from argym.agents.tiny import TinyModelConfig
 from argym.agents.vllm import VLLMConfig
+from argym.algorithms.cluster_config import ClusterConfig
 from argym.algorithms.decomposer import DecomposerConfig
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.r3l.retry import R3LConfig
@@ -183,60 +184,6 @@ class LogConfig:
             raise ConfigError(f"log.samples_per_step must be >= 0, got {self.samples_per_step}.")
         if self.zero_variance_steps < 1:
             raise ConfigError(f"log.zero_variance_steps must be >= 1, got {self.zero_variance_steps}.")
-
-
-@dataclass
-class ClusterConfig:
-    """Where the envs run (docs/scaling.md): in this process, or in Ray actors (``pip install 'argym[ray]'``)."""
-
-    address: str | None = None
-    """null: everything in this process (no Ray); local: start Ray here (`num_cpus`, `num_gpus`);
-    auto, HOST:PORT or ray://HOST:PORT: join a running cluster (`ray start --head` on its head node)."""
-    num_cpus: int | None = None
-    """CPUs a `local` Ray may use (None: all of this machine's)."""
-    num_gpus: int | None = None
-    """GPUs a `local` Ray may use (None: all of this machine's)."""
-    env_workers: int = 2
-    """Ray actors hosting the training envs; the envs are spread over them round-robin."""
-    cpus_per_worker: float = 1.0
-    """CPUs Ray reserves for each env worker (fractions share a CPU)."""
-    env_timeout_s: float = 600.0
-    """Deadline of each env reset and step: a worker that misses it is killed and replaced, and its
-    episodes become infrastructure failures (kept out of the advantages, counted in `cluster/*`)."""
-    start_timeout_s: float = 300.0
-    """Deadline of building one env in a worker, a fresh worker's start included (and of a generator's start)."""
-    generators: int = 0
-    """Ray actors that generate (rollout workers, each a copy of the policy; `rollout.generate_batch` chunks
-    spread over them, the learner's weights sent to each after every update); 0: the trainer generates."""
-    cpus_per_generator: float = 1.0
-    """CPUs Ray reserves for each generator (its torch threads)."""
-    generate_timeout_s: float = 600.0
-    """Deadline of each generate call and weight load on the generators; past it the step fails."""
-
-    def __post_init__(self) -> None:
-        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
-            raise ConfigError(
-                f"cluster.address must be null, local, auto, HOST:PORT or ray://HOST:PORT, got {self.address!r}."
-            )
-        if self.env_workers < 1:
-            raise ConfigError(f"cluster.env_workers must be >= 1, got {self.env_workers}.")
-        if self.generators < 0 or self.cpus_per_generator < 0 or self.generate_timeout_s <= 0:
-            raise ConfigError(
-                f"cluster.generators and cluster.cpus_per_generator must be >= 0 and cluster.generate_timeout_s "
-                f"> 0, got {self.generators}, {self.cpus_per_generator} and {self.generate_timeout_s}."
-            )
-        if self.generators and self.address is None:
-            raise ConfigError(
-                f"cluster.generators={self.generators} runs generation in Ray actors and needs a cluster: set "
-                f"cluster.address (local starts Ray here), or cluster.generators=0."
-            )
-        if self.cpus_per_worker < 0:
-            raise ConfigError(f"cluster.cpus_per_worker must be >= 0, got {self.cpus_per_worker}.")
-        if min(self.env_timeout_s, self.start_timeout_s) <= 0:
-            raise ConfigError(
-                f"cluster.env_timeout_s and cluster.start_timeout_s must be > 0, got "
-                f"{self.env_timeout_s} and {self.start_timeout_s}."
-            )
 
 
 @dataclass

@@ -9,7 +9,7 @@ from argym.errors import ConfigError, MissingDependencyError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from argym.algorithms.config import ClusterConfig
+    from argym.algorithms.cluster_config import ClusterConfig
     from argym.cluster.envs import RayEnvPool
     from argym.cluster.generators import RayGenerators
 

@@ -66,9 +66,10 @@ from argym.envs.sandbox.base import (
     program_env,
 )
 from argym.envs.sandbox.confine import Mount, bwrap_argv, child_setup, find_python, python_layout, weak_prefix
+from argym.envs.sandbox.forking import ForkingSlots
 from argym.envs.sandbox.pump import Pump, Started, kill_tree, release
 from argym.envs.sandbox.uids import chown_tree, kill_uid, lease_uids
-from argym.envs.sandbox.zygote import OUTSIDE_THE_RUN, Forked, Zygote
+from argym.envs.sandbox.zygote import Forked, Zygote
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def _release(tmp: Path, layout: cgroup.Layout | None, zygotes: dict[int, Zygote]
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-class ProcessSandbox(Sandbox):
+class ProcessSandbox(ForkingSlots, Sandbox):
     """A pool of `slots` isolated process slots; see the module docstring.
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
@@ -262,49 +263,6 @@ class ProcessSandbox(Sandbox):
         finally:
             self._slots.put(slot)
 
-    def _fork(self, slot: int, argv: list[str], limits: Limits, result_channel: bool) -> Started | None:
-        """`argv` (``python -c SOURCE ...``) forked from the slot's zygote, started first if need be; None where
-        no zygote can run here (then the run starts cold, and a one-time warning says why)."""
-        zygote = self._zygotes.get(slot)
-        if zygote is None or not zygote.alive():
-            self._stop_zygote(slot)
-            argv_ = bwrap_argv(
-                self.bwrap,
-                self._prefix,
-                self._site,
-                None,
-                [],
-                self.limits,
-                die_with_parent=False,  # type: ignore[arg-type]
-            )
-            zygote = self._zygotes[slot] = Zygote(argv_, self.python, self.uid(slot), program_env(None))
-        env = program_env(None)
-        if result_channel:
-            env.update(ARGYM_RESULT_FD="3", ARGYM_OUTPUT_CAP=str(limits.output_bytes // 2))
-        uid = self.uid(slot)
-        group = self._run_group(slot, limits, middle=1)
-        try:
-            proc, result_r = zygote.fork(
-                argv[2],
-                argv[3:],
-                env,
-                limits,
-                limits.processes + OUTSIDE_THE_RUN if uid is not None else None,
-                group,
-                result_channel,
-            )
-        except SandboxError as e:
-            if group is not None:
-                group.remove()
-            self._stop_zygote(slot)
-            if not self._forks_ok:
-                self.warm = False
-                log.warning("Forking slots do not work here (%s); programs start cold.", e)
-                return None
-            raise
-        self._forks_ok = True
-        return Started(proc, uid, group, None, result_r, None, limits)  # type: ignore[arg-type]
-
     def _start(
         self,
         slot: int,
@@ -436,32 +394,6 @@ class ProcessSandbox(Sandbox):
             wall_s=wall,
             result=bytes(pump.res) if run.result_r is not None else None,
         )
-
-    def cool(self) -> None:
-        """Stop the slots' zygotes (the next forked program starts its slot's again): an idle owner keeps no
-        process. A slot running a program keeps its zygote until a later `cool` or `close`."""
-        held = []
-        while True:
-            try:
-                held.append(self._slots.get_nowait())
-            except queue.Empty:
-                break
-        try:
-            for slot in held:
-                self._stop_zygote(slot)
-        finally:
-            for slot in held:
-                self._slots.put(slot)
-
-    def _stop_zygote(self, slot: int) -> None:
-        zygote = self._zygotes.pop(slot, None)
-        if zygote is not None:
-            zygote.stop()
-
-    def zygote_pids(self, slot: int) -> set[int]:
-        """The processes of `slot`'s zygote (bubblewrap and all below it); empty if it has none."""
-        zygote = self._zygotes.get(slot)
-        return zygote.pids() if zygote is not None and zygote.alive() else set()
 
     def close(self) -> None:
         self._closed = True
