@@ -165,11 +165,11 @@ def harness_fault_sandbox(request, require_backend, monkeypatch):
             broken.chmod(0o644)
             extra = ["--ro-bind", str(broken), found]
         elif request.param == "candidate":
-            from argym.envs.sandbox import process
+            from argym.envs.sandbox import forking
 
-            plain = process.program_env
+            plain = forking.program_env
             monkeypatch.setattr(
-                process, "program_env", lambda e: {**plain(e), "ARGYM_CANDIDATE_UID": "99999"}
+                forking, "program_env", lambda e: {**plain(e), "ARGYM_CANDIDATE_UID": "99999"}
             )
         wrapper = Path(d) / "bwrap"
         wrapper.write_text(
