@@ -26,7 +26,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -324,7 +324,15 @@ class StreamingScheduler:
 
 class AheadOfLearner:
     """Collects the batch of step j (`collect(j)`) in its own thread once `generator` holds version ≥
-    j − `max_staleness`; `take(j)` hands it over. Steps `first` ≤ j < `last` are collected."""
+    j − `max_staleness`; `take(j)` hands it over. Steps `first` ≤ j < `last` are collected.
+
+    With `partial=False` the lag is fixed instead of bounded: batches are collected one at a time, in
+    step order, and `settle(v)` (called before the generator takes version v) waits until every batch
+    sampled at an older version is collected. So the batch of step j is sampled whole at version
+    max(first, j − max_staleness) and nothing depends on thread timing: the run reproduces exactly.
+    It is the "one step off-policy" pipeline at staleness 1 (the learner trains step j while the
+    generator samples step j + 1), without partial rollouts.
+    """
 
     def __init__(
         self,
@@ -333,15 +341,19 @@ class AheadOfLearner:
         max_staleness: int,
         first: int,
         last: int,
+        partial: bool = True,
     ):
         self.collect = collect
         self.generator = generator
         self.max_staleness = max_staleness
+        self.first = first
         self.last = last
+        self.partial = partial
         self._stop = threading.Event()
         self._futures: dict[int, Future[Any]] = {}
         self._admitted = threading.Condition()
-        self._workers = ThreadPoolExecutor(max_workers=max_staleness + 1, thread_name_prefix="argym-batch")
+        workers = max_staleness + 1 if partial else 1  # one worker runs the batches in the order admitted
+        self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="argym-batch")
         self._thread = threading.Thread(target=self._admit, args=(first,), name="argym-ahead", daemon=True)
         self._thread.start()
 
@@ -352,12 +364,25 @@ class AheadOfLearner:
                 self._admitted.notify_all()
             step += 1
 
-    def take(self, step: int) -> Any:
-        """Step `step`'s batch, once collected (re-raises what its collection raised)."""
+    def _future(self, step: int) -> Future[Any]:
         with self._admitted:
             while step not in self._futures:
                 self._admitted.wait()
-            future = self._futures.pop(step)
+            return self._futures[step]
+
+    def settle(self, version: int) -> None:
+        """`partial=False`: return once every batch sampled at a version below `version` is collected
+        (the batches of steps ≤ version − 1 + max_staleness); at once with partial rollouts."""
+        last = min(version - 1 + self.max_staleness, self.last - 1)
+        if self.partial or version <= self.first or last < self.first:
+            return
+        wait([self._future(last)])  # one worker, in step order: the earlier batches are done too
+
+    def take(self, step: int) -> Any:
+        """Step `step`'s batch, once collected (re-raises what its collection raised)."""
+        future = self._future(step)
+        with self._admitted:
+            del self._futures[step]
         return future.result()
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""The `cluster` section of a recipe: where the training envs and generators run (docs/scaling.md)."""
+"""The `cluster` section of a recipe: where the training envs, generators and learner run (docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,15 @@ class ClusterConfig:
     """CPUs Ray reserves for each generator (its torch threads)."""
     generate_timeout_s: float = 600.0
     """Deadline of each generate call and weight load on the generators; past it the step fails."""
+    learner: bool = False
+    """true: the learner (policy, optimizer, KL reference, critic) runs in a Ray actor, and the trainer's copy of
+    the policy receives its trainable weights after each update (docs/scaling.md)."""
+    cpus_per_learner: float = 1.0
+    """CPUs Ray reserves for the learner (its torch threads)."""
+    gpus_per_learner: float = 0.0
+    """GPUs Ray reserves for the learner (1: a GPU of its own, while generation and envs run elsewhere)."""
+    update_timeout_s: float = 3600.0
+    """Deadline of each call to the learner (an update, a checkpoint); past it the run stops (resume it)."""
 
     def __post_init__(self) -> None:
         if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
@@ -51,6 +60,16 @@ class ClusterConfig:
             raise ConfigError(
                 f"cluster.generators={self.generators} runs generation in Ray actors and needs a cluster: set "
                 f"cluster.address (local starts Ray here), or cluster.generators=0."
+            )
+        if self.learner and self.address is None:
+            raise ConfigError(
+                "cluster.learner=true runs the learner in a Ray actor and needs a cluster: set cluster.address "
+                "(local starts Ray here), or cluster.learner=false."
+            )
+        if min(self.cpus_per_learner, self.gpus_per_learner) < 0 or self.update_timeout_s <= 0:
+            raise ConfigError(
+                f"cluster.cpus_per_learner and cluster.gpus_per_learner must be >= 0 and cluster.update_timeout_s "
+                f"> 0, got {self.cpus_per_learner}, {self.gpus_per_learner} and {self.update_timeout_s}."
             )
         if self.cpus_per_worker < 0:
             raise ConfigError(f"cluster.cpus_per_worker must be >= 0, got {self.cpus_per_worker}.")

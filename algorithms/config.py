@@ -140,6 +140,11 @@ class RolloutConfig:
     by at most `max_staleness` policy versions; episodes are streamed one by one (docs/async.md)."""
     max_staleness: int = 1
     """async: how many learner updates a trained token may lag behind (0: on-policy, exactly as sync)."""
+    partial: bool = True
+    """async, max_staleness > 0: true: partial rollouts (an episode in flight when the weights change goes on
+    with the new ones; episodes streamed one by one; samples depend on thread timing) | false: a fixed lag
+    (the batch of step j is sampled whole at version max(start, j − max_staleness) by the lockstep engine),
+    so an async run reproduces exactly from its seed (docs/async.md)."""
     generate_batch: int = 256
     """transformers backends: a turn's prompts are generated in chunks of this many, chunk by chunk, each
     seeded from its position (so the samples do not depend on where a chunk runs); with
@@ -152,6 +157,8 @@ class RolloutConfig:
             raise ConfigError(f"rollout.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
         if self.mode not in ("sync", "async"):
             raise ConfigError(f"rollout.mode must be sync or async, got {self.mode!r}.")
+        if not isinstance(self.partial, bool):
+            raise ConfigError(f"rollout.partial must be true or false, got {self.partial!r}.")
         if not isinstance(self.max_staleness, int) or self.max_staleness < 0:
             raise ConfigError(
                 f"rollout.max_staleness must be an integer >= 0 (0: on-policy), got {self.max_staleness!r}."

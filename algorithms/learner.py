@@ -146,6 +146,31 @@ class Learner:
             self.optimizer.load_state_dict(state["optimizer"])
         self._shuffle_gen.set_state(state["shuffle_rng"])
 
+    def checkpoint(self) -> dict[str, Any]:
+        """The learner's part of a run's checkpoint: `state_dict`, and the critic's weights and optimizer."""
+        critic = self.critic
+        return {
+            "learner": self.state_dict(),
+            "critic": critic.model.state_dict() if critic is not None else None,
+            "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Back to a `checkpoint()` (a checkpoint written before the critic was kept leaves it as built)."""
+        self.load_state_dict(state["learner"])
+        if self.critic is not None and state.get("critic") is not None:
+            self.critic.model.load_state_dict(state["critic"])
+            self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+
+    def fit_values(self, trajectories: list[Trajectory], pad_id: int) -> dict[str, float]:
+        """One step of VAPO's value pretraining (arXiv 2504.05118 §3.1): the critic towards the
+        Monte-Carlo returns of `trajectories`, the policy untouched."""
+        assert self.critic is not None  # value pretraining runs for an estimator that needs values
+        batch = self.prepare_batch(
+            trajectories, pad_id, advantages=torch.zeros(len(trajectories)), old_logprobs=False
+        )
+        return self.critic.update(batch, self.value_targets(batch))
+
     @torch.no_grad()
     def logprobs(
         self, batch: TrainBatch, model: nn.Module | None = None, minibatches: list[Tensor] | None = None

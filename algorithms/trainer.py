@@ -61,6 +61,8 @@ from argym.types import Trajectory
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+    from argym.cluster.learner import RayLearner
+
 
 class Trainer:
     """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split."""
@@ -96,21 +98,30 @@ class Trainer:
             self._warm_start()
         ref_model = self._reference(resumed=state is not None) if cfg.algorithm.kl_coef > 0 else None
         # VAPO: a value model on the policy's architecture with its own weights and lr
-        critic = (
-            Critic(ValueModel.from_policy(self.policy.model), cfg.algorithm, self.accelerator)
-            if ADVANTAGES.get(cfg.algorithm.advantage).needs_values
-            else None
-        )
-        self.learner = Learner(
-            self.policy.model, cfg.algorithm, self.accelerator, ref_model=ref_model, critic=critic
+        needs_values = ADVANTAGES.get(cfg.algorithm.advantage).needs_values
+        value_model = ValueModel.from_policy(self.policy.model) if needs_values else None
+        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
+        self.learner: Learner | RayLearner = (
+            self.cluster.learner(
+                self.policy.model, cfg.algorithm, cfg.policy.mixed_precision, ref_model, value_model
+            )
+            if self.cluster is not None
+            and cfg.cluster.learner  # the updates in a Ray actor, this copy synced
+            else Learner(
+                self.policy.model,
+                cfg.algorithm,
+                self.accelerator,
+                ref_model=ref_model,
+                critic=Critic(value_model, cfg.algorithm, self.accelerator)
+                if value_model is not None
+                else None,
+            )
         )
         if state is not None:
             self.step = int(state["step"])
-            self.learner.load_state_dict(state["learner"])
+            self.learner.restore(state)
             set_rng_state(own_rng(state, self.accelerator), self.task_rng)
-            if critic is not None and state.get("critic") is not None:
-                critic.model.load_state_dict(state["critic"])
-                critic.optimizer.load_state_dict(state["critic_optimizer"])
+            if needs_values and state.get("critic") is not None:
                 # a checkpoint from before this key was recorded is taken as pretrained
                 self.value_pretrained = int(state.get("value_pretrained", cfg.algorithm.value_pretrain_steps))
             self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
@@ -126,7 +137,6 @@ class Trainer:
         )
         self.policy.batch_size = cfg.rollout.generate_batch
         self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
-        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
         if self.cluster is not None and cfg.cluster.generators:  # generation in Ray actors too
             self.generator = self.cluster.generators(self.policy, self.run_dir / "checkpoint" / "policy")
         # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
@@ -151,10 +161,10 @@ class Trainer:
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
-        if self.versions is not None and cfg.rollout.max_staleness > 0:  # plain groups, episodes streamed
+        if self.versions is not None and cfg.rollout.max_staleness > 0 and cfg.rollout.partial:  # streamed
             self.scheduler = StreamingScheduler(self.engine, seed=cfg.seed)
             self.strategy = PlainRollout(self.scheduler)  # type: ignore[arg-type]  # it runs like an engine
-        if critic is not None and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
+        if needs_values and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
             self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 
     def _reference(self, resumed: bool) -> torch.nn.Module:
@@ -220,14 +230,9 @@ class Trainer:
         cfg = self.cfg
         t0, start = time.perf_counter(), self.value_pretrained
         m: dict[str, float] = {}
-        critic = self.learner.critic
-        assert critic is not None  # value pretraining runs for an estimator that needs values
         for k in range(start, cfg.algorithm.value_pretrain_steps):
             trajs, _ = self.collect(step=k, purpose="value_pretrain")  # seeds no RL step uses
-            batch = self.learner.prepare_batch(
-                trajs, self.policy.pad_id, advantages=torch.zeros(len(trajs)), old_logprobs=False
-            )
-            m = critic.update(batch, self.learner.value_targets(batch))
+            m = self.learner.fit_values(trajs, self.policy.pad_id)
             self.value_pretrained = done = k + 1
             if done % cfg.checkpoint_every == 0 or done == cfg.algorithm.value_pretrain_steps:
                 self.save()
@@ -238,16 +243,13 @@ class Trainer:
         )
 
     def save(self) -> None:
-        learner: Learner | None = getattr(self, "learner", None)
-        critic = learner.critic if learner is not None else None
+        learner: Learner | RayLearner | None = getattr(self, "learner", None)
         state = {
             "step": self.step,
             "rng_ranks": all_ranks(
                 self.accelerator, rng_state(self.task_rng)
             ),  # each rank's, for an exact resume
-            "learner": learner.state_dict() if learner is not None else None,
-            "critic": critic.model.state_dict() if critic is not None else None,
-            "critic_optimizer": critic.optimizer.state_dict() if critic is not None else None,
+            **(learner.checkpoint() if learner is not None else {"learner": None}),
             "value_pretrained": self.value_pretrained,
         }
         # a sharded policy's weights are gathered by every rank, onto the main process
@@ -368,13 +370,21 @@ class Trainer:
     def _take_ahead(self) -> tuple[float, tuple[list[Trajectory], dict[str, float]]]:
         """Async: publish the weights as version `step`, then take step `step`'s batch (collected ahead) and
         score it here, where the policy is not being updated (SAR reads it). Returns the publish time too."""
-        cfg, t0 = self.cfg, time.perf_counter()
+        cfg = self.cfg
         assert self.versions is not None
+        if self.ahead is not None:  # a fixed lag: the batches still due at older weights are collected first
+            self.ahead.settle(self.step)
+        t0 = time.perf_counter()
         self.versions.publish(self.policy.model, self.step)
         sync_s = time.perf_counter() - t0
         if self.ahead is None:  # started here, not in __init__: nothing runs ahead of a first evaluation
             self.ahead = AheadOfLearner(
-                self._draw_batch, self.versions, cfg.rollout.max_staleness, first=self.step, last=cfg.steps
+                self._draw_batch,
+                self.versions,
+                cfg.rollout.max_staleness,
+                first=self.step,
+                last=cfg.steps,
+                partial=cfg.rollout.partial,
             )
         trajs, metrics = self.ahead.take(self.step)
         trajs, reward_metrics = self.rewards(trajs)
@@ -421,6 +431,8 @@ class Trainer:
             self.strategy.close()
         if self.generator is not self.policy:  # before the cluster: Ray generators are its actors
             self.generator.close()
+        if not isinstance(self.learner, Learner):  # a Ray learner: its actor
+            self.learner.close()
         if self.cluster is not None:
             self.cluster.close()
         self.metrics.close()

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from argym.algorithms.cluster_config import ClusterConfig
     from argym.cluster.envs import RayEnvPool
     from argym.cluster.generators import RayGenerators
+    from argym.cluster.learner import RayLearner
 
 
 def import_ray() -> Any:
@@ -24,8 +25,8 @@ def import_ray() -> Any:
 
 
 class Cluster:
-    """A run's Ray connection, its env workers and generators (`generators`); `close` ends the env workers,
-    and Ray if this run started it (the generators are the trainer's to close, as any generator).
+    """A run's Ray connection, its env workers, generators (`generators`) and learner (`learner`); `close` ends
+    the env workers, and Ray if this run started it (the generators and the learner are the trainer's to close).
 
     ``local`` starts Ray in this process with `num_cpus`/`num_gpus`; any other address
     (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``) joins a running cluster (``ray start --head``).
@@ -60,6 +61,25 @@ class Cluster:
         c = self.config
         return RayGenerators(
             policy, checkpoint, c.generators, c.cpus_per_generator, c.start_timeout_s, c.generate_timeout_s
+        )
+
+    def learner(
+        self, model: Any, config: Any, mixed_precision: str, ref_model: Any, value_model: Any
+    ) -> RayLearner:
+        """The run's learner in a Ray actor (`cluster.learner`), over copies of these models."""
+        from argym.cluster.learner import RayLearner
+
+        c = self.config
+        return RayLearner(
+            model,
+            config,
+            mixed_precision,
+            ref_model,
+            value_model,
+            c.cpus_per_learner,
+            c.gpus_per_learner,
+            c.start_timeout_s,
+            c.update_timeout_s,
         )
 
     def metrics(self) -> dict[str, float]:

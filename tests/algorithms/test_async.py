@@ -1,9 +1,11 @@
-"""rollout.mode=async: staleness 0 is sync exactly; staleness 2 bounds and records every trained token's lag
-(that the tiny model still learns the quickstart task with it: test_learns.py)."""
+"""rollout.mode=async: staleness 0 is sync exactly; staleness 2 bounds and records every trained token's lag;
+a fixed lag (rollout.partial=false) reproduces exactly (that the tiny model still learns the quickstart task
+at staleness 2: test_learns.py)."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -30,25 +32,27 @@ SMALL = [
 ]
 
 
-def _informative(trainer) -> None:
+def _informative(trainer, slow_s: float = 0.0) -> None:
     """The first sample of each group solves its task: every group is informative (a 2-step warm start solves
-    nothing, and all-equal groups would give zero advantages and no update)."""
+    nothing, and all-equal groups would give zero advantages and no update). `slow_s`: seconds each batch
+    waits before its rollouts (a slow env, so that batches take longer than updates)."""
     runner = trainer.scheduler or trainer.engine  # async with staleness > 0 streams episodes
     run = runner.run
 
     def mixed(tasks, group_size, seed):
+        time.sleep(slow_s)
         trajs = run(tasks, group_size=group_size, seed=seed)
         return [dataclasses.replace(t, reward=1.0) if i % group_size == 0 else t for i, t in enumerate(trajs)]
 
     runner.run = mixed
 
 
-def _run(tmp_path, extra: list[str]):
+def _run(tmp_path, extra: list[str], slow_s: float = 0.0):
     """Train 3 steps; returns the trajectories each update got, the final weights and the metrics."""
     cfg = load_config(None, SMALL + ["steps=3", "eval.every=0", f"out_dir={tmp_path}"] + extra)
     trainer = Trainer(cfg)
     initial = [v.detach().clone() for v in trainer.policy.model.state_dict().values()]
-    _informative(trainer)
+    _informative(trainer, slow_s)
     batches = []
     real = trainer.learner.update
 
@@ -109,6 +113,30 @@ def test_async_staleness_2_bounds_and_records_the_lag(tmp_path):
     assert all(np.isfinite(r["train/loss"]) for r in records)
 
 
+FIXED_LAG_2 = [
+    "rollout.mode=async",
+    "rollout.max_staleness=2",
+    "rollout.partial=false",
+    "algorithm.tis_cap=2.0",
+]
+
+
+def test_async_fixed_lag_reproduces_exactly(tmp_path):
+    """rollout.partial=false: step j trains a batch sampled whole at version max(0, j − 2), and a second run
+    with the same seed gives the same trajectories, losses and weights (nothing depends on thread timing)."""
+    first, w_first, m_first = _run(tmp_path / "a", FIXED_LAG_2 + ["steps=4"], slow_s=0.5)
+    again, w_again, m_again = _run(tmp_path / "b", FIXED_LAG_2 + ["steps=4"])
+    assert len(first) == len(again) == 4
+    for step, (a, b) in enumerate(zip(first, again)):
+        assert [_key(t) for t in a] == [_key(t) for t in b], f"step {step}"
+        trained = {v for t in a for v, m in zip(t.policy_versions, t.loss_mask) if m}
+        assert trained == {max(0, step - 2)}, (step, trained)
+        assert m_first[step]["train/version_lag_max"] == min(step, 2)
+        assert m_first[step]["train/loss"] == m_again[step]["train/loss"]
+    for k in w_first:
+        assert torch.equal(w_first[k], w_again[k]), k
+
+
 def test_async_config_errors():
     with pytest.raises(ConfigError, match="tis_cap"):
         load_config(None, ["rollout.mode=async", "rollout.max_staleness=1"])
@@ -118,3 +146,5 @@ def test_async_config_errors():
         load_config(None, ["rollout.max_staleness=-1"])
     with pytest.raises(ConfigError, match="rollout.mode"):
         load_config(None, ["rollout.mode=fast"])
+    with pytest.raises(ConfigError, match="rollout.partial"):
+        load_config(None, ["rollout.partial=sometimes"])

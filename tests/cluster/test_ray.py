@@ -32,6 +32,7 @@ from rich.console import Console
 import argym
 from argym.cluster import RayEnvPool, RemoteEnv
 from argym.cluster.generators import RayGenerators
+from argym.cluster.learner import RayLearner
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN
@@ -154,6 +155,43 @@ def test_ray_generators_train_exactly_as_in_process(ray_cluster, tmp_path):
         ConfigError, match="cluster.generators=2 runs generation in Ray actors and needs a cluster"
     ):
         load_config(None, SMALL + ["cluster.generators=2"])
+
+
+@pytest.mark.slow  # four small runs; two start a learner actor (a torch import)
+def test_ray_learner_trains_and_resumes_exactly_as_in_process(ray_cluster, tmp_path):
+    """The learner in a Ray actor (with its KL reference) ends with the same weights as the learner in this
+    process, its checkpoints hold the actor's optimizer state, and a resume from them continues exactly."""
+    kl = ["algorithm.kl_coef=0.05"]
+    remote_learner = ["cluster.address=local", "cluster.cpus_per_worker=0.25", "cluster.learner=true"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the actor's torch has one thread (cpus_per_learner 0.5), so has this process's
+    try:
+        local, local_weights, _ = _fit([f"out_dir={tmp_path / 'local'}", *kl])
+        remote, remote_weights, trainer = _fit(
+            [f"out_dir={tmp_path / 'ray'}", *kl, *remote_learner, "cluster.cpus_per_learner=0.5"]
+        )
+        assert isinstance(trainer.learner, RayLearner)
+        _, local_resumed, _ = _fit([f"out_dir={tmp_path / 'local'}", *kl, "steps=5"])
+        _, remote_resumed, _ = _fit(
+            [f"out_dir={tmp_path / 'ray'}", *kl, *remote_learner, "cluster.cpus_per_learner=0.5", "steps=5"]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert len(local) == len(remote) == 3
+    for a, b in zip(local, remote):
+        assert [dataclasses.asdict(t) for t in a] == [dataclasses.asdict(t) for t in b]
+    for before, after in ((local_weights, remote_weights), (local_resumed, remote_resumed)):
+        for k in before:
+            torch.testing.assert_close(before[k], after[k], rtol=0, atol=0, msg=k)
+    assert any(not torch.equal(local_weights[k], local_resumed[k]) for k in local_weights)
+    state = torch.load(tmp_path / "ray" / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 5 and state["learner"]["optimizer"]["state"], (
+        "the actor's AdamW moments are saved"
+    )
+    with pytest.raises(ConfigError, match="cluster.learner=true runs the learner in a Ray actor and needs"):
+        load_config(None, SMALL + ["cluster.learner=true"])
+    with pytest.raises(ConfigError, match="cpus_per_learner is 3 but the Ray cluster has 2 CPUs"):
+        _fit([f"out_dir={tmp_path / 'big'}", *remote_learner, "cluster.cpus_per_learner=3"])
 
 
 class Faulty(gym.Wrapper):
