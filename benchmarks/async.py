@@ -23,9 +23,11 @@ number of steps, i.e. on the same number of samples, then evaluates greedily on 
 same held-out tasks. Trajectories/s count the trained trajectories over the wall time
 of `fit()` (rollouts and updates; the warm start and evaluations excluded). Every mode
 uses the same learner settings, the truncated importance weight (`algorithm.tis_cap`)
-included, so only the rollout mode differs.
+included, so only the rollout mode differs. ``async-S`` streams episodes with partial rollouts
+(staleness at most S); ``fixed-S`` samples each batch whole at a lag of S (`rollout.partial=false`:
+the lockstep engine, reproducible from the seed).
 
-    python benchmarks/async.py                              # math: sync, async staleness 1 and 4
+    python benchmarks/async.py                              # math: sync, async staleness 1 and 4, fixed lag 1
     python benchmarks/async.py --workload code              # code, through the process sandbox
     python benchmarks/async.py --steps 4 --eval-episodes 20  # a quick check
     python benchmarks/async.py --seed 1                     # another RL seed from the same warm start
@@ -202,6 +204,13 @@ def main() -> None:
     ap.add_argument("--latency-sigma", type=float, default=1.0, help="math only")
     ap.add_argument("--staleness", type=int, nargs="+", default=[1, 4])
     ap.add_argument(
+        "--fixed-lag",
+        type=int,
+        nargs="*",
+        default=[1],
+        help="async arms at a fixed lag (rollout.partial=false: reproducible, no partial rollouts)",
+    )
+    ap.add_argument(
         "--seed", type=int, default=0, help="the RL phase's seed (the warm start is always seed 0's)"
     )
     ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/async[_code].json")
@@ -219,9 +228,14 @@ def main() -> None:
         f"checkpoint_every={args.steps}",
         "algorithm.tis_cap=2.0",
     ]
-    modes = [("sync", ["rollout.mode=sync"])] + [
-        (f"async-{s}", ["rollout.mode=async", f"rollout.max_staleness={s}"]) for s in args.staleness
-    ]
+    modes = (
+        [("sync", ["rollout.mode=sync"])]
+        + [(f"async-{s}", ["rollout.mode=async", f"rollout.max_staleness={s}"]) for s in args.staleness]
+        + [
+            (f"fixed-{s}", ["rollout.mode=async", f"rollout.max_staleness={s}", "rollout.partial=false"])
+            for s in args.fixed_lag
+        ]
+    )
     with TemporaryDirectory() as tmp:
         # every mode would train the identical warm start (same recipe and seed): train it once
         warm = warm_start(Path(tmp), 0, common, str(recipe) if recipe else None)
