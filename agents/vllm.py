@@ -235,11 +235,16 @@ class VLLMPolicy:
         `model` is the learner's `PreTrainedModel` (a peft model is merged on
         the fly; its adapters stay as they are).
         """
+        t0 = time.perf_counter()
+        self.load_state_dict(hf_state_dict(model))
+        return time.perf_counter() - t0
+
+    def load_state_dict(self, state: dict[str, Any]) -> int:
+        """Load weights under Hugging Face names (`hf_state_dict`) into the running engine; how many."""
         from safetensors.torch import save_file
 
-        t0 = time.perf_counter()
         dtype = self.llm.llm_engine.model_config.dtype
-        tensors = {name: t.detach().to("cpu", dtype) for name, t in hf_state_dict(model).items()}
+        tensors = {name: t.detach().to("cpu", dtype) for name, t in state.items()}
         directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         fd, path = tempfile.mkstemp(prefix="argym-weights-", suffix=".safetensors", dir=directory)
         os.close(fd)
@@ -252,7 +257,7 @@ class VLLMPolicy:
             raise RuntimeError(f"vLLM workers loaded {counts} tensors, expected {len(tensors)}.")
         self.llm.reset_prefix_cache()  # cached keys/values were computed with the old weights
         self.weight_version += 1
-        return time.perf_counter() - t0
+        return len(tensors)
 
     def sleep(self) -> None:
         """Release the engine's GPU memory (weights and KV cache) while the learner updates (vLLM sleep mode, level 1).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -15,6 +15,9 @@ from argym.algorithms.config import TrainConfig
 from argym.algorithms.lora import apply_lora
 
 from argym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from argym.cluster import Cluster
 
 
 def seed_everything(seed: int) -> None:
@@ -59,16 +62,19 @@ def build_policy(cfg: TrainConfig, checkpoint: Path | None) -> HFPolicy:
     return policy
 
 
-def build_generator(cfg: TrainConfig, policy: HFPolicy, run_dir: Path) -> Any:
+def build_generator(cfg: TrainConfig, policy: HFPolicy, run_dir: Path, cluster: Cluster | None = None) -> Any:
     """The token policy that generates rollouts (`rollout.backend`): the trained policy itself (eager or
-    compiled generation), or a vLLM engine started from the run's checkpoint and synced to `policy` now."""
+    compiled generation), or a vLLM engine started from the run's checkpoint and synced to `policy` now;
+    with `cluster.generators`, that many Ray actors generating with either."""
     backend = cfg.rollout.backend
+    policy.compiled = backend == "hf-compiled"
+    start = run_dir / "checkpoint" / "policy"  # an ordinary checkpoint (LoRA runs save it merged)
+    if cluster is not None and cfg.cluster.generators:
+        return cluster.generators(policy, start, cfg.rollout.vllm if backend == "vllm" else None)
     if backend != "vllm":
-        policy.compiled = backend == "hf-compiled"
         return policy
     from argym.agents.vllm import VLLMPolicy
 
-    start = run_dir / "checkpoint" / "policy"  # an ordinary checkpoint (LoRA runs save it merged)
     generator = VLLMPolicy(start, cfg.rollout.vllm, name=f"vllm:{start}")
     generator.load_weights(policy.model)
     return generator

@@ -28,10 +28,13 @@ class ClusterConfig:
     start_timeout_s: float = 300.0
     """Deadline of building one env in a worker, a fresh worker's start included (and of a generator's start)."""
     generators: int = 0
-    """Ray actors that generate (rollout workers, each a copy of the policy; `rollout.generate_batch` chunks
-    spread over them, the learner's weights sent to each after every update); 0: the trainer generates."""
+    """Ray actors that generate (rollout workers, each a copy of the policy in transformers or, with
+    `rollout.backend: vllm`, a vLLM engine; a turn's prompts spread over them, the learner's weights sent to
+    each after every update); 0: the trainer generates."""
     cpus_per_generator: float = 1.0
     """CPUs Ray reserves for each generator (its torch threads)."""
+    gpus_per_generator: float = 0.0
+    """GPUs Ray reserves for each generator (1: a vLLM engine or transformers copy on a GPU of its own)."""
     generate_timeout_s: float = 600.0
     """Deadline of each generate call and weight load on the generators; past it the step fails."""
     learner: bool = False
@@ -51,10 +54,14 @@ class ClusterConfig:
             )
         if self.env_workers < 1:
             raise ConfigError(f"cluster.env_workers must be >= 1, got {self.env_workers}.")
-        if self.generators < 0 or self.cpus_per_generator < 0 or self.generate_timeout_s <= 0:
+        if (
+            min(self.generators, self.cpus_per_generator, self.gpus_per_generator) < 0
+            or self.generate_timeout_s <= 0
+        ):
             raise ConfigError(
-                f"cluster.generators and cluster.cpus_per_generator must be >= 0 and cluster.generate_timeout_s "
-                f"> 0, got {self.generators}, {self.cpus_per_generator} and {self.generate_timeout_s}."
+                f"cluster.generators, cluster.cpus_per_generator and cluster.gpus_per_generator must be >= 0 and "
+                f"cluster.generate_timeout_s > 0, got {self.generators}, {self.cpus_per_generator}, "
+                f"{self.gpus_per_generator} and {self.generate_timeout_s}."
             )
         if self.generators and self.address is None:
             raise ConfigError(

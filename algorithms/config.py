@@ -253,11 +253,6 @@ class TrainConfig:
                 f"agent.program is set but rollout.strategy is {self.rollout.strategy!r}; "
                 "set rollout.strategy=program to train the program."
             )
-        if self.cluster.generators and self.rollout.backend == "vllm":
-            raise ConfigError(
-                "cluster.generators runs transformers generation in Ray actors (rollout.backend hf or hf-compiled); "
-                "with rollout.backend=vllm the engine generates in this process: set cluster.generators=0."
-            )
         if self.cluster.address is not None and self.rollout.strategy == "program":
             raise ConfigError(
                 "cluster.address is set but rollout.strategy is 'program', whose agent program runs its own "

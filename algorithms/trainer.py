@@ -136,9 +136,8 @@ class Trainer:
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
         self.policy.batch_size = cfg.rollout.generate_batch
-        self.generator = build_generator(cfg, self.policy, self.run_dir)  # rollout.backend: who generates
-        if self.cluster is not None and cfg.cluster.generators:  # generation in Ray actors too
-            self.generator = self.cluster.generators(self.policy, self.run_dir / "checkpoint" / "policy")
+        # rollout.backend: who generates (cluster.generators: in Ray actors)
+        self.generator = build_generator(cfg, self.policy, self.run_dir, self.cluster)
         # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
         # policy) in background threads, `ahead` collects batches, `scheduler` streams episodes (staleness > 0)
         self.versions: VersionedGenerator | None = None

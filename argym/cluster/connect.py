@@ -54,13 +54,21 @@ class Cluster:
             config.env_workers, config.cpus_per_worker, config.env_timeout_s, config.start_timeout_s
         )
 
-    def generators(self, policy: Any, checkpoint: Path) -> RayGenerators:
-        """`cluster.generators` Ray actors generating for `policy`, started from its `checkpoint` and synced."""
+    def generators(self, policy: Any, checkpoint: Path, vllm: Any = None) -> RayGenerators:
+        """`cluster.generators` Ray actors generating for `policy` (in vLLM engines with `vllm`, a `VLLMConfig`),
+        started from its `checkpoint` and synced."""
         from argym.cluster.generators import RayGenerators
 
         c = self.config
         return RayGenerators(
-            policy, checkpoint, c.generators, c.cpus_per_generator, c.start_timeout_s, c.generate_timeout_s
+            policy,
+            checkpoint,
+            c.generators,
+            c.cpus_per_generator,
+            c.start_timeout_s,
+            c.generate_timeout_s,
+            gpus_per_worker=c.gpus_per_generator,
+            vllm=vllm,
         )
 
     def learner(

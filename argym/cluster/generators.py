@@ -1,11 +1,13 @@
-"""Generation in Ray actors (`cluster.generators`): rollout workers that each hold a copy of the policy.
+"""Generation in Ray actors (`cluster.generators`): rollout workers that each hold a copy of the policy,
+in transformers or in a vLLM engine (`rollout.backend: vllm`), on the CPUs and GPUs each reserves.
 
 The rollout engine still drives every episode from the trainer's process; what moves out is
 the one expensive call of a turn, `generate`. `RayGenerators` is a token policy whose
 `generate` cuts the turn's prompts into chunks of `rollout.generate_batch` (each chunk seeded
 ``seed + start``, exactly as `HFPolicy.generate` seeds its own chunks in process) and spreads the
 chunks over its `GeneratorWorker` actors, so a run samples the same tokens with any number of
-generators. After each update the learner's weights go to every actor once through Ray's
+generators. vLLM engines take one equal share of a turn each (an engine batches continuously);
+each request is still seeded by its place in the turn. After each update the learner's weights go to every actor once through Ray's
 object store (`load_weights`, the seam vLLM's engine uses in process).
 
 A worker is started from the run's checkpoint (its files travel through the object store, so
@@ -26,33 +28,50 @@ from argym.errors import ConfigError, InfrastructureError
 
 
 class GeneratorWorker:
-    """A Ray actor's body: an `HFPolicy` loaded from checkpoint files the driver sends."""
+    """A Ray actor's body: an `HFPolicy`, or a vLLM engine (`vllm` given), loaded from checkpoint files the
+    driver sends."""
 
-    def __init__(self, files: dict[str, bytes], dtype: str, compiled: bool, threads: int):
+    def __init__(self, files: dict[str, bytes], dtype: str, compiled: bool, threads: int, vllm: Any = None):
         import torch
 
         from argym.agents.hf import HFPolicy
 
         torch.set_num_threads(max(threads, 1))
+        self.policy: Any
         with tempfile.TemporaryDirectory(prefix="argym-generator-") as d:
             for name, data in files.items():
                 Path(d, name).write_bytes(data)
-            self.policy = HFPolicy.load(d, dtype=dtype)
-        self.policy.compiled = compiled
+            if vllm is None:
+                self.policy = HFPolicy.load(d, dtype=dtype)
+                self.policy.compiled = compiled
+            else:  # the engine reads the files while it starts, not after
+                from argym.agents.vllm import VLLMPolicy
+
+                self.policy = VLLMPolicy(d, vllm, name=f"vllm-actor:{os.getpid()}")
+        self.vllm = vllm is not None
 
     def pid(self) -> int:
         return os.getpid()
 
     def generate(self, prompts: list[list[int]], sampling: Any, seed: int | None) -> list[Any]:
-        return self.policy.generate(prompts, sampling, seed=seed, batch_size=len(prompts))
+        if self.vllm:  # request i is seeded seed + i, as in process
+            return list(self.policy.generate(prompts, sampling, seed=seed))
+        return list(self.policy.generate(prompts, sampling, seed=seed, batch_size=len(prompts)))
 
     def load(self, state: dict[str, Any]) -> int:
         """The learner's weights (Hugging Face names); how many tensors were loaded."""
+        if self.vllm:
+            return int(self.policy.load_state_dict(state))
         missing, unexpected = self.policy.model.load_state_dict(state, strict=False)
         tied = set(getattr(self.policy.model, "_tied_weights_keys", None) or [])
         if unexpected or set(missing) - tied:
             raise ValueError(f"weights do not fit the generator: missing {missing}, unexpected {unexpected}")
         return len(state)
+
+    def close(self) -> None:
+        """Stop a vLLM engine's processes (a kill of the actor alone would leave them to notice)."""
+        if self.vllm:
+            self.policy.close()
 
 
 class RayGenerators:
@@ -66,28 +85,34 @@ class RayGenerators:
         cpus_per_worker: float,
         start_timeout_s: float,
         call_timeout_s: float,
+        gpus_per_worker: float = 0.0,
+        vllm: Any = None,
     ):
         from argym.cluster.connect import import_ray
 
         self._ray = ray = import_ray()
-        cpus = ray.cluster_resources().get("CPU", 0)
-        if cpus_per_worker > cpus:
-            raise ConfigError(
-                f"cluster.cpus_per_generator is {cpus_per_worker:g} but the Ray cluster has {cpus:g} CPUs in all: "
-                f"no generator could ever start. Lower it, or add CPUs (cluster.num_cpus for a local Ray)."
-            )
+        have = ray.cluster_resources()
+        for what, need, key in (("cpus", cpus_per_worker, "CPU"), ("gpus", gpus_per_worker, "GPU")):
+            if need > have.get(key, 0):
+                raise ConfigError(
+                    f"cluster.{what}_per_generator is {need:g} but the Ray cluster has {have.get(key, 0):g} {key}s "
+                    f"in all: no generator could ever start. Lower it, or add {key}s (cluster.num_{what} for a local Ray)."
+                )
         self.tokenizer = policy.tokenizer
         self.renderer = policy.renderer
         self.pad_id = policy.pad_id
         self.stop_ids = policy.stop_ids
         self.batch_size = policy.batch_size
-        self.name = f"ray:{workers}x:{policy.name}"
+        self.name = f"ray:{workers}x{':vllm' if vllm is not None else ''}:{policy.name}"
         self.call_timeout_s = call_timeout_s
+        self.even = vllm is not None  # an engine batches continuously: each takes an equal share of a turn
         files = ray.put({p.name: p.read_bytes() for p in Path(checkpoint).iterdir() if p.is_file()})
-        actor = ray.remote(GeneratorWorker).options(num_cpus=cpus_per_worker, max_restarts=0)
+        actor = ray.remote(GeneratorWorker).options(
+            num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0
+        )
         dtype = str(next(policy.model.parameters()).dtype).removeprefix("torch.")
         threads = max(int(cpus_per_worker), 1)
-        self._workers = [actor.remote(files, dtype, policy.compiled, threads) for _ in range(workers)]
+        self._workers = [actor.remote(files, dtype, policy.compiled, threads, vllm) for _ in range(workers)]
         self._get([w.pid.remote() for w in self._workers], start_timeout_s, "start")
         self.load_weights(policy.model)
 
@@ -104,8 +129,9 @@ class RayGenerators:
         self, prompts: list[list[int]], sampling: Any, seed: int | None = None, batch_size: int | None = None
     ) -> list[Any]:
         """One completion per prompt; chunk *i* (from prompt `start`) on worker *i* mod workers, seeded
-        ``seed + start``."""
-        size = batch_size or self.batch_size
+        ``seed + start``. Chunks of `rollout.generate_batch` prompts (transformers), or one equal share
+        per worker (vLLM engines, whose request i is seeded seed + i: the same seeds either way)."""
+        size = -(-len(prompts) // len(self._workers)) if self.even else batch_size or self.batch_size
         starts = range(0, len(prompts), size)
         refs = [
             self._workers[i % len(self._workers)].generate.remote(
@@ -128,6 +154,12 @@ class RayGenerators:
         return time.perf_counter() - t0
 
     def close(self) -> None:
-        for w in self._workers:
-            self._ray.kill(w)
-        self._workers = []
+        """Stop the workers (a vLLM engine first, within `call_timeout_s`), then kill their actors."""
+        try:
+            self._ray.wait(
+                [w.close.remote() for w in self._workers], num_returns=len(self._workers), timeout=60
+            )
+        finally:
+            for w in self._workers:
+                self._ray.kill(w)
+            self._workers = []

@@ -194,6 +194,63 @@ def test_ray_learner_trains_and_resumes_exactly_as_in_process(ray_cluster, tmp_p
         _fit([f"out_dir={tmp_path / 'big'}", *remote_learner, "cluster.cpus_per_learner=3"])
 
 
+@pytest.mark.slow  # a vLLM engine start in an actor (about a minute on 2 cores)
+def test_vllm_generators_in_a_ray_actor_are_synced_every_step(ray_cluster, tmp_path):
+    """rollout.backend=vllm with cluster.generators=1: the engine runs in a Ray actor; after every update the
+    weights move into it, so the training-inference mismatch stays near zero at a large lr (float32 engine);
+    closing the run leaves no engine process behind."""
+    overrides = [
+        "policy.tiny.num_layers=2",  # the default width: head dim 32, which vLLM's CPU attention takes
+        "warm_start.steps=2",
+        "warm_start.tasks=16",
+        "warm_start.batch_size=8",
+        "algorithm.entropy_coef=0.1",  # the weights move every step
+        "algorithm.lr=0.01",
+        "steps=3",
+        "rollout.tasks_per_step=4",
+        "rollout.group_size=2",
+        "rollout.max_new_tokens=8",
+        "eval.episodes=4",
+        "eval.every=0",
+        "rollout.backend=vllm",
+        "rollout.vllm.dtype=float32",
+        "rollout.vllm.enforce_eager=true",
+        "rollout.vllm.max_model_len=512",
+        "rollout.vllm.kv_cache_gb=0.5",
+        "cluster.address=local",
+        "cluster.cpus_per_worker=0.25",
+        "cluster.generators=1",
+        f"out_dir={tmp_path}",
+    ]
+    trainer = Trainer(load_config(None, overrides), Console(file=io.StringIO()))
+    try:
+        assert isinstance(trainer.generator, RayGenerators) and trainer.generator.name.startswith(
+            "ray:1x:vllm"
+        )
+        engines = [
+            p for p in psutil.Process().children(recursive=True) if "EngineCore" in " ".join(_names(p))
+        ]
+        assert engines, "the vLLM engine's process runs under the generator actor"
+        trainer.fit()
+    finally:
+        trainer.close()
+    steps = [r for r in trainer.metrics.records() if "perf/weight_sync_s" in r]
+    assert len(steps) == 3
+    assert all(r["train/logprob_mismatch_max"] < 1e-3 for r in steps), [
+        r["train/logprob_mismatch_max"] for r in steps
+    ]
+    assert all(r["train/grad_norm"] > 0 for r in steps)
+    _, alive = psutil.wait_procs(engines, timeout=30)
+    assert not alive, "the generator's vLLM engine outlived the run"
+
+
+def _names(p: psutil.Process) -> list[str]:
+    try:
+        return [p.name(), *p.cmdline()]
+    except psutil.Error:
+        return []
+
+
 class Faulty(gym.Wrapper):
     """Math-v0 whose step hangs forever (``hang``) or waits to be SIGKILLed after writing its pid (``kill``);
     it holds a process sandbox, as a Code env does, owned by the worker that built it."""
