@@ -229,6 +229,12 @@ class VLLMPolicy:
 
     # ---- weights ------------------------------------------------------------------------
 
+    @property
+    def weights_dtype(self) -> Any:
+        """The torch dtype the engine holds its weights in; `load_weights` rounds the learner's to it (a
+        float32 checkpoint under ``dtype: auto`` runs in bfloat16 on the CPU: vLLM downcasts float32)."""
+        return self.llm.llm_engine.model_config.dtype
+
     def load_weights(self, model: Any) -> float:
         """Load `model`'s current weights into the running engine, in place; returns the seconds it took.
 
@@ -243,8 +249,7 @@ class VLLMPolicy:
         """Load weights under Hugging Face names (`hf_state_dict`) into the running engine; how many."""
         from safetensors.torch import save_file
 
-        dtype = self.llm.llm_engine.model_config.dtype
-        tensors = {name: t.detach().to("cpu", dtype) for name, t in state.items()}
+        tensors = {name: t.detach().to("cpu", self.weights_dtype) for name, t in state.items()}
         directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         fd, path = tempfile.mkstemp(prefix="argym-weights-", suffix=".safetensors", dir=directory)
         os.close(fd)

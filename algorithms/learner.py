@@ -39,6 +39,7 @@ from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics
 from argym.algorithms.losses import aggregate, nll_loss
 from argym.algorithms.r3l.credit import credit_step
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
+from argym.algorithms.weight_grid import SamplerGrid, narrower
 from torch import Tensor, nn
 
 from argym.errors import ConfigError
@@ -112,6 +113,21 @@ class Learner:
         self.policy_loss_fn = POLICY_LOSSES.get(config.policy_loss)
         self.kl_fn = KL_ESTIMATORS.get(config.kl_estimator)
         self._shuffle_gen = torch.Generator().manual_seed(config.seed)
+        self.grid: SamplerGrid | None = None  # `keep_weights_on`: the policy held in the sampler's dtype
+        self._saved_masters: list[Tensor] | None = None  # a resumed run's, until `keep_weights_on`
+
+    def keep_weights_on(self, dtype: torch.dtype) -> bool:
+        """Train the policy the sampler runs: its weights rounded to the sampler's `dtype` (a bf16 engine),
+        the optimizer stepping on float32 masters (algorithms/weight_grid.py); the weights are rounded now.
+
+        Returns whether it applies: not when every trainable weight already fits `dtype`, nor under FSDP
+        (the optimizer holds shards there). Call it once the sampler exists, after `load_state_dict`."""
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if self.fsdp or not narrower(dtype, params):
+            return False
+        self.grid = SamplerGrid(params, dtype, masters=self._saved_masters)
+        self._saved_masters = None
+        return True
 
     def _forward(
         self, model: nn.Module, mb: TrainBatch, entropy: bool = False, entropy_grad: bool = False
@@ -137,7 +153,10 @@ class Learner:
             if self.fsdp
             else self.optimizer.state_dict()
         )
-        return {"optimizer": optimizer, "shuffle_rng": self._shuffle_gen.get_state()}
+        state = {"optimizer": optimizer, "shuffle_rng": self._shuffle_gen.get_state()}
+        if self.grid is not None:  # the float32 masters: the weights alone are rounded
+            state["masters"] = self.grid.masters
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.fsdp:
@@ -145,6 +164,11 @@ class Learner:
         else:
             self.optimizer.load_state_dict(state["optimizer"])
         self._shuffle_gen.set_state(state["shuffle_rng"])
+        masters = state.get("masters")
+        if masters is not None and self.grid is not None:
+            self.grid = SamplerGrid(self.grid.params, self.grid.dtype, masters=masters)
+        else:
+            self._saved_masters = masters
 
     def checkpoint(self) -> dict[str, Any]:
         """The learner's part of a run's checkpoint: `state_dict`, and the critic's weights and optimizer."""
@@ -379,7 +403,8 @@ class Learner:
             norm = fsdp.clip_grad_norm(shards, max_norm)
         else:
             norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
-        self.optimizer.step()
+        with self.grid.stepping() if self.grid is not None else contextlib.nullcontext():
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.fsdp:
             fsdp.refresh(self.model)
