@@ -176,9 +176,9 @@ class Trainer:
         dtype = getattr(self.generator, "weights_dtype", None)
         if self.generator is self.policy or dtype is None or self.cfg.policy.lora_r > 0:
             return
-        if not isinstance(self.learner, Learner):  # a Ray learner steps in its actor: not done there yet
-            return
-        if self.learner.keep_weights_on(dtype):  # the sampler rounded the same weights to the same values
+        if self.learner.keep_weights_on(
+            dtype
+        ):  # a Ray learner: in its actor, and this copy gets the rounded weights
             self.console.print(
                 f"The learner trains the sampler's {str(dtype).removeprefix('torch.')} weights "
                 "(float32 master weights)."

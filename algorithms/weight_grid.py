@@ -78,6 +78,3 @@ class SamplerGrid:
                 for p, m in zip(self.params, self.masters):
                     m.copy_(p)
             self.round()
-
-    def state_dict(self) -> dict[str, object]:
-        return {"dtype": str(self.dtype).removeprefix("torch."), "masters": self.masters}

@@ -53,6 +53,10 @@ class GeneratorWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def weights_dtype(self) -> Any:
+        """A vLLM engine's weight dtype (the learner may train on it: algorithms/weight_grid.py); None for transformers."""
+        return self.policy.weights_dtype if self.vllm else None
+
     def generate(self, prompts: list[list[int]], sampling: Any, seed: int | None) -> list[Any]:
         if self.vllm:  # request i is seeded seed + i, as in process
             return list(self.policy.generate(prompts, sampling, seed=seed))
@@ -114,6 +118,8 @@ class RayGenerators:
         threads = max(int(cpus_per_worker), 1)
         self._workers = [actor.remote(files, dtype, policy.compiled, threads, vllm) for _ in range(workers)]
         self._get([w.pid.remote() for w in self._workers], start_timeout_s, "start")
+        self.weights_dtype = self._get([self._workers[0].weights_dtype.remote()], call_timeout_s, "start")[0]
+        """The engines' weight dtype (vLLM), as `VLLMPolicy.weights_dtype`; None: the policy's own."""
         self.load_weights(policy.model)
 
     def _get(self, refs: list[Any], timeout_s: float, what: str) -> list[Any]:

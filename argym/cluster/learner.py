@@ -58,6 +58,10 @@ class LearnerWorker:
     def fit_values(self, trajectories: list[Any], pad_id: int) -> dict[str, float]:
         return self.learner.fit_values(trajectories, pad_id)
 
+    def keep_weights_on(self, dtype: torch.dtype) -> tuple[bool, dict[str, torch.Tensor]]:
+        """`Learner.keep_weights_on`, and the (now rounded) trainable weights."""
+        return self.learner.keep_weights_on(dtype), self.weights()
+
     def checkpoint(self) -> dict[str, Any]:
         return self.learner.checkpoint()
 
@@ -128,6 +132,12 @@ class RayLearner:
             )
         for name, tensor in weights.items():
             params[name].copy_(tensor)
+
+    def keep_weights_on(self, dtype: torch.dtype) -> bool:
+        """`Learner.keep_weights_on` in the actor (float32 masters there); this policy gets the rounded weights."""
+        applies, weights = self._get(self._worker.keep_weights_on.remote(dtype), self.call_timeout_s, "round")
+        self._load(weights)
+        return bool(applies)
 
     def fit_values(self, trajectories: list[Any], pad_id: int) -> dict[str, float]:
         return dict(

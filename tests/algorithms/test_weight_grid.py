@@ -39,7 +39,18 @@ class Bf16Sampler:
         pass
 
 
-def test_a_bf16_sampler_samples_the_policy_the_learner_trains(tmp_path, monkeypatch):
+RAY_LEARNER = [
+    "cluster.address=local",  # a Ray of its own, shut down when the run closes
+    "cluster.num_cpus=2",
+    "cluster.cpus_per_worker=0.25",
+    "cluster.learner=true",
+    "cluster.cpus_per_learner=0.5",
+]
+
+
+@pytest.mark.parametrize("where", [[], RAY_LEARNER], ids=["in-process", "ray-learner"])
+def test_a_bf16_sampler_samples_the_policy_the_learner_trains(tmp_path, monkeypatch, where):
+    """Also with the learner in a Ray actor: the masters live there, the rounded weights come back."""
     from argym.algorithms import trainer as trainer_module
 
     monkeypatch.setattr(
@@ -57,11 +68,12 @@ def test_a_bf16_sampler_samples_the_policy_the_learner_trains(tmp_path, monkeypa
             "steps=4",
             "eval.every=0",
             f"out_dir={tmp_path}",
+            *where,
         ],
     )
     trainer = trainer_module.Trainer(cfg)
     try:
-        assert trainer.learner.grid is not None
+        assert where or trainer.learner.grid is not None
         for _ in range(cfg.steps):
             metrics = trainer.train_step()
             trainer.step += 1
@@ -69,15 +81,15 @@ def test_a_bf16_sampler_samples_the_policy_the_learner_trains(tmp_path, monkeypa
             for p in trainer.policy.model.parameters():  # what the sampler holds, exactly
                 assert torch.equal(p, p.to(torch.bfloat16).float())
         assert metrics["train/grad_norm"] > 0
-        masters = trainer.learner.grid.masters
-        assert any(not torch.equal(m, m.to(torch.bfloat16).float()) for m in masters)  # float32 progress
         trainer.save()
+        if not where:
+            masters = trainer.learner.grid.masters
     finally:
         trainer.close()
-    state = torch.load(tmp_path / "checkpoint" / "trainer_state.pt", weights_only=False)
-    assert "masters" in state["learner"] and all(
-        torch.equal(a, b) for a, b in zip(state["learner"]["masters"], masters)
-    )
+    saved = torch.load(tmp_path / "checkpoint" / "trainer_state.pt", weights_only=False)["learner"]["masters"]
+    assert any(not torch.equal(m, m.to(torch.bfloat16).float()) for m in saved)  # float32 progress
+    if not where:
+        assert all(torch.equal(a, b) for a, b in zip(saved, masters))
 
 
 def test_updates_below_a_bf16_step_accumulate_in_the_masters():
