@@ -48,7 +48,19 @@ RAY_LEARNER = [
 ]
 
 
-@pytest.mark.parametrize("where", [[], RAY_LEARNER], ids=["in-process", "ray-learner"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        [],
+        pytest.param(
+            RAY_LEARNER,
+            marks=pytest.mark.full(
+                reason="CI: in process; the Ray learner's exactness: tests/cluster/test_ray.py"
+            ),
+        ),
+    ],
+    ids=["in-process", "ray-learner"],
+)
 def test_a_bf16_sampler_samples_the_policy_the_learner_trains(tmp_path, monkeypatch, where):
     """Also with the learner in a Ray actor: the masters live there, the rounded weights come back."""
     from argym.algorithms import trainer as trainer_module
