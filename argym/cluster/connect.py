@@ -24,6 +24,20 @@ def import_ray() -> Any:
     return ray
 
 
+def check_fits(ray: Any, who: str, **need: float) -> None:
+    """Refuse an actor that the Ray cluster's resources in all could never place (it would wait forever):
+    ``check_fits(ray, "env worker", cpus_per_worker=2)`` names the `cluster.` setting and the way out."""
+    have = ray.cluster_resources()
+    for setting, amount in need.items():
+        key = "GPU" if "gpus" in setting else "CPU"
+        if amount > have.get(key, 0):
+            raise ConfigError(
+                f"cluster.{setting} is {amount:g} but the Ray cluster has {have.get(key, 0):g} {key}s in all: "
+                f"no {who} could ever start. Lower cluster.{setting}, or add {key}s (cluster.num_{key.lower()}s "
+                f"for a local Ray, or more nodes)."
+            )
+
+
 class Cluster:
     """A run's Ray connection, its env workers, generators (`generators`) and learner (`learner`); `close` ends
     the env workers, and Ray if this run started it (the generators and the learner are the trainer's to close).

@@ -98,16 +98,10 @@ class RayEnvPool:
         call_timeout_s: float = 600.0,
         start_timeout_s: float = 300.0,
     ):
-        from argym.cluster.connect import import_ray
+        from argym.cluster.connect import check_fits, import_ray
 
         self._ray = import_ray()
-        cpus = self._ray.cluster_resources().get("CPU", 0)
-        if cpus_per_worker > cpus:
-            raise ConfigError(
-                f"cluster.cpus_per_worker is {cpus_per_worker:g} but the Ray cluster has {cpus:g} CPUs in all: "
-                f"no env worker could ever start. Lower cluster.cpus_per_worker, or add CPUs (cluster.num_cpus "
-                f"for a local Ray, or more nodes)."
-            )
+        check_fits(self._ray, "env worker", cpus_per_worker=cpus_per_worker)
         self._actor_class = self._ray.remote(EnvWorker).options(
             num_cpus=cpus_per_worker, max_concurrency=THREADS_PER_WORKER, max_restarts=0
         )

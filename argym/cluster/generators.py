@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from argym.errors import ConfigError, InfrastructureError
+from argym.errors import InfrastructureError
 
 
 class GeneratorWorker:
@@ -92,16 +92,10 @@ class RayGenerators:
         gpus_per_worker: float = 0.0,
         vllm: Any = None,
     ):
-        from argym.cluster.connect import import_ray
+        from argym.cluster.connect import check_fits, import_ray
 
         self._ray = ray = import_ray()
-        have = ray.cluster_resources()
-        for what, need, key in (("cpus", cpus_per_worker, "CPU"), ("gpus", gpus_per_worker, "GPU")):
-            if need > have.get(key, 0):
-                raise ConfigError(
-                    f"cluster.{what}_per_generator is {need:g} but the Ray cluster has {have.get(key, 0):g} {key}s "
-                    f"in all: no generator could ever start. Lower it, or add {key}s (cluster.num_{what} for a local Ray)."
-                )
+        check_fits(ray, "generator", cpus_per_generator=cpus_per_worker, gpus_per_generator=gpus_per_worker)
         self.tokenizer = policy.tokenizer
         self.renderer = policy.renderer
         self.pad_id = policy.pad_id

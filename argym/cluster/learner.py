@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from argym.errors import ConfigError, InfrastructureError
+from argym.errors import InfrastructureError
 
 
 class LearnerWorker:
@@ -86,16 +86,10 @@ class RayLearner:
         start_timeout_s: float,
         call_timeout_s: float,
     ):
-        from argym.cluster.connect import import_ray
+        from argym.cluster.connect import check_fits, import_ray
 
         self._ray = ray = import_ray()
-        have = ray.cluster_resources()
-        for what, need, key in (("cpus", cpus, "CPU"), ("gpus", gpus, "GPU")):
-            if need > have.get(key, 0):
-                raise ConfigError(
-                    f"cluster.{what}_per_learner is {need:g} but the Ray cluster has {have.get(key, 0):g} {key}s in "
-                    f"all: the learner could never start. Lower it, or add {key}s to the cluster."
-                )
+        check_fits(ray, "learner", cpus_per_learner=cpus, gpus_per_learner=gpus)
         self.model = model
         self.config = config
         self.sample_advantages: list[float | None] = []

@@ -23,6 +23,8 @@ from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_toke
 
 from argym.errors import ConfigError, MissingDependencyError
 
+from ..tiny_run import VLLM_SYNC_RUN
+
 TINY = TinyModelConfig(num_layers=2)  # head dim 32: a size vLLM's CPU attention kernels take
 QUESTIONS = ["What is 2+3?", "Say hi.", "Add 10 and 32, then box the result."]
 
@@ -248,26 +250,7 @@ def test_evaluate_runs_a_vllm_agent(engine):
 def test_train_with_the_vllm_backend_syncs_every_step(tmp_path):
     """`argym train ... rollout.backend=vllm`: its own engine; after each update the weights move into it,
     so the mismatch stays near zero even with a large learning rate (without the sync it would not)."""
-    args = [
-        "policy.tiny.num_layers=2",
-        "warm_start.steps=2",
-        "warm_start.tasks=16",
-        "warm_start.batch_size=8",
-        "algorithm.entropy_coef=0.1",
-        "steps=3",
-        "rollout.tasks_per_step=4",
-        "rollout.group_size=2",
-        "rollout.max_new_tokens=8",
-        "eval.episodes=4",
-        "eval.every=0",
-        "algorithm.lr=0.01",
-        "rollout.backend=vllm",
-        "rollout.vllm.dtype=float32",
-        "rollout.vllm.enforce_eager=true",
-        "rollout.vllm.max_model_len=512",
-        "rollout.vllm.kv_cache_gb=0.5",
-        f"out_dir={tmp_path}",
-    ]
+    args = [*VLLM_SYNC_RUN, f"out_dir={tmp_path}"]
     proc = subprocess.run(
         [sys.executable, "-m", "argym.cli", "train", *args],
         capture_output=True,

@@ -35,7 +35,7 @@ from argym.cluster.generators import RayGenerators
 from argym.cluster.learner import RayLearner
 from argym.errors import ConfigError
 
-from ..tiny_run import TINY_RUN
+from ..tiny_run import TINY_RUN, VLLM_SYNC_RUN
 
 # the faulty env below is defined here: Ray's workers cannot import this test module, so it travels by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -200,23 +200,7 @@ def test_vllm_generators_in_a_ray_actor_are_synced_every_step(ray_cluster, tmp_p
     weights move into it, so the training-inference mismatch stays near zero at a large lr (float32 engine);
     closing the run leaves no engine process behind."""
     overrides = [
-        "policy.tiny.num_layers=2",  # the default width: head dim 32, which vLLM's CPU attention takes
-        "warm_start.steps=2",
-        "warm_start.tasks=16",
-        "warm_start.batch_size=8",
-        "algorithm.entropy_coef=0.1",  # the weights move every step
-        "algorithm.lr=0.01",
-        "steps=3",
-        "rollout.tasks_per_step=4",
-        "rollout.group_size=2",
-        "rollout.max_new_tokens=8",
-        "eval.episodes=4",
-        "eval.every=0",
-        "rollout.backend=vllm",
-        "rollout.vllm.dtype=float32",
-        "rollout.vllm.enforce_eager=true",
-        "rollout.vllm.max_model_len=512",
-        "rollout.vllm.kv_cache_gb=0.5",
+        *VLLM_SYNC_RUN,
         "cluster.address=local",
         "cluster.cpus_per_worker=0.25",
         "cluster.generators=1",
