@@ -102,6 +102,17 @@ def split_batch(batch: TrainBatch, size: int) -> list[TrainBatch]:
     return [batch.select(slice(i, i + size)).trimmed() for i in range(0, len(batch), size)]
 
 
+def stack_rows(pieces: list[Tensor], shape: torch.Size) -> Tensor:
+    """Micro-batches' (b, l_k) rows stacked into one zero-padded (B, L) tensor: `split_batch`'s inverse for
+    what a model computed per micro-batch."""
+    out = torch.zeros(shape)
+    start = 0
+    for piece in pieces:
+        out[start : start + len(piece), : piece.shape[1]] = piece
+        start += len(piece)
+    return out
+
+
 def _check(i: int, traj: Trajectory) -> None:
     n = len(traj.token_ids)
     if n < 2:

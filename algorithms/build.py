@@ -3,21 +3,27 @@ agent spec that names it on the board. The `Trainer` assembles a run from these.
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import TrainConfig
-from argym.algorithms.lora import apply_lora
+from argym.algorithms.lora import AdapterOffReference, apply_lora
 
 from argym.errors import ConfigError
 
 if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from argym.algorithms.learner import Learner
+    from torch import nn
+
     from argym.cluster import Cluster
+    from argym.cluster.learner import RayLearner
 
 
 def seed_everything(seed: int) -> None:
@@ -91,3 +97,55 @@ def run_agent_spec(cfg: TrainConfig, run_dir: Path) -> str:
     if cfg.rollout.strategy == "program" and cfg.agent.program:
         spec = f"program:{cfg.agent.program}@{spec}"
     return spec
+
+
+def build_reference(
+    cfg: TrainConfig, policy: HFPolicy, run_dir: Path, accelerator: Accelerator, console: Any, resumed: bool
+) -> nn.Module:
+    """GRPO's KL reference: the policy as it starts RL (after the warm start), frozen.
+
+    It is saved once in `run_dir/reference/`, so a resumed run keeps the same
+    reference rather than copying the resumed policy. A LoRA policy needs no
+    copy: its reference is the same model with the adapters off.
+    """
+    if cfg.policy.lora_r > 0:
+        return AdapterOffReference(policy.model)
+    path = run_dir / "reference"
+    if resumed:
+        if (path / "config.json").is_file():
+            from transformers import AutoModelForCausalLM
+
+            saved: nn.Module = AutoModelForCausalLM.from_pretrained(
+                path, dtype=getattr(torch, cfg.policy.dtype)
+            )
+            return saved.to(accelerator.device)
+        console.print(f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]")
+    ref = copy.deepcopy(policy.model)
+    if not resumed and accelerator.is_main_process:
+        ref.save_pretrained(path)
+    accelerator.wait_for_everyone()
+    return cast("nn.Module", ref)
+
+
+def build_learner(
+    cfg: TrainConfig,
+    policy: HFPolicy,
+    accelerator: Accelerator,
+    cluster: Cluster | None,
+    ref_model: nn.Module | None,
+) -> Learner | RayLearner:
+    """The run's learner over `policy`: in this process, or in a Ray actor (`cluster.learner`: the updates
+    there, `policy` kept in sync); with VAPO's critic, a value model on the policy's architecture with its own
+    weights and lr, when the advantage estimator needs values."""
+    from argym.algorithms.learner import Learner
+    from argym.algorithms.registry import ADVANTAGES
+    from argym.algorithms.value import Critic, ValueModel
+
+    needs_values = ADVANTAGES.get(cfg.algorithm.advantage).needs_values
+    value_model = ValueModel.from_policy(policy.model) if needs_values else None
+    if cluster is not None and cfg.cluster.learner:
+        return cluster.learner(
+            policy.model, cfg.algorithm, cfg.policy.mixed_precision, ref_model, value_model
+        )
+    critic = Critic(value_model, cfg.algorithm, accelerator) if value_model is not None else None
+    return Learner(policy.model, cfg.algorithm, accelerator, ref_model=ref_model, critic=critic)

@@ -28,6 +28,8 @@ from torch import Tensor, nn
 from argym.errors import ConfigError
 
 if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from argym.algorithms.value import Critic
     from torch.distributed.fsdp import FSDPModule
 
 
@@ -131,3 +133,22 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
 
     with sharded(model):
         set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+
+
+def check(accelerator: Accelerator, ref_model: nn.Module | None, critic: Critic | None) -> None:
+    """What `algorithm.fsdp` does not shard yet is refused (the trainer's `check_processes` says so earlier)."""
+    problems = []
+    if ref_model is not None:
+        problems.append("a KL reference model (kl_coef > 0) is not sharded")
+    if critic is not None:
+        problems.append("a critic (advantage needing values, VAPO) is not sharded")
+    if accelerator.mixed_precision != "no":
+        problems.append(
+            f"mixed_precision={accelerator.mixed_precision!r}: FSDP's own mixed precision is not set up"
+        )
+    if problems:
+        raise ConfigError(
+            "algorithm.fsdp: "
+            + "; ".join(problems)
+            + ". Train with DDP (algorithm.fsdp=false) (docs/scaling.md)."
+        )

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from argym.algorithms import fsdp
 from argym.algorithms.advantages import gae
-from argym.algorithms.batch import TrainBatch, make_batch, split_batch
+from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages
 from argym.algorithms.learner_config import LearnerConfig
-from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, zero_sums
+from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
 from argym.algorithms.r3l.credit import credit_step
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
@@ -93,7 +93,7 @@ class Learner:
         self.accelerator = accelerator
         self.fsdp = config.fsdp and accelerator.num_processes > 1
         if self.fsdp:
-            check_fsdp(accelerator, ref_model, critic)
+            fsdp.check(accelerator, ref_model, critic)
             fsdp.shard(model, accelerator.device.type)
         disable_dropout(model)
         optimizer = torch.optim.AdamW(
@@ -386,7 +386,7 @@ class Learner:
                 sums["tokens"] += mask.sum()
                 sums["loss"] += loss.detach()
                 sums["pg_loss"] += pg_loss.detach()
-        return sums, (_stack_rows(old_pieces, mini.loss_mask.shape) if own_old else None)
+        return sums, (stack_rows(old_pieces, mini.loss_mask.shape) if own_old else None)
 
     def _gradient_sync(self, sync: bool) -> contextlib.AbstractContextManager[Any]:
         """Reduce the gradients over the processes in this backward (`sync`), or only accumulate them."""
@@ -441,41 +441,3 @@ class Learner:
             batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic
         )
         return returns
-
-
-def check_fsdp(accelerator: Accelerator, ref_model: nn.Module | None, critic: Critic | None) -> None:
-    """What `algorithm.fsdp` does not shard yet is refused (the trainer's `check_processes` says so earlier)."""
-    problems = []
-    if ref_model is not None:
-        problems.append("a KL reference model (kl_coef > 0) is not sharded")
-    if critic is not None:
-        problems.append("a critic (advantage needing values, VAPO) is not sharded")
-    if accelerator.mixed_precision != "no":
-        problems.append(
-            f"mixed_precision={accelerator.mixed_precision!r}: FSDP's own mixed precision is not set up"
-        )
-    if problems:
-        raise ConfigError(
-            "algorithm.fsdp: "
-            + "; ".join(problems)
-            + ". Train with DDP (algorithm.fsdp=false) (docs/scaling.md)."
-        )
-
-
-def _stack_rows(pieces: list[Tensor], shape: torch.Size) -> Tensor:
-    """Micro-batches' (b, l_k) rows stacked into one zero-padded (B, L) tensor."""
-    out = torch.zeros(shape)
-    start = 0
-    for piece in pieces:
-        out[start : start + len(piece), : piece.shape[1]] = piece
-        start += len(piece)
-    return out
-
-
-def sample_advantages(trajectories: list[Trajectory], batch: TrainBatch) -> list[float | None]:
-    """Each trajectory's advantage, averaged over its policy tokens (an outcome estimator's value
-    itself), aligned with `trajectories`; None for an infra failure (not in the batch)."""
-    mask = batch.loss_mask
-    per_row = ((batch.advantages * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()  # (B,)
-    rows = iter(per_row)
-    return [None if t.infra_failure else float(next(rows)) for t in trajectories]

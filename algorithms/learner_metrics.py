@@ -15,6 +15,8 @@ from argym.algorithms.advantages import group_moments
 from argym.algorithms.batch import TrainBatch
 from torch import Tensor
 
+from argym.types import Trajectory
+
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from argym.algorithms.learner_config import LearnerConfig
@@ -104,3 +106,12 @@ def reduce_metrics(
         out["train/logprob_mismatch_mean"] = s["gap"] / s["gap_n"]
         out["train/logprob_mismatch_max"] = gap_max
     return out
+
+
+def sample_advantages(trajectories: list[Trajectory], batch: TrainBatch) -> list[float | None]:
+    """Each trajectory's advantage, averaged over its policy tokens (an outcome estimator's value
+    itself), aligned with `trajectories`; None for an infra failure (not in the batch)."""
+    mask = batch.loss_mask
+    per_row = ((batch.advantages * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()  # (B,)
+    rows = iter(per_row)
+    return [None if t.infra_failure else float(next(rows)) for t in trajectories]

@@ -10,15 +10,13 @@ exactly as the uninterrupted one would have.
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 import yaml
 from argym.agents.evaluate import evaluate
 from argym.agents.policy import SamplingParams
@@ -28,7 +26,9 @@ from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, Versioned
 from argym.algorithms import fsdp
 from argym.algorithms.build import (
     build_generator,
+    build_learner,
     build_policy,
+    build_reference,
     mixed_precision,
     run_agent_spec,
     seed_everything,
@@ -36,7 +36,6 @@ from argym.algorithms.build import (
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.learner import Learner
-from argym.algorithms.lora import AdapterOffReference
 from argym.algorithms.metrics import (
     MetricsLog,
     curve_title,
@@ -51,16 +50,12 @@ from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
 from argym.algorithms.strategies import STRATEGIES, PlainRollout, build_strategy, combine_metrics
-from argym.algorithms.value import Critic, ValueModel
-from torch import nn
 
 from argym.cluster import connect
 from argym.seeding import seed_for
 from argym.types import Trajectory
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
-
     from argym.cluster.learner import RayLearner
 
 
@@ -96,27 +91,16 @@ class Trainer:
         self.value_pretrained = 0  # VAPO's value-pretraining steps done (a checkpoint records them)
         if state is None and cfg.warm_start.steps > 0:
             self._warm_start()
-        ref_model = self._reference(resumed=state is not None) if cfg.algorithm.kl_coef > 0 else None
-        # VAPO: a value model on the policy's architecture with its own weights and lr
-        needs_values = ADVANTAGES.get(cfg.algorithm.advantage).needs_values
-        value_model = ValueModel.from_policy(self.policy.model) if needs_values else None
-        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
-        self.learner: Learner | RayLearner = (
-            self.cluster.learner(
-                self.policy.model, cfg.algorithm, cfg.policy.mixed_precision, ref_model, value_model
+        ref_model = (
+            build_reference(
+                cfg, self.policy, self.run_dir, self.accelerator, self.console, resumed=state is not None
             )
-            if self.cluster is not None
-            and cfg.cluster.learner  # the updates in a Ray actor, this copy synced
-            else Learner(
-                self.policy.model,
-                cfg.algorithm,
-                self.accelerator,
-                ref_model=ref_model,
-                critic=Critic(value_model, cfg.algorithm, self.accelerator)
-                if value_model is not None
-                else None,
-            )
+            if cfg.algorithm.kl_coef > 0
+            else None
         )
+        needs_values = ADVANTAGES.get(cfg.algorithm.advantage).needs_values
+        self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
+        self.learner = build_learner(cfg, self.policy, self.accelerator, self.cluster, ref_model)
         if state is not None:
             self.step = int(state["step"])
             self.learner.restore(state)
@@ -176,40 +160,12 @@ class Trainer:
         dtype = getattr(self.generator, "weights_dtype", None)
         if self.generator is self.policy or dtype is None or self.cfg.policy.lora_r > 0:
             return
-        if self.learner.keep_weights_on(
-            dtype
-        ):  # a Ray learner: in its actor, and this copy gets the rounded weights
+        # a Ray learner keeps the masters in its actor and sends this policy the rounded weights
+        if self.learner.keep_weights_on(dtype):
             self.console.print(
                 f"The learner trains the sampler's {str(dtype).removeprefix('torch.')} weights "
                 "(float32 master weights)."
             )
-
-    def _reference(self, resumed: bool) -> torch.nn.Module:
-        """GRPO's KL reference: the policy as it starts RL (after the warm start), frozen.
-
-        It is saved once in `run_dir/reference/`, so a resumed run keeps the same
-        reference rather than copying the resumed policy. A LoRA policy needs no
-        copy: its reference is the same model with the adapters off.
-        """
-        if self.cfg.policy.lora_r > 0:
-            return AdapterOffReference(self.policy.model)
-        path = self.run_dir / "reference"
-        if resumed:
-            if (path / "config.json").is_file():
-                from transformers import AutoModelForCausalLM
-
-                saved: nn.Module = AutoModelForCausalLM.from_pretrained(
-                    path, dtype=getattr(torch, self.cfg.policy.dtype)
-                )
-                return saved.to(self.accelerator.device)
-            self.console.print(
-                f"[yellow]No saved KL reference in {path}; using the resumed policy as reference.[/]"
-            )
-        ref = cast("PreTrainedModel", copy.deepcopy(self.policy.model))
-        if not resumed and self.main:
-            ref.save_pretrained(path)
-        self.accelerator.wait_for_everyone()
-        return ref
 
     def _check_config(self) -> None:
         """A run dir belongs to one config (`check_run_config`); then this run's config is written there."""

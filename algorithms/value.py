@@ -22,7 +22,7 @@ import copy
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from argym.algorithms.batch import TrainBatch, split_batch
+from argym.algorithms.batch import TrainBatch, split_batch, stack_rows
 from argym.algorithms.forward import disable_dropout
 from torch import Tensor, nn
 
@@ -114,13 +114,12 @@ class Critic:
         """V at each target position (B, L-1), 0 on padding; eval mode, no grad, on the CPU."""
         was = self.model.training
         self.model.eval()
-        out = torch.zeros(batch.loss_mask.shape)
-        start = 0
+        pieces = []
         for mb in split_batch(batch, self.config.micro_batch_size):
             mb = mb.to(self.accelerator.device)
             v = self.model(mb.input_ids, mb.attention_mask)[:, :-1]  # (b, l-1): state before token t+1
-            out[start : start + len(mb), : v.shape[1]] = v.float().cpu()
-            start += len(mb)
+            pieces.append(v.float().cpu())
+        out = stack_rows(pieces, batch.loss_mask.shape)
         self.model.train(was)
         return out * (batch.attention_mask[:, 1:] > 0)
 

@@ -154,7 +154,7 @@ class RayGenerators:
         return time.perf_counter() - t0
 
     def close(self) -> None:
-        """Stop the workers (a vLLM engine first, within `call_timeout_s`), then kill their actors."""
+        """Stop the workers (a vLLM engine first, waiting up to a minute), then kill their actors."""
         try:
             self._ray.wait(
                 [w.close.remote() for w in self._workers], num_returns=len(self._workers), timeout=60

@@ -492,7 +492,7 @@ def test_accelerate_launch_two_processes_update_equals_single_process(tmp_path):
 def test_fsdp_learner_refuses_the_models_it_does_not_shard():
     from types import SimpleNamespace
 
-    from argym.algorithms.learner import check_fsdp
+    from argym.algorithms.fsdp import check as check_fsdp
 
     check_fsdp(SimpleNamespace(mixed_precision="no"), None, None)  # the supported case
     for acc, ref, critic, said in [
