@@ -124,8 +124,10 @@ def test_served_swe_matches_in_process_and_an_idle_session_frees_its_workspace(s
         with GenericEnvClient(base_url=url).sync() as idle:
             idle.reset(seed=1)
             assert len(workspaces()) == len(before) + 1 and env_server.active_sessions == 1
-            deadline = time.monotonic() + 30  # the reaper looks every 5 s at most
-            while env_server.active_sessions and time.monotonic() < deadline:
+            # The reaper looks every 5 s at most. It drops the session from its table first and then
+            # closes the env in the session's thread, so the workspace goes a moment after the count.
+            deadline = time.monotonic() + 30
+            while (env_server.active_sessions or workspaces() != before) and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert env_server.active_sessions == 0
             assert workspaces() == before  # the idle session's sandbox workspace is gone
