@@ -35,6 +35,7 @@ from argym.algorithms.build import (
 )
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, check_run_config
+from argym.algorithms.host_memory import keep_freed_memory
 from argym.algorithms.learner import Learner
 from argym.algorithms.metrics import (
     MetricsLog,
@@ -70,6 +71,8 @@ class Trainer:
         # `accelerate launch --num_processes N`: data-parallel, each rank rolls out its share of the groups
         self.main = self.accelerator.is_main_process  # the one process that writes the run dir and logs
         check_processes(cfg, self.accelerator.num_processes)
+        if self.accelerator.device.type == "cpu":
+            keep_freed_memory()  # a CPU step's big tensors are reused, not faulted in anew (host_memory.py)
         self.console = console or Console(quiet=not self.main)
         self.run_dir = Path(cfg.out_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ class LearnerWorker:
     """A Ray actor's body: a `Learner` over the models the driver sent."""
 
     def __init__(self, models: tuple[Any, Any, Any], config: Any, mixed_precision: str, threads: int):
+        from argym.algorithms.host_memory import keep_freed_memory
         from argym.algorithms.learner import Learner
         from argym.algorithms.processes import make_accelerator
         from argym.algorithms.value import Critic
@@ -37,6 +38,8 @@ class LearnerWorker:
         torch.set_num_threads(max(threads, 1))
         model, ref_model, value_model = models
         accelerator = make_accelerator(mixed_precision)
+        if accelerator.device.type == "cpu":
+            keep_freed_memory()  # as the trainer's own CPU learner (algorithms/host_memory.py)
         model.to(accelerator.device)
         critic = Critic(value_model, config, accelerator) if value_model is not None else None
         self.learner = Learner(model, config, accelerator, ref_model=ref_model, critic=critic)
