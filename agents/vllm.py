@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from argym.agents.policy import Completion, SamplingParams
+from argym.agents.process_guard import OwnerGuard, descendants
 from argym.agents.renderer import ChatRenderer
 
 from argym.errors import ConfigError, MissingDependencyError
@@ -176,8 +177,11 @@ class VLLMPolicy:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
+        before = descendants(os.getpid())
         self.llm = vllm.LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
+        self.engine_pids = descendants(os.getpid()) - before  # vLLM's engine core and workers
+        self._guard = OwnerGuard(self.engine_pids)  # they die with this process, even killed outright
         log.info("vLLM engine for %s started in %.0f s", self.path, self.start_s)
         self._vllm = vllm
         self.weight_version = 0
@@ -283,6 +287,9 @@ class VLLMPolicy:
         if core is not None:
             core.shutdown()
         self.llm = None
+        guard = getattr(self, "_guard", None)
+        if guard is not None:
+            guard.release()
 
 
 def hf_state_dict(model: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -305,6 +306,48 @@ def test_smollm2_recipe_trains_two_steps_through_vllm(tmp_path):
     ]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["final"]["n"] == 4
+
+
+@pytest.mark.slow
+def test_a_killed_run_leaves_no_engine_processes(tmp_path):
+    """`argym train` with vLLM killed outright (SIGKILL: no cleanup runs in it) takes vLLM's engine core
+    and worker with it (agents/process_guard.py): before, they lived on, holding the model and KV cache."""
+    from argym.agents.process_guard import descendants, start_time
+
+    args = [*VLLM_SYNC_RUN, "steps=1000", f"out_dir={tmp_path}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "argym.cli", "train", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    metrics, deadline = tmp_path / "metrics.jsonl", time.monotonic() + 600
+    try:
+        while not (metrics.exists() and "perf/weight_sync_s" in metrics.read_text()):  # training, engine up
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its first step"
+            time.sleep(1)
+        left = {pid: start_time(pid) for pid in descendants(proc.pid)}
+        names = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in left]
+        assert any(n.startswith("VLLM::Engine") for n in names), names  # comm: 15 characters
+    finally:
+        proc.kill()
+        proc.wait()
+
+    def alive() -> list[str]:  # the same processes (a pid can be reused), and not zombies
+        out = []
+        for (pid, start), name in zip(left.items(), names):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[19] == start and fields[0] != "Z":
+                out.append(f"{pid} {name}")
+        return out
+
+    deadline = time.monotonic() + 30
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not alive()
 
 
 def test_missing_vllm_names_the_extra():
