@@ -141,7 +141,9 @@ def run_argym(a: argparse.Namespace, out: Path) -> dict[str, Any]:
                     "step_s": time.perf_counter() - t,
                     "success": m["train/success"],
                     "rollout_s": m["perf/rollout_s"],
-                    "update_s": m["perf/update_s"],
+                    "update_s": m["perf/update_s"],  # the weight sync into vLLM included
+                    "weight_sync_s": m.get("perf/weight_sync_s", float("nan")),
+                    "response_tokens": m["train/response_tokens"],
                     "mismatch_mean": m.get("train/logprob_mismatch_mean", float("nan")),
                 }
             )
