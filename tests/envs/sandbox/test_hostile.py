@@ -29,10 +29,10 @@ GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
 SECRET = "argym-canary-7f3c2d"
 
 
-def run(sandbox, body: str, prelude: str = "") -> dict:
+def run(sandbox, body: str, prelude: str = "", timeout_s: float = TIMEOUT_S) -> dict:
     """Grade `prelude` (module-level code) plus an ``add`` whose body is `body`."""
     code = f"{prelude}\ndef add(a, b):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
-    return grade(sandbox, TASK, f"```python\n{code}```", timeout_s=TIMEOUT_S)
+    return grade(sandbox, TASK, f"```python\n{code}```", timeout_s=timeout_s)
 
 
 def host_clean(sandbox) -> None:
@@ -426,7 +426,11 @@ def test_killing_its_parent_fails_the_run(sandbox) -> None:
 def test_another_slot_cannot_be_signalled(sandbox) -> None:
     results: dict[str, dict] = {}
     slow = threading.Thread(
-        target=lambda: results.update(a=run(sandbox, "import time\nif a == 1: time.sleep(1.5)\nreturn a + b"))
+        # a's own limit leaves room for a loaded machine (a clean-clone run saw 1.5 s of sleep plus docker exec pass 2 s):
+        # what is checked is that b's kill spree does not reach it, not its speed
+        target=lambda: results.update(
+            a=run(sandbox, "import time\nif a == 1: time.sleep(1.5)\nreturn a + b", timeout_s=6.0)
+        )
     )
     slow.start()
     time.sleep(0.4)
