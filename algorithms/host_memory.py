@@ -5,13 +5,13 @@ micro-batch (activations, the logits of a 49k-token vocabulary: hundreds of MB
 each). glibc serves any block above its mmap threshold (at most 32 MB) with a
 fresh `mmap` and returns it with `munmap` on free, so every step touches
 gigabytes of new pages, each one a minor page fault the kernel zeroes.
-SmolLM2's update (64 samples of ~60 tokens, full fine-tuning) took 6.4 million
-minor faults and 40 s of kernel time out of 84 s, with a vLLM engine holding
-memory beside it; told to keep freed memory, the same update took 0.18 million
-faults, 4 s of kernel time and 58 s (BENCHMARKS.md, "Where SmolLM2's update
-time went"). PyTorch's own performance guide gives the same advice for CPU
-training (a caching allocator such as jemalloc or tcmalloc, or these glibc
-settings).
+SmolLM2's update (64 samples of ~60 tokens, full fine-tuning, a vLLM engine
+holding memory beside it) took 5.4 million minor faults, 37 s of kernel time
+and 90 s; told to keep freed memory, the same update took 0.25 million faults,
+4.6 s of kernel time and 53 s (`benchmarks/cpu_update_memory.py`, BENCHMARKS.md,
+"Where SmolLM2's update time went"). A caching allocator preloaded (jemalloc,
+tcmalloc, as PyTorch's CPU performance tuning guide suggests) would do the same
+from outside the process; this needs nothing installed.
 
 `keep_freed_memory` sets, in this process, what the environment variables
 ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=<huge> MALLOC_TOP_PAD_=1 GiB``

@@ -308,6 +308,14 @@ def test_smollm2_recipe_trains_two_steps_through_vllm(tmp_path):
     assert summary["steps"] == 2 and summary["final"]["n"] == 4
 
 
+def comm(pid: int) -> str:
+    """A process's name (``/proc/PID/comm``, 15 characters at most); "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 @pytest.mark.slow
 def test_a_killed_run_leaves_no_engine_processes(tmp_path):
     """`argym train` with vLLM killed outright (SIGKILL: no cleanup runs in it) takes vLLM's engine core
@@ -326,8 +334,8 @@ def test_a_killed_run_leaves_no_engine_processes(tmp_path):
         while not (metrics.exists() and "perf/weight_sync_s" in metrics.read_text()):  # training, engine up
             assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its first step"
             time.sleep(1)
-        left = {pid: start_time(pid) for pid in descendants(proc.pid)}
-        names = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in left]
+        left = {pid: start for pid in descendants(proc.pid) if (start := start_time(pid)) is not None}
+        names = [comm(pid) for pid in left]
         assert any(n.startswith("VLLM::Engine") for n in names), names  # comm: 15 characters
     finally:
         proc.kill()
