@@ -37,7 +37,7 @@ from argym.algorithms.learner_advantages import compute_advantages
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
-from argym.algorithms.r3l.credit import credit_step
+from argym.algorithms.r3l.credit import credit_step, truncated_is_weight
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from argym.algorithms.weight_grid import SamplerGrid, narrower
 from torch import Tensor, nn
@@ -260,14 +260,10 @@ class Learner:
     def reuses_training_forward(self) -> bool:
         """Fully on-policy (one epoch, one mini-batch, no KL in the reward): π_old is the training
         forward's own log-probs, detached, so the separate no-grad pass is skipped (as TRL does
-        when num_iterations == 1). The ratio is then exactly 1 and the gradient unchanged."""
+        when num_iterations == 1). The ratio is then exactly 1 and the gradient unchanged; a
+        truncated importance weight min(π_old/μ, C) is taken from the same forward, per micro-batch."""
         cfg = self.config
-        return (
-            cfg.ppo_epochs == 1
-            and cfg.num_minibatches == 1
-            and not (cfg.kl_in_reward and cfg.kl_coef > 0)
-            and cfg.tis_cap is None
-        )  # the importance weight needs π_old before the loss
+        return cfg.ppo_epochs == 1 and cfg.num_minibatches == 1 and not (cfg.kl_in_reward and cfg.kl_coef > 0)
 
     def update(
         self,
@@ -358,6 +354,10 @@ class Learner:
                 if own_old:
                     mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
                     old_pieces.append(mb.old_logprobs.cpu())
+                    if cfg.tis_cap is not None:  # step 5's weight, left by credit_step until π_old existed
+                        mb.advantages = mb.advantages * truncated_is_weight(
+                            mb.old_logprobs, mb.sampler_logprobs, mask, mb.has_sampler_logprobs, cfg.tis_cap
+                        )
                 old = mb.old_logprobs
                 assert old is not None and entropy is not None  # π_old is given or was just taken
                 pg, clipped = self.policy_loss_fn(logp, old, mb.advantages, mask, cfg)

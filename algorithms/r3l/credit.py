@@ -56,6 +56,8 @@ def credit_step(batch: Any, config: Any) -> None:
     much a sample's tokens count, the weight min(π_old/μ, C) then corrects each token
     for having been sampled from μ (R³L, arXiv 2601.03715; truncated IS as V-trace's ρ̄,
     arXiv 1802.01561 eq. 1). Pivot masks are already in the loss masks (`mask_before`, `distill`).
+    A batch without π_old yet (fully on-policy: it is the training forward's) gets the weight
+    in `Learner.backward`, from that forward.
     """
     if getattr(config, "amplify_alpha", None) is not None:
         batch.advantages = amplify_positive(

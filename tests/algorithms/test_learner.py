@@ -4,6 +4,7 @@ invariance of the gradient, infra-failure exclusion, mismatch metric, learning s
 from __future__ import annotations
 
 import pathlib
+import random
 import subprocess
 import sys
 import textwrap
@@ -514,20 +515,28 @@ def test_fsdp_two_processes_update_equals_single_process(tmp_path):
     _assert_update_equals_single_process(tmp_path)
 
 
-def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch):
-    """One epoch, one mini-batch: skipping the separate π_old pass changes nothing but the time."""
+@pytest.mark.parametrize("tis_cap", [None, 1.5], ids=["plain", "tis"])
+def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch, tis_cap):
+    """One epoch, one mini-batch: skipping the separate π_old pass changes nothing but the time, also
+    with a truncated importance weight min(π_old/μ, C), which then comes from the training forward."""
+    assert learner(tis_cap=tis_cap).reuses_training_forward
     trajs = random_trajs()
-    for t in trajs:
-        t.sampler_logprobs = [0.0] * len(t.token_ids)  # so the mismatch metric is computed
+    rng = random.Random(7)
+    for t in trajs:  # μ spread around π_old so that some weights are capped and some are below 1
+        t.sampler_logprobs = [-rng.uniform(0.0, 8.0) for _ in t.token_ids]
     out = []
     for reuse in (True, False):
-        lrn = learner(micro_batch_size=3, lr=1e-3)
+        lrn = learner(micro_batch_size=3, lr=1e-3, tis_cap=tis_cap)
         monkeypatch.setattr(Learner, "reuses_training_forward", property(lambda self, r=reuse: r))
         m = lrn.update(trajs, PAD)
         out.append((m, [p.detach().clone() for p in lrn.model.parameters()]))
     (m1, p1), (m2, p2) = out
     for key in ("train/loss", "train/grad_norm", "train/logprob_mismatch_mean", "train/clip_frac"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-6), key
+    if tis_cap is not None:  # the weight took effect: the gradient is not the unweighted one
+        assert learner(micro_batch_size=3, lr=1e-3).update(trajs, PAD)["train/grad_norm"] != pytest.approx(
+            m1["train/grad_norm"], rel=1e-3
+        )
     for a, b in zip(p1, p2):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
 

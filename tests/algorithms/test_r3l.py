@@ -336,7 +336,7 @@ def test_r3l_trains_from_its_config(tmp_path):
     )
     assert cfg.rollout.strategy == "r3l" and cfg.algorithm.amplify_alpha == 3.0
     trainer = Trainer(cfg)
-    assert not trainer.learner.reuses_training_forward  # the importance weight needs π_old before the loss
+    assert trainer.learner.reuses_training_forward  # on-policy: the IS weight takes π_old from it
     try:
         metrics = trainer.train_step()
     finally:
