@@ -4,11 +4,15 @@ Two child processes in turn, each with the whole machine: each builds the SmolLM
 (`configs/grpo_smollm2_math.yaml`: full fine-tuning in float32, a vLLM CPU engine alive beside the
 learner as in training), rolls out one batch (8 tasks × 8 samples), then runs the learner's update on
 that same batch `--updates` times. Arm `keep` is argym as it ships (`keep_freed_memory` on a CPU
-trainer); arm `return` turns it off, which is how glibc behaves by default (and how TRL's process runs).
+trainer); arm `return` turns it off, which is how glibc behaves by default (and how TRL's process runs);
+arm `separate` keeps the memory but computes π_old in a separate no-grad pass before the update, as the
+learner did under a truncated importance weight (`tis_cap`, the recipe's) until it took π_old from the
+training forward.
 Reported per update: wall time, CPU time, kernel time and minor page faults of the trainer's process;
 the summary is the median over updates after the first (the first grows the heap in both arms).
 
     .venv/bin/python benchmarks/cpu_update_memory.py            # BENCHMARKS.md, "Where SmolLM2's update time went"
+    .venv/bin/python benchmarks/cpu_update_memory.py --arms separate,keep --out runs/cpu_update_pi_old
 
 Needs the `vllm` extra (CPU: `make vllm`) and the SmolLM2 GGUF (`make smollm2`). Writes `--out`.
 """
@@ -37,6 +41,10 @@ def child(arm: str, updates: int, out_dir: str) -> None:
 
     if arm == "return":
         trainer_module.keep_freed_memory = lambda: False
+    if arm == "separate":
+        from argym.algorithms.learner import Learner
+
+        Learner.reuses_training_forward = property(lambda self: False)  # type: ignore[method-assign]
     cfg = load_config(
         REPO / "configs" / "grpo_smollm2_math.yaml",
         ["seed=0", f"out_dir={out_dir}", "checkpoint_every=1000000", "eval.every=0"],
@@ -66,6 +74,7 @@ def child(arm: str, updates: int, out_dir: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--updates", type=int, default=3)
+    ap.add_argument("--arms", default="return,keep", help="two of return, separate, keep; the last is the base")
     ap.add_argument("--out", default="runs/cpu_update_memory")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -75,7 +84,10 @@ def main() -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     results = {}
-    for arm in ("return", "keep"):
+    arms = a.arms.split(",")
+    if len(arms) != 2 or set(arms) - {"return", "separate", "keep"}:
+        sys.exit(f"--arms takes two of return, separate, keep; got {a.arms!r}")
+    for arm in arms:
         proc = subprocess.run(
             [sys.executable, __file__, f"--child={arm}", f"--updates={a.updates}", f"--out={out}"],
             capture_output=True,
@@ -93,7 +105,7 @@ def main() -> None:
     print("median over updates 2..n:")
     for arm, s in summary.items():
         print(f"  {arm:>6}: " + "  ".join(f"{k} {v:,.1f}" for k, v in s.items()))
-    print(f"  keep / return wall time: {summary['keep']['wall_s'] / summary['return']['wall_s']:.2f}")
+    print(f"  {arms[1]} / {arms[0]} wall time: {summary[arms[1]]['wall_s'] / summary[arms[0]]['wall_s']:.2f}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ One run, three child processes in turn (each with the whole machine):
 2. TRL's `GRPOTrainer` (trl pinned by the `trl` extra; its default transformers generation) trains the
    same model for the same wall time: same training tasks in the same order, same reward (argym's
    grader, ``answer_format=final``), same group size, prompts per step, new tokens, temperature, lr,
-   GRPO loss (ε 0.2, β 0, group-std advantages, one optimizer step per batch), float32 on the CPU;
+   GRPO loss (ε 0.2, β 0, group-std advantages, one optimizer step per batch), float32 on the CPU, and
+   glibc set to keep freed memory as argym's CPU learner does (`KEEP_FREED`);
 3. one vLLM engine evaluates, greedily on the first `--episodes` held-out test tasks, the model before
    training and each arm's checkpoints: two-digit addition at every checkpoint (the learning curves),
    and at the end also `word_problems` and two-digit addition with two attempts (multi-turn: a wrong
@@ -40,6 +41,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "grpo_smollm2_math.yaml"
 SEED = 0
+# argym's CPU learner keeps freed memory for reuse (algorithms/host_memory.py); TRL's process gets the same
+# glibc setting from the environment, so that the arms differ in their trainers, not in their allocator
+KEEP_FREED = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**60), "MALLOC_TOP_PAD_": str(2**30)}
 
 # name -> (env id, env kwargs) of the held-out evaluations
 ADDITION = {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "answer_format": "final"}
@@ -102,7 +106,7 @@ class Checkpoints:
 
 def recipe_overrides(a: argparse.Namespace) -> list[str]:
     """The recipe as the benchmark runs it (the smoke shrinks it; --lora-r/--lr change both arms)."""
-    o = [f"seed={SEED}", f"algorithm.lr={a.lr}", f"policy.lora_r={a.lora_r}"]
+    o = [f"seed={SEED}", f"policy.lora_r={a.lora_r}"] + ([f"algorithm.lr={a.lr}"] if a.lr else [])
     o += [f"rollout.tasks_per_step={a.prompts}", f"rollout.group_size={a.group}"]
     o += [f"rollout.max_new_tokens={a.new_tokens}"]
     if a.smoke:
@@ -236,7 +240,7 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         use_cpu=True,
         temperature=cfg.rollout.temperature,
         top_p=cfg.rollout.top_p,
-        learning_rate=a.lr,
+        learning_rate=cfg.algorithm.lr,
         epsilon=cfg.algorithm.clip_low,
         max_grad_norm=cfg.algorithm.max_grad_norm,
         weight_decay=cfg.algorithm.weight_decay,
@@ -324,11 +328,15 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
         return out
     target = evals["trl"][-1]["addition"]["accuracy"]
     reached = next((p for p in evals["argym"] if p["addition"]["accuracy"] >= target), None)
+    trl_first = next(p for p in evals["trl"] if p["addition"]["accuracy"] >= target)
     out["argym_reaches_trl_final"] = {
         "trl_final_accuracy": target,
         "argym_s": reached["train_s"] if reached else None,
         "trl_s": evals["trl"][-1]["train_s"],
         "ratio": reached["train_s"] / evals["trl"][-1]["train_s"] if reached else None,
+        # TRL's own first checkpoint at its final accuracy: the like-for-like time to the same figure
+        "trl_first_s": trl_first["train_s"],
+        "ratio_to_trl_first": reached["train_s"] / trl_first["train_s"] if reached else None,
     }
     return out
 
@@ -386,7 +394,9 @@ def print_table(s: dict[str, Any]) -> None:
     else:
         print(
             f"argym reached TRL's final accuracy {reach['trl_final_accuracy']:.3f} at "
-            f"{reach['argym_s'] / 60:.1f} min, TRL at {reach['trl_s'] / 60:.1f} min (ratio {reach['ratio']:.2f})"
+            f"{reach['argym_s'] / 60:.1f} min, TRL at {reach['trl_s'] / 60:.1f} min (ratio {reach['ratio']:.2f}); "
+            f"TRL's own first checkpoint at it: {reach['trl_first_s'] / 60:.1f} min "
+            f"(ratio {reach['ratio_to_trl_first']:.2f})"
         )
 
 
@@ -407,7 +417,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="tasks per step")
     ap.add_argument("--group", type=int, default=8, help="samples per task (GRPO's G)")
     ap.add_argument("--new-tokens", type=int, default=96)
-    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--lr", type=float, default=None, help="both arms' lr (default: the recipe's)")
     ap.add_argument("--lora-r", type=int, default=0, help="> 0: LoRA of this rank in both arms (raise --lr)")
     ap.add_argument("--max-trl-steps", type=int, default=2000, help="TRL's dataset size in steps")
     ap.add_argument(
@@ -435,7 +445,8 @@ def main() -> None:
         sys.exit(f"--arms takes argym, trl or both, got {a.arms!r}")
     for which in (*arms, "eval"):
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--child", which, *argv], text=True)
+        env = {**os.environ, **KEEP_FREED} if which == "trl" else None
+        proc = subprocess.run([sys.executable, __file__, "--child", which, *argv], text=True, env=env)
         if proc.returncode:
             sys.exit(f"the {which} child failed (exit {proc.returncode}); its output is above.")
         print(f"{which}: {time.perf_counter() - t0:.0f} s", flush=True)
