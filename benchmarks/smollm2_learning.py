@@ -438,7 +438,11 @@ def main() -> None:
 
     prepare("smollm2")  # once, before any clock starts
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # the same cores as the learner
-    argv = [f"--{k.replace('_', '-')}={v}" for k, v in vars(a).items() if k not in ("child", "smoke")]
+    argv = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in vars(a).items()
+        if k not in ("child", "smoke") and v is not None
+    ]
     argv += ["--smoke"] if a.smoke else []
     arms = a.arms.split(",")
     if not arms or set(arms) - {"argym", "trl"}:
