@@ -75,7 +75,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--updates", type=int, default=3)
     ap.add_argument(
-        "--arms", default="return,keep", help="two of return, separate, keep; the last is the base"
+        "--arms",
+        default="return,keep",
+        help="two of return, separate, keep; the ratio is the second over the first",
     )
     ap.add_argument("--out", default="runs/cpu_update_memory")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
