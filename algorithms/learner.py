@@ -37,7 +37,7 @@ from argym.algorithms.learner_advantages import compute_advantages
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
-from argym.algorithms.r3l.credit import credit_step, truncated_is_weight
+from argym.algorithms.r3l.credit import credit_step, importance_weighted
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from argym.algorithms.weight_grid import SamplerGrid, narrower
 from torch import Tensor, nn
@@ -253,7 +253,7 @@ class Learner:
             batch.values = self.critic.values(batch)
         if not given:
             batch.advantages = compute_advantages(batch, self.config, self.accelerator)
-        credit_step(batch, self.config)  # step 5: R³L's importance weight and positive amplification
+        credit_step(batch, self.config)  # step 5: R³L's positive amplification (its IS weight: `backward`)
         return batch
 
     @property
@@ -354,13 +354,10 @@ class Learner:
                 if own_old:
                     mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
                     old_pieces.append(mb.old_logprobs.cpu())
-                    if cfg.tis_cap is not None:  # step 5's weight, left by credit_step until π_old existed
-                        mb.advantages = mb.advantages * truncated_is_weight(
-                            mb.old_logprobs, mb.sampler_logprobs, mask, mb.has_sampler_logprobs, cfg.tis_cap
-                        )
                 old = mb.old_logprobs
                 assert old is not None and entropy is not None  # π_old is given or was just taken
-                pg, clipped = self.policy_loss_fn(logp, old, mb.advantages, mask, cfg)
+                adv = importance_weighted(mb, cfg)  # step 5's truncated IS weight, now that π_old exists
+                pg, clipped = self.policy_loss_fn(logp, old, adv, mask, cfg)
                 pg_loss = aggregate(pg, mask, **agg)
                 loss = pg_loss
                 if cfg.kl_coef > 0 and not cfg.kl_in_reward:

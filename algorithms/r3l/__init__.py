@@ -58,13 +58,14 @@ __all__ = [
     "RuleReflector",
     "amplify_positive",
     "credit_step",
+    "importance_weighted",
     "opmd_loss",
     "parse_reflection",
     "reflection_prompt",
     "truncated_is_weight",
 ]
 
-_CREDIT = ("amplify_positive", "credit_step", "opmd_loss", "truncated_is_weight")
+_CREDIT = ("amplify_positive", "credit_step", "importance_weighted", "opmd_loss", "truncated_is_weight")
 
 
 def __getattr__(name: str) -> Any:

@@ -48,27 +48,38 @@ def opmd_loss(
 
 
 def credit_step(batch: Any, config: Any) -> None:
-    """Learner step 5 on a prepared batch, in place: positive amplification, then the truncated IS weight.
+    """Learner step 5 on a prepared batch, in place: positive amplification (`amplify_alpha`).
 
-    In this order because amplification *sets* a success's advantage to 1: weighting
-    first would have that overwrite erase the off-policy correction exactly on the
-    successful retries, the samples furthest from π_old. Amplification decides how
-    much a sample's tokens count, the weight min(π_old/μ, C) then corrects each token
-    for having been sampled from μ (R³L, arXiv 2601.03715; truncated IS as V-trace's ρ̄,
-    arXiv 1802.01561 eq. 1). Pivot masks are already in the loss masks (`mask_before`, `distill`).
-    A batch without π_old yet (fully on-policy: it is the training forward's) gets the weight
-    in `Learner.backward`, from that forward.
+    The step's other half, the truncated IS weight, acts later, in the loss
+    (`importance_weighted`, per micro-batch), so amplification always comes first:
+    it *sets* a success's advantage to 1, and weighting first would have that
+    overwrite erase the off-policy correction exactly on the successful retries,
+    the samples furthest from π_old (R³L, arXiv 2601.03715). Pivot masks are
+    already in the loss masks (`mask_before`, `distill`).
     """
     if getattr(config, "amplify_alpha", None) is not None:
         batch.advantages = amplify_positive(
             batch.advantages, batch.loss_mask, batch.positive, config.amplify_alpha
         )
-    if getattr(config, "tis_cap", None) is not None and batch.old_logprobs is not None:
-        w = truncated_is_weight(
-            batch.old_logprobs,
-            batch.sampler_logprobs,
-            batch.loss_mask,
-            batch.has_sampler_logprobs,
-            config.tis_cap,
-        )
-        batch.advantages = batch.advantages * w
+
+
+def importance_weighted(batch: Any, config: Any) -> Tensor:
+    """The advantages the loss takes: × min(π_old/μ, C) per token with `tis_cap: C`, else unchanged.
+
+    The weight corrects each token for having been sampled from μ (truncated IS as
+    V-trace's ρ̄, arXiv 1802.01561 eq. 1). It is applied to each micro-batch right
+    before its loss, where π_old exists on every path (a separate no-grad pass, or
+    the training forward itself when fully on-policy), and never stored: the
+    batch's advantages, and what the step logs of them, stay the estimator's.
+    """
+    adv: Tensor = batch.advantages
+    if getattr(config, "tis_cap", None) is None:
+        return adv
+    w = truncated_is_weight(
+        batch.old_logprobs,
+        batch.sampler_logprobs,
+        batch.loss_mask,
+        batch.has_sampler_logprobs,
+        config.tis_cap,
+    )
+    return adv * w

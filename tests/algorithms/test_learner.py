@@ -518,7 +518,8 @@ def test_fsdp_two_processes_update_equals_single_process(tmp_path):
 @pytest.mark.parametrize("tis_cap", [None, 1.5], ids=["plain", "tis"])
 def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch, tis_cap):
     """One epoch, one mini-batch: skipping the separate π_old pass changes nothing but the time, also
-    with a truncated importance weight min(π_old/μ, C), which then comes from the training forward."""
+    with a truncated importance weight min(π_old/μ, C), which then comes from the training forward.
+    The logged advantages are the estimator's on both paths: the weight acts in the loss only."""
     assert learner(tis_cap=tis_cap).reuses_training_forward
     trajs = random_trajs()
     rng = random.Random(7)
@@ -529,10 +530,13 @@ def test_on_policy_update_reuses_the_training_forward_for_pi_old(monkeypatch, ti
         lrn = learner(micro_batch_size=3, lr=1e-3, tis_cap=tis_cap)
         monkeypatch.setattr(Learner, "reuses_training_forward", property(lambda self, r=reuse: r))
         m = lrn.update(trajs, PAD)
+        m["samples"] = lrn.sample_advantages  # what the step's samples log as each one's advantage
         out.append((m, [p.detach().clone() for p in lrn.model.parameters()]))
     (m1, p1), (m2, p2) = out
     for key in ("train/loss", "train/grad_norm", "train/logprob_mismatch_mean", "train/clip_frac"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-6), key
+    for key in ("train/adv_mean", "train/adv_std", "samples"):  # the estimator's, whichever path π_old took
+        assert m1[key] == pytest.approx(m2[key], rel=1e-6, abs=1e-7), key
     if tis_cap is not None:  # the weight took effect: the gradient is not the unweighted one
         assert learner(micro_batch_size=3, lr=1e-3).update(trajs, PAD)["train/grad_norm"] != pytest.approx(
             m1["train/grad_norm"], rel=1e-3

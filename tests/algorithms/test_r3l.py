@@ -272,10 +272,11 @@ def test_truncated_importance_weight_and_ratio_free_loss():
 
 
 def test_amplification_keeps_the_importance_weight_on_successes():
-    """Step 5 amplifies first, then weights: a successful retry sampled off-policy keeps min(π_old/μ, C)."""
+    """Step 5 amplifies first, then weights: a successful retry sampled off-policy keeps min(π_old/μ, C).
+    The weight is the loss's alone: the batch keeps the amplified advantages."""
     from argym.algorithms.batch import TrainBatch
     from argym.algorithms.learner import LearnerConfig
-    from argym.algorithms.r3l import credit_step
+    from argym.algorithms.r3l import credit_step, importance_weighted
 
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
     old = torch.log(torch.tensor([[0.2, 0.6, 0.5], [0.3, 0.3, 0.3]]))
@@ -292,9 +293,15 @@ def test_amplification_keeps_the_importance_weight_on_successes():
         positive=torch.tensor([True, False]),
         old_logprobs=old,
     )
-    credit_step(batch, LearnerConfig(amplify_alpha=3.0, tis_cap=1.5))
+    config = LearnerConfig(amplify_alpha=3.0, tis_cap=1.5)
+    credit_step(batch, config)
+    assert torch.allclose(batch.advantages, torch.tensor([[1.0, 1.0, 0.0], [0.3, 0.3, 0.3]]))  # amplified
     # success: Â := 1, then × min(π_old/μ, 1.5) = 0.5 and 1.5 (capped from 2); non-negative failure: 3·0.1 × 0.5
-    assert torch.allclose(batch.advantages, torch.tensor([[0.5, 1.5, 0.0], [0.15, 0.15, 0.15]]))
+    weighted = importance_weighted(batch, config)
+    assert torch.allclose(weighted, torch.tensor([[0.5, 1.5, 0.0], [0.15, 0.15, 0.15]]))
+    assert torch.equal(
+        importance_weighted(batch, LearnerConfig(amplify_alpha=3.0)), batch.advantages
+    )  # no cap
 
 
 def test_config_checks():
