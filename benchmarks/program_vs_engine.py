@@ -7,10 +7,11 @@ with `rollout.strategy: program` running `examples/agent_program.py` (a 20-line 
 over the official OpenAI client). Reported per arm: held-out greedy accuracy with its
 95% interval (the program arm evaluated through the program, and through the engine
 for a like-for-like number), and the mean rollout seconds per step; the program's
-per-step overhead is its rollout time over the engine's.
+per-step overhead is its rollout time over the engine's. The row `before` is the warm
+start itself, evaluated the same two ways. A warm start already in `--out` is reused.
 
-    .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--out runs/bench_program]
-    .venv/bin/python benchmarks/program_vs_engine.py --small   # a CPU smoke run: tiny sizes, 3 steps
+    .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--tasks-per-step N] [--out runs/bench_program]
+    .venv/bin/python benchmarks/program_vs_engine.py --small --steps 3   # a CPU smoke run: tiny sizes
 """
 
 from __future__ import annotations
@@ -40,17 +41,25 @@ SMALL = [
 
 
 def warm_start(out: Path, overrides: list[str]) -> Path:
+    """The shared starting checkpoint; one left in `out` by an earlier run of the same recipe is reused."""
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
+    policy = out / "warm" / "checkpoint" / "policy"
+    if policy.is_dir():
+        print(f"reusing the warm start in {policy}", flush=True)
+        return policy
     cfg = load_config(
         RECIPE, overrides + ["steps=0", "rollout.strategy=plain", "agent.program=", f"out_dir={out / 'warm'}"]
     )
     Trainer(cfg).close()
-    return out / "warm" / "checkpoint" / "policy"
+    return policy
 
 
-def run_arm(arm: str, policy_dir: Path, out: Path, steps: int, episodes: int, overrides: list[str]) -> dict:
+def run_arm(
+    arm: str, policy_dir: Path, out: Path, steps: int, episodes: int, overrides: list[str], label: str = ""
+) -> dict:
+    """Train `steps` RL steps from `policy_dir` (0: only evaluate it) and evaluate on the test split."""
     from argym.agents.evaluate import evaluate
     from argym.agents.policy import SamplingParams
     from argym.algorithms.config import load_config
@@ -71,7 +80,7 @@ def run_arm(arm: str, policy_dir: Path, out: Path, steps: int, episodes: int, ov
             "warm_start.steps=0",
             f"steps={steps}",
             "eval.every=0",
-            f"out_dir={out / arm}",
+            f"out_dir={out / (label or arm)}",
             f"checkpoint_every={10**6}",
         ],
     )
@@ -104,7 +113,7 @@ def run_arm(arm: str, policy_dir: Path, out: Path, steps: int, episodes: int, ov
     finally:
         trainer.close()
     return {
-        "arm": arm,
+        "arm": label or arm,
         "steps": steps,
         "samples": steps * cfg.rollout.tasks_per_step * cfg.rollout.group_size,
         "accuracy": own.mean,
@@ -122,17 +131,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--out", default="runs/bench_program")
+    ap.add_argument("--tasks-per-step", type=int, default=0, help="tasks per RL step (0: the recipe's)")
     ap.add_argument("--small", action="store_true", help="tiny sizes for a CPU smoke run")
     args = ap.parse_args()
     out = Path(args.out)
-    overrides = SMALL if args.small else []
+    overrides = list(SMALL if args.small else [])
+    if args.tasks_per_step:
+        overrides.append(f"rollout.tasks_per_step={args.tasks_per_step}")
     t0 = time.perf_counter()
     policy_dir = warm_start(out, overrides)
+    before = run_arm("program", policy_dir, out, 0, args.episodes, overrides, label="before")
     results = [
         run_arm(arm, policy_dir, out, args.steps, args.episodes, overrides) for arm in ("engine", "program")
     ]
     engine, program = results
     summary = {
+        "before": before,
         "results": results,
         "overhead": program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9),
         "wall_s": time.perf_counter() - t0,
@@ -143,7 +157,7 @@ def main() -> None:
         "| turns/traj | policy tokens/traj |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in results:
+    for r in [before, *results]:
         print(
             f"| {r['arm']} | {r['samples']} | {r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
             f"{r['accuracy_engine_eval']:.3f} | {r['rollout_s_per_step']:.2f} | {r['turns_per_trajectory']:.2f} | "
