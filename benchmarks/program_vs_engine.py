@@ -10,7 +10,7 @@ for a like-for-like number), and the mean rollout seconds per step; the program'
 per-step overhead is its rollout time over the engine's. The row `before` is the warm
 start itself, evaluated the same two ways. A warm start already in `--out` is reused.
 
-    .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--tasks-per-step N] [--out runs/bench_program]
+    .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--tasks-per-step N] [--out runs/bench_program] [key=value ...]
     .venv/bin/python benchmarks/program_vs_engine.py --small --steps 3   # a CPU smoke run: tiny sizes
 """
 
@@ -133,24 +133,28 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench_program")
     ap.add_argument("--tasks-per-step", type=int, default=0, help="tasks per RL step (0: the recipe's)")
     ap.add_argument("--small", action="store_true", help="tiny sizes for a CPU smoke run")
+    ap.add_argument(
+        "overrides", nargs="*", help="recipe overrides (key=value) for every arm, after --small's"
+    )
     args = ap.parse_args()
     out = Path(args.out)
-    overrides = list(SMALL if args.small else [])
+    overrides = list(SMALL if args.small else []) + args.overrides
     if args.tasks_per_step:
         overrides.append(f"rollout.tasks_per_step={args.tasks_per_step}")
     t0 = time.perf_counter()
     policy_dir = warm_start(out, overrides)
-    before = run_arm("program", policy_dir, out, 0, args.episodes, overrides, label="before")
-    results = [
-        run_arm(arm, policy_dir, out, args.steps, args.episodes, overrides) for arm in ("engine", "program")
-    ]
+    summary: dict = {"overrides": overrides, "steps": args.steps, "episodes": args.episodes}
+    summary["before"] = before = run_arm(
+        "program", policy_dir, out, 0, args.episodes, overrides, label="before"
+    )
+    results: list[dict] = []
+    summary["results"] = results
+    for arm in ("engine", "program"):
+        (out / "results.json").write_text(json.dumps(summary, indent=2))  # each row kept as it comes
+        results.append(run_arm(arm, policy_dir, out, args.steps, args.episodes, overrides))
     engine, program = results
-    summary = {
-        "before": before,
-        "results": results,
-        "overhead": program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9),
-        "wall_s": time.perf_counter() - t0,
-    }
+    summary["overhead"] = program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9)
+    summary["wall_s"] = time.perf_counter() - t0
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     print(
         "\n| arm | samples | accuracy (own eval) | 95% CI | accuracy (engine eval) | rollout s/step "
