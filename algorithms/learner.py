@@ -393,19 +393,30 @@ class Learner:
         return contextlib.nullcontext() if sync else self.accelerator.no_sync(self.model)
 
     def _step(self) -> Tensor:
-        """Clip the global gradient norm (`max_grad_norm`), take one AdamW step; the norm before clipping."""
+        """Clip the global gradient norm (`max_grad_norm`), take one AdamW step; the norm before clipping.
+
+        A gradient of exactly 0 (every advantage in the mini-batch 0 and no KL, entropy or NLL term) takes
+        no step: AdamW would still move every weight along the moments earlier batches left, by about
+        0.67 × lr per weight on the first such step and 3.6 × lr over twelve (bias correction divides a
+        decayed first moment by a barely decayed second), so a run of flat batches would drift the policy
+        with no evidence behind it. The global norm is the same on every process, so all skip together.
+        """
         max_norm = self.config.max_grad_norm or math.inf
         if self.fsdp:  # the gradients live on the optimizer's shards, not on the gathered weights
             shards = [p for group in self.optimizer.param_groups for p in group["params"]]
             norm = fsdp.clip_grad_norm(shards, max_norm)
         else:
             norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
+        norm = torch.as_tensor(norm, dtype=torch.float32).detach().cpu()
+        if norm.item() == 0.0:  # no signal on any process: see `update`
+            self.optimizer.zero_grad(set_to_none=True)
+            return norm
         with self.grid.stepping() if self.grid is not None else contextlib.nullcontext():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.fsdp:
             fsdp.refresh(self.model)
-        return torch.as_tensor(norm, dtype=torch.float32).detach().cpu()
+        return norm
 
     def _num_minibatches(self, n: int) -> int:
         """`num_minibatches`, or fewer when a process holds fewer trajectories (a small dynamic-sampling

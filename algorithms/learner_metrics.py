@@ -95,7 +95,7 @@ def reduce_metrics(
         "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean**2, 0.0)),
         "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
         "train/infra_dropped": s["dropped"],
-        "train/optimizer_steps": s["steps"] / acc.num_processes,
+        "train/optimizer_steps": float(sum(n.item() != 0.0 for n in grad_norms)),  # a zero norm steps not
     }
     if config.kl_coef > 0:
         out["train/kl_ref"] = s["kl_ref"] / tok

@@ -557,3 +557,20 @@ def test_mini_batches_hold_whole_groups():
         assert all(len(set(groups[p].tolist())) == 2 for p in parts)  # two whole groups each
     parts = lrn._partition(groups, 5)  # 4 groups, 5 mini-batches: rows
     assert sorted(torch.cat(parts).tolist()) == list(range(12)) and len(parts) == 5
+
+
+def test_a_batch_without_signal_leaves_the_weights_alone():
+    """Every group flat (each advantage 0, no KL/entropy/NLL term): the gradient is exactly 0, and an AdamW
+    step on it would still move every weight along the moments the last batch left (by about 0.67 × lr ×
+    sign on the next step, 3.6 × lr over the next twelve). That drift, with no evidence behind it, wrecked a
+    warm-started tool-calling policy in 12 flat steps; a flat batch now takes no optimizer step."""
+    lrn = learner(lr=1e-3)
+    assert lrn.update(random_trajs(), PAD)["train/optimizer_steps"] == 1
+    before = [p.detach().clone() for p in lrn.model.parameters()]
+    flat = [traj(t.token_ids[3:], 1.0, t.group) for t in random_trajs()]
+    metrics = lrn.update(flat, PAD)
+    assert metrics["train/grad_norm"] == 0.0
+    assert metrics["train/optimizer_steps"] == 0
+    for a, b in zip(before, lrn.model.parameters()):
+        torch.testing.assert_close(a, b.detach(), rtol=0, atol=0)
+    assert lrn.update(random_trajs(seed=2), PAD)["train/optimizer_steps"] == 1  # signal again: it steps
