@@ -139,7 +139,10 @@ def test_both_modes_train_from_their_configs(recipe, tmp_path):
         result = trainer.evaluate(4)
     finally:
         trainer.close()
-    assert metrics["train/optimizer_steps"] == 1 and 0 <= result.mean <= 1
+    # the batch reached the learner; it steps exactly when some group's rewards differ (a flat batch has
+    # no gradient and takes no AdamW step)
+    assert metrics["train/trajectories"] >= 2 * 2 and "train/loss" in metrics and 0 <= result.mean <= 1
+    assert metrics["train/optimizer_steps"] == float(metrics["train/group_reward_std"] > 0)
     if recipe == "decomposer_utility.yaml":
         assert "decomposer/triggered" in metrics
     else:  # the warm start came from the wrapper's oracle: a decomposition turn, then the sub-answers

@@ -348,16 +348,12 @@ def test_r3l_trains_from_its_config(tmp_path):
         metrics = trainer.train_step()
     finally:
         trainer.close()
-    assert (
-        metrics["r3l/retries"] > 0
-        and "r3l/retry_token_share" in metrics
-        and metrics["train/optimizer_steps"] == 1
-    )
+    assert metrics["r3l/retries"] > 0 and "r3l/retry_token_share" in metrics
     # every trajectory rolled out is counted, retries included: 3 tasks × 2 ordinary rollouts + the retries
     assert metrics["train/trajectories"] == 3 * 2 + metrics["r3l/retries"]
-    assert (
-        metrics["r3l/retry_success"] == 0.0 and metrics["train/adv_mean"] == 0.0
-    )  # untrained: all fail, A = 0
+    # untrained: all fail, A = 0, so the batch has no gradient and takes no AdamW step
+    assert metrics["r3l/retry_success"] == 0.0 and metrics["train/adv_mean"] == 0.0
+    assert metrics["train/grad_norm"] == 0.0 and metrics["train/optimizer_steps"] == 0.0
     with pytest.raises(ConfigError, match="strategy"):
         load_config(repo / "configs" / "r3l_math.yaml", ["rollout.strategy=retry"])
 
