@@ -8,9 +8,11 @@ over the official OpenAI client). Reported per arm: held-out greedy accuracy wit
 95% interval (the program arm evaluated through the program, and through the engine
 for a like-for-like number), and the mean rollout seconds per step; the program's
 per-step overhead is its rollout time over the engine's. The row `before` is the warm
-start itself, evaluated the same two ways. A warm start already in `--out` is reused.
+start itself, evaluated the same two ways. A warm start already in `--out` is reused, and
+so are the rows of an earlier run there with the same settings that `--arms` leaves out
+(a run cut short re-runs only the arm it lost).
 
-    .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--tasks-per-step N] [--out runs/bench_program] [key=value ...]
+    .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--tasks-per-step N] [--arms before,engine,program] [--out runs/bench_program] [key=value ...]
     .venv/bin/python benchmarks/program_vs_engine.py --small --steps 3   # a CPU smoke run: tiny sizes
 """
 
@@ -126,6 +128,17 @@ def run_arm(
     }
 
 
+def earlier_rows(path: Path, settings: dict) -> dict[str, dict]:
+    """The rows an earlier run left in `path`, by arm, when it ran with the same `settings`."""
+    if not path.is_file():
+        return {}
+    earlier = json.loads(path.read_text())
+    if any(earlier.get(k) != v for k, v in settings.items()):
+        return {}
+    rows = [earlier["before"]] if "before" in earlier else []
+    return {r["arm"]: r for r in rows + earlier.get("results", [])}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
@@ -134,6 +147,9 @@ def main() -> None:
     ap.add_argument("--tasks-per-step", type=int, default=0, help="tasks per RL step (0: the recipe's)")
     ap.add_argument("--small", action="store_true", help="tiny sizes for a CPU smoke run")
     ap.add_argument(
+        "--arms", default="before,engine,program", help="rows to (re)compute; the others come from --out"
+    )
+    ap.add_argument(
         "overrides", nargs="*", help="recipe overrides (key=value) for every arm, after --small's"
     )
     args = ap.parse_args()
@@ -141,17 +157,31 @@ def main() -> None:
     overrides = list(SMALL if args.small else []) + args.overrides
     if args.tasks_per_step:
         overrides.append(f"rollout.tasks_per_step={args.tasks_per_step}")
+    arms = set(args.arms.split(","))
     t0 = time.perf_counter()
     policy_dir = warm_start(out, overrides)
     summary: dict = {"overrides": overrides, "steps": args.steps, "episodes": args.episodes}
-    summary["before"] = before = run_arm(
-        "program", policy_dir, out, 0, args.episodes, overrides, label="before"
-    )
+    kept = earlier_rows(out / "results.json", summary)
+    missing = {"before", "engine", "program"} - arms - set(kept)
+    if missing:
+        raise SystemExit(
+            f"--arms leaves out {sorted(missing)} but {out} holds no such row with these settings"
+        )
+
+    def row(arm: str) -> dict:
+        if arm not in arms:
+            return kept[arm]
+        steps = 0 if arm == "before" else args.steps
+        return run_arm(
+            "program" if arm == "before" else arm, policy_dir, out, steps, args.episodes, overrides, arm
+        )
+
+    summary["before"] = before = row("before")
     results: list[dict] = []
     summary["results"] = results
     for arm in ("engine", "program"):
         (out / "results.json").write_text(json.dumps(summary, indent=2))  # each row kept as it comes
-        results.append(run_arm(arm, policy_dir, out, args.steps, args.episodes, overrides))
+        results.append(row(arm))
     engine, program = results
     summary["overhead"] = program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9)
     summary["wall_s"] = time.perf_counter() - t0
