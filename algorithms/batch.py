@@ -102,6 +102,25 @@ def split_batch(batch: TrainBatch, size: int) -> list[TrainBatch]:
     return [batch.select(slice(i, i + size)).trimmed() for i in range(0, len(batch), size)]
 
 
+def whole_group_minibatches(
+    groups: Tensor, n_minibatches: int, generator: torch.Generator | None
+) -> list[Tensor]:
+    """One epoch's mini-batches as row indices: whole groups, shuffled by `generator` (None: in order).
+
+    verl counts its mini-batch in prompts (DAPO's 512 responses = 32 prompts × 16), and a whole
+    group shares its prompt forward (algorithms/prefix.py); rows are split when there are fewer
+    groups than mini-batches.
+    """
+    ids, inverse = torch.unique(groups, return_inverse=True)
+    by_group = len(ids) >= n_minibatches
+    units = len(ids) if by_group else len(groups)
+    order = torch.randperm(units, generator=generator) if generator is not None else torch.arange(units)
+    chunks = torch.tensor_split(order, n_minibatches)
+    if not by_group:
+        return list(chunks)
+    return [torch.cat([torch.nonzero(inverse == g).flatten() for g in chunk.tolist()]) for chunk in chunks]
+
+
 def stack_rows(pieces: list[Tensor], shape: torch.Size) -> Tensor:
     """Micro-batches' (b, l_k) rows stacked into one zero-padded (B, L) tensor: `split_batch`'s inverse for
     what a model computed per micro-batch."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from argym.algorithms import fsdp
 from argym.algorithms.advantages import gae
-from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows
+from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows, whole_group_minibatches
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages
 from argym.algorithms.learner_config import LearnerConfig
@@ -286,7 +286,8 @@ class Learner:
             return all_dropped_metrics(n_dropped)
         groups = torch.tensor([t.group for t in trajectories if not t.infra_failure])  # the batch's rows
         n_minibatches = self._num_minibatches(len(groups))
-        first = self._partition(groups, n_minibatches)  # epoch 1's, also π_old's path
+        shuffle = self._shuffle_gen if cfg.shuffle else None
+        first = whole_group_minibatches(groups, n_minibatches, shuffle)  # epoch 1's, also π_old's path
         on_policy = self.reuses_training_forward  # then π_old is the first training forward
         batch = self.prepare_batch(
             trajectories, pad_id, advantages, minibatches=first, old_logprobs=not on_policy
@@ -295,7 +296,7 @@ class Learner:
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor] = []
         for epoch in range(cfg.ppo_epochs):
-            for rows in first if epoch == 0 else self._partition(groups, n_minibatches):
+            for rows in first if epoch == 0 else whole_group_minibatches(groups, n_minibatches, shuffle):
                 sums, logp = self.backward(batch.select(rows))
                 if logp is not None:  # π_old was this forward: keep it for the mismatch metric
                     if batch.old_logprobs is None:
@@ -423,23 +424,6 @@ class Learner:
         draw, a tiny recipe): every process takes the same count, that of the smallest share."""
         smallest = int(self.accelerator.gather(torch.tensor([n], device=self.accelerator.device)).min())
         return max(1, min(self.config.num_minibatches, smallest))
-
-    def _partition(self, groups: Tensor, n_minibatches: int) -> list[Tensor]:
-        """One epoch's mini-batches as row indices: whole groups, in an order shuffled by `seed` unless
-        `shuffle` is off. verl counts its mini-batch in prompts (DAPO's 512 responses = 32 prompts × 16), and a
-        whole group shares its prompt forward (algorithms/prefix.py); rows are split when there are fewer
-        groups than mini-batches."""
-        cfg = self.config
-        ids, inverse = torch.unique(groups, return_inverse=True)
-        by_group = len(ids) >= n_minibatches
-        units = len(ids) if by_group else len(groups)
-        order = torch.randperm(units, generator=self._shuffle_gen) if cfg.shuffle else torch.arange(units)
-        chunks = torch.tensor_split(order, n_minibatches)
-        if not by_group:
-            return list(chunks)
-        return [
-            torch.cat([torch.nonzero(inverse == g).flatten() for g in chunk.tolist()]) for chunk in chunks
-        ]
 
     def value_targets(self, batch: TrainBatch) -> Tensor:
         """The critic's targets: GAE returns with λ_critic (1: Monte-Carlo), (B, L-1)."""

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 from accelerate import Accelerator
-from argym.algorithms.batch import make_batch, split_batch
+from argym.algorithms.batch import make_batch, split_batch, whole_group_minibatches
 from argym.algorithms.learner import Learner, LearnerConfig
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -551,11 +551,11 @@ def test_mini_batches_hold_whole_groups():
     lrn = learner(num_minibatches=2)
     groups = torch.tensor([t.group for t in random_trajs(12, group_size=3)])  # 4 groups of 3
     for _ in range(3):  # reshuffled every call
-        parts = lrn._partition(groups, 2)
+        parts = whole_group_minibatches(groups, 2, lrn._shuffle_gen)
         assert sorted(torch.cat(parts).tolist()) == list(range(12))
         assert [len(p) for p in parts] == [6, 6]
         assert all(len(set(groups[p].tolist())) == 2 for p in parts)  # two whole groups each
-    parts = lrn._partition(groups, 5)  # 4 groups, 5 mini-batches: rows
+    parts = whole_group_minibatches(groups, 5, lrn._shuffle_gen)  # 4 groups, 5 mini-batches: rows
     assert sorted(torch.cat(parts).tolist()) == list(range(12)) and len(parts) == 5
 
 
