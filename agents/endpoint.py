@@ -22,7 +22,13 @@ so a program's ``temperature=0`` would make the importance ratios wrong;
 
 Requests from concurrent programs are batched: a single worker thread owns the
 generator (it is not thread-safe) and generates, in one call, every prompt
-waiting with the same sampling settings.
+waiting with the same sampling settings. After a batch, the programs' next
+requests do not arrive together (each parses its reply and runs its tools, and
+their threads share the GIL), so the worker gathers them until every live
+episode has one waiting, no new one has come for `batch_gap_s`, or
+`batch_max_wait_s` has passed: one generate call per turn of the whole group,
+as the rollout engine makes, rather than a few small ones (a fixed 20 ms window
+from the first request split 32 programs' turns into 2-3 calls each).
 
 The server is the standard library's `ThreadingHTTPServer`: the endpoint
 serves a few hundred loopback requests a step, needs no async stack, and
@@ -80,13 +86,14 @@ class PolicyEndpoint:
         sampling: SamplingParams,
         max_total_tokens: int = 2048,
         require_key: bool = False,
-        batch_window_s: float = 0.02,
+        batch_gap_s: float = 0.1,
+        batch_max_wait_s: float = 0.5,
     ):
         self.agent = agent
         self.sampling = sampling
         self.max_total_tokens = max_total_tokens
         self.require_key = require_key
-        self.batch_window_s = batch_window_s
+        self.batch_gap_s, self.batch_max_wait_s = batch_gap_s, batch_max_wait_s
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
         self._episodes: dict[str, EpisodeRecord] = {}
         self._lock = threading.Lock()
@@ -279,10 +286,10 @@ class PolicyEndpoint:
             if first is None:
                 self._refuse_waiting()
                 return
-            batch, deadline = [first], time.monotonic() + self.batch_window_s
-            while len(batch) < max(len(self._episodes), 1):  # wait briefly for the other live episodes
+            batch, cap = [first], time.monotonic() + self.batch_max_wait_s
+            while len(batch) < max(len(self._episodes), 1):  # the other live episodes, while they keep coming
                 try:
-                    job = self._jobs.get(timeout=max(deadline - time.monotonic(), 0))
+                    job = self._jobs.get(timeout=max(min(self.batch_gap_s, cap - time.monotonic()), 0))
                 except queue.Empty:
                     break
                 if job is None:

@@ -77,6 +77,7 @@ class StepLog:
         self.steps = steps
         self.flat_steps = 0
         self.warned = False
+        self.warned_timeouts = False
         self.heartbeat = not console.is_terminal
         if self.heartbeat:
             silence_progress_bars()
@@ -130,6 +131,23 @@ class StepLog:
             style="yellow",
             markup=False,
             soft_wrap=True,  # one line in a log file, whatever the console's width
+        )
+
+    def timeouts(self, step: int, metrics: dict[str, Any]) -> None:
+        """Warn once when most of a step's agent programs ran past `agent.deadline_s`: each scores 0, so
+        a policy slower than the deadline (a larger model, a CPU) trains on timeouts, not on its answers."""
+        share = metrics.get("program/timeouts", 0.0)
+        if self.warned_timeouts or share < 0.5:
+            return
+        self.warned_timeouts = True
+        self.console.print(
+            f"warning: at step {step}, {share:.0%} of the agent programs ran past agent.deadline_s and scored "
+            "0 whatever they would have answered. The deadline counts wall time, the wait for the shared "
+            "generator included: raise agent.deadline_s for a slower policy (perf/rollout_s shows a step's "
+            "rollout time), or lower agent.concurrency.",
+            style="yellow",
+            markup=False,
+            soft_wrap=True,
         )
 
     def beat(self, step: int, metrics: dict[str, Any], seconds: float) -> None:

@@ -317,6 +317,7 @@ class Trainer:
         )
         sampling_metrics = combine_metrics(per_rank, STRATEGIES.get(self.cfg.rollout.strategy).counts)
         self.log.samples(self.step + 1, trajs, advantages)
+        self.log.timeouts(self.step + 1, sampling_metrics)
         if self.versions is None and self.generator is not self.policy:  # vLLM, Ray: new weights go in
             sync_s = self.generator.load_weights(self.policy.model)
         if sync_s is not None:

@@ -10,7 +10,7 @@ for a like-for-like number), and the mean rollout seconds per step; the program'
 per-step overhead is its rollout time over the engine's. The row `before` is the warm
 start itself, evaluated the same two ways. A warm start already in `--out` is reused, and
 so are the rows of an earlier run there with the same settings that `--arms` leaves out
-(a run cut short re-runs only the arm it lost).
+(a run cut short re-runs only the arm it lost); `--arms before` evaluates a warm start alone.
 
     .venv/bin/python benchmarks/program_vs_engine.py [--steps 100] [--episodes 200] [--tasks-per-step N] [--arms before,engine,program] [--out runs/bench_program] [key=value ...]
     .venv/bin/python benchmarks/program_vs_engine.py --small --steps 3   # a CPU smoke run: tiny sizes
@@ -162,28 +162,31 @@ def main() -> None:
     policy_dir = warm_start(out, overrides)
     summary: dict = {"overrides": overrides, "steps": args.steps, "episodes": args.episodes}
     kept = earlier_rows(out / "results.json", summary)
-    missing = {"before", "engine", "program"} - arms - set(kept)
-    if missing:
-        raise SystemExit(
-            f"--arms leaves out {sorted(missing)} but {out} holds no such row with these settings"
-        )
-
-    def row(arm: str) -> dict:
-        if arm not in arms:
-            return kept[arm]
-        steps = 0 if arm == "before" else args.steps
-        return run_arm(
-            "program" if arm == "before" else arm, policy_dir, out, steps, args.episodes, overrides, arm
-        )
-
-    summary["before"] = before = row("before")
     results: list[dict] = []
-    summary["results"] = results
-    for arm in ("engine", "program"):
+    for arm in (
+        "before",
+        "engine",
+        "program",
+    ):  # a row neither asked for nor kept from an earlier run stays out
+        if arm in arms:
+            steps = 0 if arm == "before" else args.steps
+            label = "program" if arm == "before" else arm
+            r = run_arm(label, policy_dir, out, steps, args.episodes, overrides, arm)
+        elif arm in kept:
+            r = kept[arm]
+        else:
+            continue
+        if arm == "before":
+            summary["before"] = r
+        else:
+            results.append(r)
+        summary["results"] = results
         (out / "results.json").write_text(json.dumps(summary, indent=2))  # each row kept as it comes
-        results.append(row(arm))
-    engine, program = results
-    summary["overhead"] = program["rollout_s_per_step"] / max(engine["rollout_s_per_step"], 1e-9)
+    by_arm = {r["arm"]: r for r in results}
+    if {"engine", "program"} <= set(by_arm):
+        summary["overhead"] = by_arm["program"]["rollout_s_per_step"] / max(
+            by_arm["engine"]["rollout_s_per_step"], 1e-9
+        )
     summary["wall_s"] = time.perf_counter() - t0
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     print(
@@ -191,13 +194,14 @@ def main() -> None:
         "| turns/traj | policy tokens/traj |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in [before, *results]:
+    for r in [summary["before"]] * ("before" in summary) + results:
         print(
             f"| {r['arm']} | {r['samples']} | {r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
             f"{r['accuracy_engine_eval']:.3f} | {r['rollout_s_per_step']:.2f} | {r['turns_per_trajectory']:.2f} | "
             f"{r['policy_tokens_per_trajectory']:.1f} |"
         )
-    print(f"\nprogram rollout time / engine rollout time per step: {summary['overhead']:.2f}x")
+    if "overhead" in summary:
+        print(f"\nprogram rollout time / engine rollout time per step: {summary['overhead']:.2f}x")
 
 
 if __name__ == "__main__":

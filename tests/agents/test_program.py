@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -42,28 +43,30 @@ def draw(runner, n: int, seed: int = 0):
     return [runner.task_source.sample(rng, "train") for _ in range(n)]
 
 
+# configs/grpo_program.yaml shrunk to a tiny untrained policy and two groups of two
+SMALL_RUN = [
+    f"agent.reward={PROGRAMS}:answer_length",
+    "warm_start.steps=0",
+    "env.kwargs.tasks=executable(test_size=20)",
+    "policy.tiny.hidden_size=32",
+    "policy.tiny.num_layers=1",
+    "policy.tiny.num_heads=2",
+    "policy.tiny.intermediate_size=64",
+    "policy.tiny.max_positions=1024",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_new_tokens=8",
+    "rollout.max_total_tokens=1024",
+    "algorithm.micro_batch_size=8",
+    "algorithm.lr=1e-2",
+]
+
+
 def test_program_trains_two_steps_on_exact_tokens(tmp_path, record_generations, assert_exact):
     """The openai client, two turns with a tool: trajectories are what the policy sampled; the weights move."""
     cfg = load_config(
         REPO / "configs" / "grpo_program.yaml",
-        [
-            f"agent.program={PROGRAMS}:solve_twice",
-            f"agent.reward={PROGRAMS}:answer_length",
-            f"out_dir={tmp_path}",
-            "warm_start.steps=0",
-            "env.kwargs.tasks=executable(test_size=20)",
-            "policy.tiny.hidden_size=32",
-            "policy.tiny.num_layers=1",
-            "policy.tiny.num_heads=2",
-            "policy.tiny.intermediate_size=64",
-            "policy.tiny.max_positions=1024",
-            "rollout.tasks_per_step=2",
-            "rollout.group_size=2",
-            "rollout.max_new_tokens=8",
-            "rollout.max_total_tokens=1024",
-            "algorithm.micro_batch_size=8",
-            "algorithm.lr=1e-2",
-        ],
+        [f"agent.program={PROGRAMS}:solve_twice", f"out_dir={tmp_path}", *SMALL_RUN],
     )
     trainer = Trainer(cfg)
     try:
@@ -200,6 +203,60 @@ def test_32_concurrent_programs_do_not_mix_episodes(record_generations, assert_e
         text = policy.renderer.decode(t.token_ids)
         assert t.task_id == task.id and text.count("Use a tool. (") == 1 and f"({task.id})" in text
     assert len(calls) < 64, "requests of concurrent programs are batched"
+
+
+def test_a_step_whose_programs_ran_past_the_deadline_says_so(tmp_path, capsys):
+    """Every program past `agent.deadline_s` scores 0; the trainer says so once, and what to change."""
+    cfg = load_config(
+        REPO / "configs" / "grpo_program.yaml",
+        [f"agent.program={PROGRAMS}:hang", "agent.deadline_s=2", f"out_dir={tmp_path}", *SMALL_RUN],
+    )
+    trainer = Trainer(cfg)
+    try:
+        metrics = trainer.train_step()
+        trainer.step = 1
+        trainer.train_step()
+    finally:
+        trainer.close()
+    assert metrics["program/timeouts"] == 1.0
+    out = capsys.readouterr().out
+    assert out.count("ran past agent.deadline_s") == 1 and "raise agent.deadline_s" in out
+
+
+def test_requests_that_trickle_in_share_one_generate_call():
+    """After a batch, programs send their next requests spread out (each parses its reply and runs its tools):
+    while they keep coming within `batch_gap_s` they wait for one generate call, as the rollout engine makes
+    one per turn (a fixed 20 ms window from the first request cut this into a call per arrival); past
+    `batch_max_wait_s` the batch goes with what it has."""
+
+    def gather(gap_s: float, max_wait_s: float) -> list[int]:
+        policy = tiny_policy()
+        calls: list[int] = []
+        real = policy.generate
+        policy.generate = lambda prompts, *a, **k: (calls.append(len(prompts)), real(prompts, *a, **k))[1]
+        endpoint = PolicyEndpoint(
+            policy, SamplingParams(max_new_tokens=2), batch_gap_s=gap_s, batch_max_wait_s=max_wait_s
+        )
+        keys = [endpoint.open_episode().key for _ in range(6)]
+
+        def ask(key: str, delay: float) -> None:
+            time.sleep(delay)
+            client = openai.OpenAI(base_url=endpoint.url, api_key="x", max_retries=0)
+            client.chat.completions.create(model=key, messages=[{"role": "user", "content": "hi"}])
+
+        threads = [threading.Thread(target=ask, args=(k, 0.1 * i)) for i, k in enumerate(keys)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+        finally:
+            endpoint.close()
+        assert sum(calls) == 6
+        return calls
+
+    assert gather(gap_s=1.0, max_wait_s=30.0) == [6]  # arrivals 0.1 s apart: one call
+    assert len(gather(gap_s=1.0, max_wait_s=0.15)) > 1  # the cap: no batch waits past it
 
 
 class ReplayTurns:

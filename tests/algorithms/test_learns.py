@@ -54,6 +54,10 @@ def test_grpo_raises_held_out_accuracy(tmp_path, quickstart_learns):
 
 
 @pytest.mark.slow
+@pytest.mark.full(
+    reason="CI: the synchronous run above, and test_async.py (staleness 0 equals sync, the lag bound, a fixed "
+    "lag reproduces exactly); async learning over seeds: benchmarks/async.py"
+)
 def test_async_staleness_2_still_learns_the_quickstart(tmp_path, quickstart_learns):
     """The same bar with batches running 2 versions ahead of the learner (rollout.mode=async).
 
