@@ -101,31 +101,39 @@ def run_arm(
                 f"  {arm:8} step {step:4d}  reward {m['train/reward']:.3f}  rollout {m['perf/rollout_s']:.2f} s",
                 flush=True,
             )
-        own = trainer.evaluate(episodes)  # the program arm: through the program
-        engine = evaluate(
-            cfg.env.id,
-            cfg.env.kwargs,
-            trainer.generator,
-            split="test",
-            episodes=episodes,
-            seed=cfg.seed,
-            sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens),
-            max_total_tokens=cfg.rollout.max_total_tokens,
+        own = trainer.evaluate(episodes) if episodes else None  # the program arm: through the program
+        engine = (
+            evaluate(
+                cfg.env.id,
+                cfg.env.kwargs,
+                trainer.generator,
+                split="test",
+                episodes=episodes,
+                seed=cfg.seed,
+                sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens),
+                max_total_tokens=cfg.rollout.max_total_tokens,
+            )
+            if episodes
+            else None
         )
     finally:
         trainer.close()
-    return {
+    row = {
         "arm": label or arm,
         "steps": steps,
         "samples": steps * cfg.rollout.tasks_per_step * cfg.rollout.group_size,
-        "accuracy": own.mean,
-        "ci": [own.ci_low, own.ci_high],
-        "accuracy_engine_eval": engine.mean,
-        "ci_engine_eval": [engine.ci_low, engine.ci_high],
         "rollout_s_per_step": sum(rollout_s) / max(len(rollout_s), 1),
         "turns_per_trajectory": sum(turns) / max(len(turns), 1),
         "policy_tokens_per_trajectory": sum(tokens) / max(len(tokens), 1),
     }
+    if own is not None and engine is not None:  # --episodes 0: the per-step overhead alone
+        row.update(
+            accuracy=own.mean,
+            ci=[own.ci_low, own.ci_high],
+            accuracy_engine_eval=engine.mean,
+            ci_engine_eval=[engine.ci_low, engine.ci_high],
+        )
+    return row
 
 
 def earlier_rows(path: Path, settings: dict) -> dict[str, dict]:
@@ -142,7 +150,9 @@ def earlier_rows(path: Path, settings: dict) -> dict[str, dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--episodes", type=int, default=200)
+    ap.add_argument(
+        "--episodes", type=int, default=200, help="held-out tasks (0: no evaluation, the overhead alone)"
+    )
     ap.add_argument("--out", default="runs/bench_program")
     ap.add_argument("--tasks-per-step", type=int, default=0, help="tasks per RL step (0: the recipe's)")
     ap.add_argument("--small", action="store_true", help="tiny sizes for a CPU smoke run")
@@ -195,10 +205,14 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in [summary["before"]] * ("before" in summary) + results:
+        held_out = (
+            f"{r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | {r['accuracy_engine_eval']:.3f}"
+            if "accuracy" in r
+            else "— | — | —"
+        )
         print(
-            f"| {r['arm']} | {r['samples']} | {r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
-            f"{r['accuracy_engine_eval']:.3f} | {r['rollout_s_per_step']:.2f} | {r['turns_per_trajectory']:.2f} | "
-            f"{r['policy_tokens_per_trajectory']:.1f} |"
+            f"| {r['arm']} | {r['samples']} | {held_out} | {r['rollout_s_per_step']:.2f} | "
+            f"{r['turns_per_trajectory']:.2f} | {r['policy_tokens_per_trajectory']:.1f} |"
         )
     if "overhead" in summary:
         print(f"\nprogram rollout time / engine rollout time per step: {summary['overhead']:.2f}x")
