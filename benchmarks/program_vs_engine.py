@@ -204,7 +204,7 @@ def main() -> None:
         "| turns/traj | policy tokens/traj |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in [summary["before"]] * ("before" in summary) + results:
+    for r in ([summary["before"]] if "before" in summary else []) + results:
         held_out = (
             f"{r['accuracy']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | {r['accuracy_engine_eval']:.3f}"
             if "accuracy" in r
