@@ -173,11 +173,9 @@ def main() -> None:
     summary: dict = {"overrides": overrides, "steps": args.steps, "episodes": args.episodes}
     kept = earlier_rows(out / "results.json", summary)
     results: list[dict] = []
-    for arm in (
-        "before",
-        "engine",
-        "program",
-    ):  # a row neither asked for nor kept from an earlier run stays out
+    summary["results"] = results
+    # a row neither asked for nor kept from an earlier run stays out
+    for arm in ("before", "engine", "program"):
         if arm in arms:
             steps = 0 if arm == "before" else args.steps
             label = "program" if arm == "before" else arm
@@ -190,7 +188,6 @@ def main() -> None:
             summary["before"] = r
         else:
             results.append(r)
-        summary["results"] = results
         (out / "results.json").write_text(json.dumps(summary, indent=2))  # each row kept as it comes
     by_arm = {r["arm"]: r for r in results}
     if {"engine", "program"} <= set(by_arm):
