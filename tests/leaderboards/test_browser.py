@@ -57,6 +57,19 @@ def driver():
     drv.quit()
 
 
+def _next_page(driver, element) -> None:
+    """Wait until the page that a submit or click on `element` loads has replaced it.
+
+    Selenium returns from ``submit()`` and ``click()`` once the event is dispatched, not once
+    the navigation it starts has committed: on a loaded 2-core machine ``current_url`` still
+    named the old page (CI, 2026-12-04). The old element going stale proves the new document is in.
+    """
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(element))
+
+
 @pytest.fixture
 def artifacts(tmp_path) -> Path:
     root = os.environ.get("ARGYM_TEST_ARTIFACTS")
@@ -88,12 +101,14 @@ def test_board_page_in_headless_chromium(driver, artifacts, result, lb_db):
         box = driver.find_element(By.NAME, "agent")
         box.send_keys("tiny")
         box.submit()
+        _next_page(driver, box)
         assert "agent=tiny" in driver.current_url
         rows = driver.find_elements(By.CSS_SELECTOR, "table.rows tbody tr")
         assert [r.text.split()[1] for r in rows] == ["tiny:runs/quickstart"]
 
         link = driver.find_element(By.LINK_TEXT, "tiny:runs/quickstart")
         link.click()
+        _next_page(driver, link)
         assert driver.current_url.rstrip("/").endswith("/submissions/2")
         detail = driver.find_element(By.CSS_SELECTOR, "section.detail")
         assert detail.is_displayed() and "Submission 2" in detail.text
