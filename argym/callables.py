@@ -1,7 +1,9 @@
-"""Naming a user's function in a config: ``module:function`` (or ``path/to/file.py:function``).
+"""Loading a user's code: a function named in a config, ``module:function`` (or ``path/to/file.py:function``),
+and the modules named by ``--import MODULE``.
 
 One loader for every place a recipe names user code (an agent program, its reward, a reward
-component), so each accepts the same forms and refuses a bad one with the same message.
+component) and one for every command that imports a user's modules (the CLI, `argym check` and its
+child processes), so each accepts the same forms and refuses a bad one with the same message.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from argym.errors import ConfigError
+from argym.errors import ConfigError, UserModuleError
 
 
 def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
@@ -41,3 +43,22 @@ def load_function(spec: str, what: str = "agent.program") -> Callable[..., Any]:
     if not callable(fn):
         raise ConfigError(f"{what}: {module_name!r} has no function {fn_name!r}.")
     return fn
+
+
+def import_modules(modules: Iterable[str]) -> None:
+    """Import each user module named by ``--import`` (its registrations are its side effect).
+
+    A module that cannot be imported raises `UserModuleError` (a `ConfigError` and an `ImportError`),
+    which says whether the module itself is missing or something it imports is.
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):
+                raise UserModuleError(f"--import {name}: no module {e.name!r} on the Python path.") from None
+            raise UserModuleError(
+                f"--import {name}: it imports {e.name!r}, which is not installed."
+            ) from None
+        except ImportError as e:
+            raise UserModuleError(f"--import {name}: {e}") from None

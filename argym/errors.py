@@ -56,6 +56,14 @@ class ConfigError(ArgymError, ValueError):
     """A config value or override that cannot be used; says which and why."""
 
 
+class UserModuleError(ConfigError, ImportError):
+    """A user's module (``--import MODULE``, ``module:function``) that cannot be imported.
+
+    A `ConfigError`, so the CLI prints it as one line, and an `ImportError`, so code that
+    catches a failed import (a caller of `argym.check.run_checks`) catches it too.
+    """
+
+
 class TaskNotFoundError(ArgymError, KeyError):
     """A task id that the task source does not hold."""
 

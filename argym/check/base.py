@@ -8,7 +8,6 @@ Each call's duration is recorded for the timing check.
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 import time
@@ -119,17 +118,6 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     if error:
         raise error[0]
     return value[0]
-
-
-def import_modules(modules: tuple[str, ...] | list[str]) -> None:
-    """Import the modules that register the env (a clear error if one is missing)."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            raise ImportError(
-                f"--import {name}: cannot import it ({e}); is it on PYTHONPATH or installed?"
-            ) from e
 
 
 def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:

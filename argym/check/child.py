@@ -190,7 +190,8 @@ def _main(spec_path: str) -> None:
     )
     if spec.get("tmp_root"):
         _private_tmp(spec["tmp_root"])
-    from argym.check.base import Subject, import_modules
+    from argym.callables import import_modules
+    from argym.check.base import Subject
     from argym.check.episodes import generic_script, play
 
     import_modules(config.imports)

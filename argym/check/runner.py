@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from argym.callables import import_modules
 from argym.check import bad_input, contract, determinism, exploits, isolation, resources, snapshot, timing
-from argym.check.base import FAIL, CheckConfig, Outcome, Subject, import_modules, short
+from argym.check.base import FAIL, CheckConfig, Outcome, Subject, short
 from argym.check.report import Report
 
 CHECKS: dict[str, Callable[[Subject], Outcome]] = {

@@ -7,8 +7,9 @@ import sys
 
 import click
 
+from argym.callables import import_modules
 from argym.cli.app import cli
-from argym.cli.common import console, import_modules, parse_kwargs, user_errors
+from argym.cli.common import console, parse_kwargs, user_errors
 from argym.errors import ConfigError
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import traceback
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from argym.cli.app import USAGE_ERROR, debugging
-from argym.errors import ArgymError, ConfigError
+from argym.errors import ArgymError
 from argym.values import parse_pair
 
 if TYPE_CHECKING:
@@ -113,16 +112,3 @@ import_option = click.option(
     help="Import MODULE first, so the envs, strategies, rewards or agent specs it registers can be named "
     "(repeatable).",
 )
-
-
-def import_modules(modules: tuple[str, ...] | list[str]) -> None:
-    """Import each user module named by ``--import`` (its registrations are its side effect)."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name and name.startswith(e.name):
-                raise ConfigError(f"--import {name}: no module {e.name!r} on the Python path.") from None
-            raise ConfigError(f"--import {name}: it imports {e.name!r}, which is not installed.") from None
-        except ImportError as e:
-            raise ConfigError(f"--import {name}: {e}") from None

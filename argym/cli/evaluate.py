@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
+from argym.callables import import_modules
 from argym.cli.app import cli
-from argym.cli.common import console, fail, import_modules, import_option, parse_kwargs, user_errors
+from argym.cli.common import console, fail, import_option, parse_kwargs, user_errors
 from argym.cli.transcripts import print_transcript
 from argym.errors import ArgymError
 from argym.files import write_atomic

@@ -6,8 +6,9 @@ import json
 
 import click
 
+from argym.callables import import_modules
 from argym.cli.app import cli
-from argym.cli.common import console, import_modules, import_option, user_errors
+from argym.cli.common import console, import_option, user_errors
 
 
 @cli.command()

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
+from argym.callables import import_modules
 from argym.cli.app import cli
 from argym.cli.common import (
     check_overrides,
     db_option,
     fail,
-    import_modules,
     import_option,
     print_summary,
     user_errors,
