@@ -26,6 +26,8 @@ _ALL: dict[str, Registry[Any]] = {}
 
 BUILTIN_MODULES = (
     "argym.envs.sandbox",
+    "argym.envs.math.env",
+    "argym.envs.code.tasks",
     "argym.agents.spec",
     "argym.rewards.compose",
     "argym.rewards.prm",
@@ -33,6 +35,7 @@ BUILTIN_MODULES = (
     "argym.algorithms.losses",
     "argym.algorithms.presets",
     "argym.algorithms.strategies",
+    "argym.check.corpus",
 )
 """Modules whose import registers argym's own parts (`catalog` imports them first)."""
 
@@ -74,6 +77,10 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def remove(self, name: str) -> None:
+        """Forget `name`, if registered (a test that added a part puts the table back as it was)."""
+        self._items.pop(name, None)
+
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator that files the decorated function or class under `name` (`add`) and returns it unchanged."""
 
@@ -96,6 +103,11 @@ class Registry(Generic[T]):
         if name not in self:
             message = unknown_name(name, self.names(), self.kind)
             raise ConfigError(f"{where}: {message}" if where else message)
+
+    def items(self) -> list[tuple[str, T]]:
+        """(name, part) for every part registered so far, in the order registered (a lazy built-in once
+        its module is imported)."""
+        return list(self._items.items())
 
     def names(self) -> list[str]:
         return sorted(set(self._items) | set(self._builtins))

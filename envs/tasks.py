@@ -13,18 +13,21 @@ id, whatever its split.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from argym.errors import ConfigError, TaskNotFoundError
+from argym.registry import Registry, unknown_name
 from argym.types import Task
 from argym.values import parse_pair
 
@@ -133,16 +136,7 @@ class ProceduralSource(TaskSource):
 
     def _build(self, index: int) -> Task:
         raw = self._make(index)
-        split = split_of(_content_key(raw), self.test_fraction)
-        return Task(
-            id=f"{self.name}#{index}",
-            prompt=raw.prompt,
-            split=split,
-            answer=raw.answer,
-            tests=raw.tests,
-            tools=raw.tools,
-            meta=raw.meta,
-        )
+        return replace(raw, id=f"{self.name}#{index}", split=split_of(_content_key(raw), self.test_fraction))
 
     def get(self, task_id: str) -> Task:
         m = self._ID.match(task_id)
@@ -222,11 +216,15 @@ def parse_source_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, kwargs
 
 
+SourceFactory = Callable[..., TaskSource]
+"""A named task source's factory: ``(**kwargs) -> TaskSource``; ``(arg, **kwargs)`` for a spec ``name/arg``."""
+
+
 def resolve_source(
     tasks: Any,
     *,
     row_to_task: Callable[[dict[str, Any], str], Task],
-    named: Callable[[str, dict[str, Any]], TaskSource],
+    named: Registry[SourceFactory] | Callable[[str, dict[str, Any]], TaskSource],
     kind: str,
 ) -> TaskSource:
     """The `tasks=` kwarg every env takes, as a task source.
@@ -234,7 +232,8 @@ def resolve_source(
     A `TaskSource` is used as is; a list of `Task` becomes a `ListSource`; a
     path to a JSONL file is read with `row_to_task(row, default_id)` (default
     id ``<file stem>#<line>``), and so is a ``hf:`` dataset (envs/hf_datasets.py); any other string is a spec ``name(k=v,...)``
-    that the env's `named(name, kwargs)` resolves.
+    that the env's `named` resolves: its registry of source factories (`named_source`), or a function
+    ``(name, kwargs) -> TaskSource``.
     """
     if isinstance(tasks, TaskSource):
         return tasks
@@ -257,7 +256,32 @@ def resolve_source(
             f"got {type(tasks).__name__}."
         )
     name, kwargs = parse_source_spec(tasks)
+    if isinstance(named, Registry):
+        return named_source(named, name, kwargs, kind)
     return named(name, kwargs)
+
+
+def named_source(
+    sources: Registry[SourceFactory], name: str, kwargs: dict[str, Any], kind: str
+) -> TaskSource:
+    """The source that `sources` registers as `name`, built with `kwargs`; ``name/arg`` passes `arg` first
+    (``reasoning_gym/chain_sum``). A name or an argument the factory does not take is a `ConfigError`."""
+    base, slash, arg = name.partition("/")
+    if base not in sources:
+        raise ConfigError(
+            f"{unknown_name(base, sources.names(), sources.kind)} Or give a path to a JSONL file of {kind} tasks."
+        )
+    factory = sources.get(base)
+    args = (arg,) if slash else ()
+    signature = inspect.signature(factory)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        takes = [
+            p.name for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        raise ConfigError(f"Task source {name!r} takes {', '.join(takes) or 'no arguments'} ({e}).") from None
+    return factory(*args, **kwargs)
 
 
 def jsonl_rows(path: str | Path, item: str = "task") -> Iterator[tuple[int, Any]]:
@@ -312,7 +336,7 @@ def rows_source(
         except (ValueError, KeyError, TypeError) as e:  # ConfigError (a bad split) is a ValueError
             raise ConfigError(f"{where}: cannot read task: {e}") from e
         hashed += "split" not in row
-        tasks.append(_with_split(task, split))
+        tasks.append(replace(task, split=split))
     if not tasks:
         raise ConfigError(f"{what} {name!r} holds no tasks.")
     n_test = sum(t.split == "test" for t in tasks)
@@ -323,15 +347,3 @@ def rows_source(
             stacklevel=3,
         )
     return ListSource(tasks, name=name)
-
-
-def _with_split(task: Task, split: str) -> Task:
-    return Task(
-        id=task.id,
-        prompt=task.prompt,
-        split=split,
-        answer=task.answer,
-        tests=task.tests,
-        tools=task.tools,
-        meta=task.meta,
-    )

@@ -18,6 +18,8 @@ from argym.agents.spec import AGENT_SPECS, load_agent, register_agent_spec
 from argym.algorithms.config import load_config
 from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics, register_strategy
 from argym.envs import ListSource, Reply, TextEnv
+from argym.envs.code.tasks import CODE_SOURCES, code_tasks, functions_source
+from argym.envs.math.env import MATH_SOURCES, MathEnv
 from argym.envs.sandbox.base import SANDBOX_BACKENDS, make_sandbox, register_sandbox_backend
 from argym.envs.sandbox.process import ProcessSandbox
 from argym.rewards.compose import REWARD_COMPONENTS, RewardConfig, register_reward
@@ -25,6 +27,7 @@ from argym.rewards.prm import PRMS, load_prm, register_prm
 
 import argym
 from argym import registry
+from argym.check.corpus import Exploit, exploits, get, register_exploit, register_family
 from argym.errors import ConfigError
 from argym.types import Task
 
@@ -239,6 +242,44 @@ def test_a_user_sandbox_backend_grades_code():
     finally:
         env.close()
     assert info["success"] and CountingSandbox.runs > before
+
+
+def test_a_user_task_source_is_a_name_in_tasks():
+    @MATH_SOURCES.register("squares")
+    def squares(n: int = 3) -> ListSource:
+        rows = [
+            Task(id=f"sq{i}", prompt=({"role": "user", "content": f"{i}²?"},), answer=str(i * i))
+            for i in range(n)
+        ]
+        return ListSource(rows, name="squares")
+
+    env = MathEnv(tasks="squares(n=4)")
+    try:
+        env.reset(options={"task_id": "sq3"})
+        *_, info = env.step("\\boxed{9}")
+    finally:
+        env.close()
+    assert info["success"] and "squares" in registry.catalog()["math task source"]
+    with pytest.raises(ConfigError, match="'squares' takes n"):
+        MathEnv(tasks="squares(m=4)")
+    CODE_SOURCES.add("first_two", lambda: ListSource(functions_source(test_size=2).test_tasks(), name="two"))
+    assert len(code_tasks("first_two").take("all", None)) == 2
+    assert "first_two" in registry.catalog()["code task source"]
+
+
+def test_a_user_exploit_family_and_its_exploits_are_registered_and_listed():
+    register_family("echo", lambda exploit, ctx: [ctx.fill(step) for step in exploit.steps])
+    first = register_exploit(Exploit("b-first", "echo", "fake output", ("PASSED",)))
+    second = register_exploit(Exploit("a-second", "echo", "fake output", ("ok $port",)))
+    assert (
+        exploits("echo") == [first, second] and get("echo", "a-second") is second
+    )  # in the order registered
+    got = registry.catalog()
+    assert "echo" in got["exploit family"] and {"echo/b-first", "echo/a-second"} <= set(got["exploit"])
+    with pytest.raises(ValueError, match="already registered"):
+        register_exploit(first)
+    with pytest.raises(ValueError, match="unknown family 'ech'"):
+        register_exploit(Exploit("c", "ech", "fake output", ()))
 
 
 # ---------------------------------------------------------------------------- names and the catalog

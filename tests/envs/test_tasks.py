@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -125,3 +126,22 @@ def test_read_jsonl(tmp_path) -> None:
     path.write_text("\n\n")
     with pytest.raises(argym.ConfigError, match="holds no tasks"):
         read_jsonl(path, to_task)
+
+
+def test_a_source_keeps_every_field_of_its_tasks(tmp_path) -> None:
+    """A source sets a task's id and split and nothing else: a field a subclass adds survives (`dataclasses.replace`)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(argym.Task):
+        tag: str = ""
+
+    def make(index: int) -> Tagged:
+        return Tagged(id="", prompt=({"role": "user", "content": f"q{index}"},), tag=f"tag{index}")
+
+    task = ProceduralSource("tagged", make, test_size=2).get("tagged#7")
+    assert isinstance(task, Tagged) and task.tag == "tag7" and task.id == "tagged#7"
+    assert task.split == split_of("q7")
+    path = tmp_path / "tagged.jsonl"
+    path.write_text(json.dumps({"q": "a", "split": "test"}) + "\n")
+    src = read_jsonl(path, lambda row, line: Tagged(id=f"t#{line}", prompt=(), tag=row["q"]))
+    assert src.get("t#1") == Tagged(id="t#1", prompt=(), split="test", tag="a")
