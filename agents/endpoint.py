@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 import time
 import uuid
@@ -56,6 +57,7 @@ from argym.types import Message
 MODEL_NAME = "argym-policy"
 EPISODE_HEADER = "X-Argym-Episode"
 MAX_N = 16
+MAX_BODY_BYTES = 8 * 2**20  # a request's JSON; a 32k-token conversation is a few hundred KB of it
 
 
 class RequestError(Exception):
@@ -88,12 +90,14 @@ class PolicyEndpoint:
         require_key: bool = False,
         batch_gap_s: float = 0.1,
         batch_max_wait_s: float = 0.5,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ):
         self.agent = agent
         self.sampling = sampling
         self.max_total_tokens = max_total_tokens
         self.require_key = require_key
         self.batch_gap_s, self.batch_max_wait_s = batch_gap_s, batch_max_wait_s
+        self.max_body_bytes = max_body_bytes
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
         self._episodes: dict[str, EpisodeRecord] = {}
         self._lock = threading.Lock()
@@ -347,6 +351,11 @@ class _Server(ThreadingHTTPServer):
         1024  # the listen backlog: hundreds of programs connect at once (the default 5 refuses them)
     )
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a program killed at its deadline) is no fault of the server's: no traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 def _takes_sampling(fn: Any) -> bool:
     import inspect
@@ -395,8 +404,35 @@ def _handler(endpoint: PolicyEndpoint) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:  # a body left unread: what follows on the connection is no request
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
+
+        def _body(self) -> bytes:
+            """The request body, refused unread (and the connection closed) unless its length is declared and
+            at most `endpoint.max_body_bytes`; a client that leaves mid-body raises `ConnectionError`."""
+            keep_alive, self.close_connection = not self.close_connection, True  # until the body is read
+            declared = self.headers.get("Content-Length")
+            if declared is None:
+                raise RequestError(
+                    411, "The request has no Content-Length; send the body with one.", "length_required"
+                )
+            if not (declared.isascii() and declared.strip().isdigit()):
+                raise RequestError(400, f"Content-Length must be a non-negative integer, got {declared!r}.")
+            length = int(declared)
+            if length > endpoint.max_body_bytes:
+                raise RequestError(
+                    413,
+                    f"The request body is {length} bytes, over the endpoint's limit of "
+                    f"{endpoint.max_body_bytes}.",
+                    "request_too_large",
+                )
+            data = self.rfile.read(length)
+            if len(data) < length:
+                raise ConnectionResetError(f"the client sent {len(data)} of {length} bytes and left")
+            self.close_connection = not keep_alive
+            return data
 
         def _error(self, status: int, message: str, code: str) -> None:
             self._send(
@@ -423,20 +459,23 @@ def _handler(endpoint: PolicyEndpoint) -> type[BaseHTTPRequestHandler]:
                 )
 
         def do_POST(self) -> None:
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._error(
-                    404, f"No route {self.path}; the endpoint serves POST /v1/chat/completions.", "not_found"
-                )
-                return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
+                raw = self._body()
+                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                    raise RequestError(
+                        404,
+                        f"No route {self.path}; the endpoint serves POST /v1/chat/completions.",
+                        "not_found",
+                    )
                 try:
-                    body = json.loads(self.rfile.read(length) or b"null")
+                    body = json.loads(raw or b"null")
                 except ValueError as e:
                     raise RequestError(400, f"The request body is not JSON: {e}.") from None
                 self._send(200, endpoint.complete(body, self.headers.get(EPISODE_HEADER)))
             except RequestError as e:
                 self._error(e.status, str(e), e.code)
+            except ConnectionError:  # the client went away (mid-body or before its answer): nobody to answer
+                self.close_connection = True
             except Exception as e:  # a bug of ours: the program sees a 500 that says what failed
                 self._error(500, f"{type(e).__name__}: {e}", "internal_error")
 
