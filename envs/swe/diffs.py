@@ -11,11 +11,13 @@ from argym.envs.swe.workspace import BASE_GIT, ROOT, Workspace
 _TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_tests?\.py$")
 # What the test run reads besides the code under test: pytest's configuration files of every name it has
 # known (pytest.toml and .pytest.toml since pytest 9, .pytest.ini), conftests, site hooks, packaging metadata
-# (a *.dist-info or *.egg-info on sys.path declares pytest11 entry points), modules that shadow the runner.
+# (a *.dist-info or *.egg-info on sys.path declares pytest11 entry points), modules that shadow the runner,
+# and compiled files and caches (`_CACHE`), which Python and pytest load in place of the source they name.
+_CACHE = r"(^|/)(__pycache__|\.pytest_cache)/|\.py[co]$"
 _STEERING = re.compile(
     r"(^|/)(conftest\.py|setup\.cfg|tox\.ini|\.?pytest\.ini|\.?pytest\.toml|pyproject\.toml|"
     r"setup\.py|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$"
-    r"|(^|/)[^/]*\.(dist|egg)-info/|^(_?pytest|pluggy|py)(\.py$|/)"
+    r"|(^|/)[^/]*\.(dist|egg)-info/|^(_?pytest|pluggy|py)(\.py$|/)|" + _CACHE
 )
 # git without the agent's configuration: a fresh HOME, no global/system config or attributes, a private copy of
 # the pristine git directory (made by mktemp, so nothing the agent left in /tmp is reused).
@@ -23,27 +25,31 @@ _GIT_ENV = f"""g="$(mktemp -d /tmp/.argym-git.XXXXXXXX)"
 cp -r {BASE_GIT} "$g/git"
 export HOME="$g" XDG_CONFIG_HOME="$g" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1 \
   GIT_DIR="$g/git" GIT_WORK_TREE={ROOT} GIT_INDEX_FILE="$g/git/index"
-stage() {{ git -c core.attributesFile=/dev/null add -A "$@" . ':(exclude,glob)**/__pycache__/**' \
-  ':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' >/dev/null; }}
+stage() {{ git -c core.attributesFile=/dev/null add -A "$@" >/dev/null; }}
 """
+# The agent's workspace holds the caches its own test runs wrote: they are not part of its change.
+_NO_CACHES = (
+    "':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/*.py[co]' ':(exclude,glob)**/.pytest_cache/**'"
+)
 _DIFF_OPTS = (
     "--binary --no-color --no-renames --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ "
     "--no-relative"
 )
 DIFF_SCRIPT = f"""set -e
-{_GIT_ENV}stage
+{_GIT_ENV}stage . {_NO_CACHES}
 git -c core.quotePath=true diff --cached {_DIFF_OPTS} "$1"
 """
 # Applies the diff on stdin (its output on stderr), then prints the paths it changed on disk, one per line
-# (git-quoted), against the tree as it was before (ignored files included: a .gitignore in the patch hides
-# nothing). Exit 3: the patch does not apply; 4: what it changed cannot be listed.
+# (git-quoted), against the tree as it was before (ignored files and caches included: a .gitignore in the
+# patch hides nothing, and a compiled file it writes is listed). Exit 3: the patch does not apply; 4: what it
+# changed cannot be listed.
 APPLY_SCRIPT = f"""set -e
-{_GIT_ENV}stage --force
+{_GIT_ENV}stage --force .
 before="$(git write-tree)"
 cat > "$g/patch.diff"
 (cd {ROOT} && unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE && {{ git apply --verbose "$g/patch.diff" ||
   patch --batch --fuzz=5 -p1 -i "$g/patch.diff"; }}) >&2 2>&1 || exit 3
-stage --force || exit 4
+stage --force . || exit 4
 git -c core.quotePath=true diff --cached --name-only --no-renames "$before" || exit 4
 """
 

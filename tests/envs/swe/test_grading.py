@@ -51,6 +51,11 @@ def test_test_files_and_steering_files_are_dropped_from_the_diff() -> None:
         "sitecustomize.py",
         "x.pth",
         "pkg/test_util.py",
+        "toolz/__pycache__/conftest.cpython-311-pytest-8.3.4.pyc",  # compiled files and caches
+        "__pycache__/setup.cpython-311.pyc",
+        "toolz/itertoolz.pyc",
+        "toolz/itertoolz.pyo",
+        ".pytest_cache/v/cache/lastfailed",
     ]
     kept, files, dropped = split_diff("".join(_diff(p) for p in keep + drop))
     assert files == sorted(keep) and dropped == sorted(drop)
@@ -233,6 +238,25 @@ def test_the_on_disk_check_ignores_gitignore(need, swe_sandbox) -> None:
     finally:
         ws.close()
     assert v["patch"] == "rejected" and v["tampered"] is True and "src/conftest.py" in v["rejected"], v
+
+
+def test_the_grader_rejects_a_patch_that_writes_compiled_files_or_caches(need, swe_sandbox) -> None:
+    """pytest loads a conftest's cached, rewritten bytecode in its place: a patch given straight to `grade`
+    (not through `agent_diff`, which leaves caches out) that writes one is refused on disk."""
+    need("process")
+    from argym.envs.swe.grading import grade
+    from argym.envs.swe.project import base_repo
+    from argym.envs.swe.workspace import open_workspace
+
+    inst = next(i for i in read_instances(SHIPPED) if i.repo == "pytoolz/toolz")
+    ws = open_workspace(swe_sandbox("process"), base_repo(inst.sdist, inst.patch, inst.base_commit))
+    pyc = "toolz/__pycache__/conftest.cpython-311-pytest-8.3.4.pyc"
+    try:
+        for path in (pyc, "toolz/__pycache__/itertoolz.cpython-311.pyc", "toolz/itertoolz.pyc"):
+            v = grade(ws, inst, _new_file_patch(path, "forged bytecode\n"), timeout_s=60)
+            assert v["patch"] == "rejected" and v["tampered"] is True and path in v["rejected"], v
+    finally:
+        ws.close()
 
 
 def test_the_grader_names_the_config_file_pytest_would_pick_in_the_base_tree(tmp_path) -> None:
