@@ -47,7 +47,7 @@ class OpenEnvEnv(TextEnv):
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         action_field: str | None = None,
         observation_field: str | None = None,
         max_turns: int = 10,
@@ -62,6 +62,11 @@ class OpenEnvEnv(TextEnv):
             from openenv.core import GenericEnvClient
         except ImportError:
             raise MissingDependencyError("openenv-core", "openenv", "argym/OpenEnv-v0") from None
+        if url is None:  # a default, so that gym.make says this rather than a bare TypeError
+            raise ConfigError(
+                "argym/OpenEnv-v0 needs the kwarg url, a running OpenEnv server's address: "
+                'argym.make("argym/OpenEnv-v0", url="http://127.0.0.1:8000") (`argym serve ENV_ID` starts one).'
+            )
         if not isinstance(url, str) or not url.startswith(("http://", "https://", "ws://", "wss://")):
             raise ConfigError(f"url must be an OpenEnv server's address (http://HOST:PORT), got {url!r}.")
         if timeout_s <= 0:

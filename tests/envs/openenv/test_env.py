@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 from openenv.core import GenericEnvClient
 
@@ -147,6 +148,9 @@ def test_a_lost_server_is_an_infrastructure_failure_not_the_agents(serve_on_loop
 
 
 def test_bad_arguments_say_what_to_pass(openenv_server):
+    for make in (argym.make, gym.make):  # gym.make calls the constructor as it is
+        with pytest.raises(ConfigError, match="needs the kwarg url"):
+            make("argym/OpenEnv-v0")
     with pytest.raises(ConfigError, match="not a field of the server's action"):
         argym.make("argym/OpenEnv-v0", url=openenv_server, action_field="text")
     with pytest.raises(ConfigError, match="OpenEnv server's address"):
