@@ -85,6 +85,24 @@ def test_every_response_carries_the_security_headers(server):
         assert b"X-Content-Type-Options: nosniff" in head and b"<script" not in body
 
 
+def test_a_request_body_is_never_read(server):
+    """No route reads a body, so a huge or malformed Content-Length costs nothing: an answer at once, then
+    the connection closes (HTTP/1.0), so unread bytes are never taken for a request."""
+    host, port = server.rsplit(":", 1)
+    for method, length, code in [
+        ("POST", str(256 * 2**20), b"405"),
+        ("POST", "-1", b"405"),
+        ("GET", "-1", b"200"),
+        ("GET", str(256 * 2**20), b"200"),
+    ]:
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(f"{method} /api/boards HTTP/1.1\r\nContent-Length: {length}\r\n\r\n".encode())
+            raw = b""
+            while chunk := s.recv(65536):  # ends when the server closes: it waited on no body
+                raw += chunk
+        assert raw.startswith(b"HTTP/1.0 " + code), (method, length, raw[:80])
+
+
 def test_an_id_past_sqlites_integers_is_a_404(server):
     for digits in ["9" * 23, "1" + "0" * 19, "9223372036854775808", "7" * 5000]:
         for prefix, ctype in [("/submissions/", "text/html"), ("/api/submissions/", "application/json")]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -161,6 +162,11 @@ def test_bad_input_gets_clear_errors_and_harms_no_other_session(serve):
                 assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
             status, body = post(url + "/step", b"x" * 100_000)
             assert status == 413 and "larger than the server's limit" in body["detail"]
+            # a body with no length (chunked) is bounded as it streams; a negative length is refused unread
+            chunk = b"x" * 100_000
+            head = b"POST /step HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            assert raw_status(url, head + b"%x\r\n" % len(chunk) + chunk + b"\r\n") == 413
+            assert raw_status(url, b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n") == 400
             status, body = post(url + "/step", b"{broken")
             assert status == 422
             status, body = post(url + "/step", json.dumps({"action": {"content": "1"}}).encode())
@@ -189,6 +195,14 @@ def post(url: str, data: bytes) -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def raw_status(url: str, request: bytes) -> int:
+    """The status of a response to bytes sent as they are (a timeout: the server waited on a body)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(request)
+        return int(s.recv(65536).split(b" ", 2)[1])
 
 
 def test_sixteen_concurrent_sessions_limit_and_idle_reaping(serve):

@@ -93,6 +93,12 @@ def test_calculator_hostile_arguments_are_refused_at_once(expr, message):
     assert time.perf_counter() - t0 < 0.1
 
 
+def test_calculator_round_error_quotes_the_ndigits_it_was_given():
+    with pytest.raises(ToolError) as refused:
+        calculate("round(1, -10**8)")
+    assert str(refused.value) == "round: ndigits must be an integer from -100 to 100, got -100000000."
+
+
 def test_calculator_nesting_within_the_parser_limit_evaluates():
     assert calculate("(" * 150 + "1" + ")" * 150) == 1
 
