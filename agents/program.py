@@ -373,19 +373,3 @@ class ProgramAgent:
             return [r.summary() for r in runner.run_episodes(tasks, samples_per_task, seed)]
         finally:
             runner.close()
-
-
-def load_program_agent(arg: str, seed: int = 0) -> ProgramAgent:
-    """``MODULE:FN@SPEC`` → the program with the agent `SPEC` names behind its endpoint."""
-    from argym.agents.spec import load_agent
-
-    program, sep, behind = arg.partition("@")
-    if not sep or not behind:
-        raise ConfigError(
-            f"Agent spec 'program:{arg}' does not say which agent serves the program: write "
-            f"program:{program or 'my_agent:solve'}@SPEC, e.g. @tiny:RUN_DIR, @hf:PATH or "
-            "@openai:URL?model=NAME."
-        )
-    return ProgramAgent(
-        load_function(program, "program"), load_agent(behind, seed=seed), name=f"program:{arg}"
-    )

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from argym.callables import load_function
 from argym.errors import ConfigError
 from argym.registry import Registry, unknown_name
 
@@ -122,10 +123,20 @@ def _openai(arg: str, seed: int) -> Any:
 
 @register_agent_spec("program")
 def _program(arg: str, seed: int) -> Any:
-    from argym.agents.program import load_program_agent
+    """``MODULE:FN@SPEC``: the program with the agent `SPEC` names behind its endpoint."""
+    from argym.agents.program import ProgramAgent
 
     _needs_arg("program", arg, "module:fn@spec")
-    return load_program_agent(arg, seed=seed)
+    program, sep, behind = arg.partition("@")
+    if not sep or not behind:
+        raise ConfigError(
+            f"Agent spec 'program:{arg}' does not say which agent serves the program: write "
+            f"program:{program or 'my_agent:solve'}@SPEC, e.g. @tiny:RUN_DIR, @hf:PATH or "
+            "@openai:URL?model=NAME."
+        )
+    return ProgramAgent(
+        load_function(program, "program"), load_agent(behind, seed=seed), name=f"program:{arg}"
+    )
 
 
 def model_dir(arg: str) -> Path:

@@ -192,7 +192,7 @@ def _main(spec_path: str) -> None:
         _private_tmp(spec["tmp_root"])
     from argym.callables import import_modules
     from argym.check.base import Subject
-    from argym.check.episodes import generic_script, play
+    from argym.check.episodes import episode, generic_script, play
 
     import_modules(config.imports)
     subject = Subject(config)
@@ -200,8 +200,6 @@ def _main(spec_path: str) -> None:
     mode = spec["mode"]
     try:
         if mode == "trace":
-            from argym.check.determinism import episode
-
             result = episode(subject, spec["script"]).to_dict()
         elif mode in ("close", "kill"):
             env = subject.make()

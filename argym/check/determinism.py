@@ -8,37 +8,11 @@ output, module-level state.
 
 from __future__ import annotations
 
-import gymnasium as gym
-
 from argym.check.base import FAIL, PASS, Outcome, Subject
 from argym.check.child import run_child
-from argym.check.episodes import Script, Trace, first_difference, generic_script, oracle_script, play
+from argym.check.episodes import episode, first_difference, scripts_of
 
 NAME = "determinism"
-
-
-def scripts_of(env: gym.Env) -> dict[str, Script]:
-    out = {"generic": generic_script(env)}
-    oracle = oracle_script(env)
-    if oracle is not None:
-        out["oracle"] = oracle
-    return out
-
-
-def episode(subject: Subject, script_name: str) -> Trace:
-    """One episode of `script_name` on a fresh instance (closed after)."""
-    env = subject.make()
-    try:
-        return play(
-            subject,
-            env,
-            scripts_of(env)[script_name],
-            subject.config.seed,
-            subject.config.max_steps,
-            label=f"determinism {script_name}",
-        )
-    finally:
-        subject.close(env)
 
 
 def check(subject: Subject) -> Outcome:

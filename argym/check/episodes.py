@@ -117,6 +117,30 @@ def play(
     return trace
 
 
+def scripts_of(env: gym.Env) -> dict[str, Script]:
+    out = {"generic": generic_script(env)}
+    oracle = oracle_script(env)
+    if oracle is not None:
+        out["oracle"] = oracle
+    return out
+
+
+def episode(subject: Subject, script_name: str) -> Trace:
+    """One episode of `script_name` on a fresh instance (closed after)."""
+    env = subject.make()
+    try:
+        return play(
+            subject,
+            env,
+            scripts_of(env)[script_name],
+            subject.config.seed,
+            subject.config.max_steps,
+            label=f"determinism {script_name}",
+        )
+    finally:
+        subject.close(env)
+
+
 def first_difference(a: list[str], b: list[str]) -> str:
     """Where two traces part: the record index and both sides, shortened."""
     for i, (x, y) in enumerate(zip(a, b)):
