@@ -114,8 +114,15 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = Path(path).expanduser() if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as e:
+            raise StoreError(
+                f"cannot open the leaderboard file {self.path} ({e}). Point --db or ${ENV_VAR} at another file."
+            ) from e
         self._conn.row_factory = sqlite3.Row
         try:
             _retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))

@@ -242,17 +242,21 @@ def _bool(d: dict[str, Any], name: str, where: str) -> bool:
     raise SubmissionError(f"{where}{name!r} must be true or false, got {v!r}.")
 
 
-def _check_env(env_id: str) -> None:
+def check_env_id(env_id: str) -> None:
+    """Refuse an env id that names no registered env; ``MODULE:ID`` (the form `argym eval` takes) imports
+    MODULE first, as `argym.make` does."""
     import gymnasium as gym
 
-    import argym  # noqa: F401  (registers argym's envs)
+    from argym.registration import resolve
 
-    if env_id not in gym.registry:
+    try:
+        resolve(env_id)
+    except ArgymError:
         hint = did_you_mean(env_id, list(gym.registry))
         raise SubmissionError(
             f"Unknown env {env_id!r}: it is not registered, so its results cannot be ranked."
             f"{hint} (`argym envs` lists the registered envs.)"
-        )
+        ) from None
 
 
 def _close(name: str, submitted: float, recomputed: float) -> None:
@@ -280,7 +284,7 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         )
     env_id = _str(result, "env_id")
     if check_env:
-        _check_env(env_id)
+        check_env_id(env_id)
     env_kwargs = _dict(result, "env_kwargs")
     split = _str(result, "split")
     env_kwargs.pop("split", None)  # the split is its own key field

@@ -61,3 +61,11 @@ def cli(debug: bool) -> None:
     """argym: a gym for training LLM agents with reinforcement learning."""
     if debug:  # an env var, so subprocesses (workers, `argym check`'s children) see it too
         os.environ[DEBUG_ENV] = "1"
+    user_modules_importable()
+
+
+def user_modules_importable() -> None:
+    """Every command imports a user's modules (``--import M``, ``M:ID`` env ids, ``M:function`` rewards and
+    programs) by one rule: from the Python path and the current directory, as ``python -m`` would."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())

@@ -65,8 +65,6 @@ def check(
     from argym.check import CheckConfig, run_checks
     from argym.registration import checked_kwargs
 
-    if imports or exploit_modules:
-        sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's modules in the current directory
     with user_errors():
         import_modules(imports)
         checked_kwargs(env_id, parse_kwargs(env_kwargs))  # a bad kwarg is one line, not every check failing

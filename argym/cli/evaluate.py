@@ -113,6 +113,8 @@ def eval_(
         kwargs = parse_kwargs(env_kwargs)
         if show < 0:
             fail(f"--show takes a number of episodes to print, at least 0; got {show}.")
+        if submit:
+            check_submittable(env_id, db)
     sampling = None
     if temperature is not None or max_new_tokens is not None:
         default = SamplingParams()
@@ -140,6 +142,17 @@ def eval_(
         console().print(f"wrote {path}", markup=False)
     if submit:
         submit_result(result.to_dict(), db)
+
+
+def check_submittable(env_id: str, db: str | None) -> None:
+    """Before an evaluation is spent: refuse an env whose results cannot be ranked, or a leaderboard file
+    that cannot be opened (what would otherwise refuse the result once it is made)."""
+    from argym.leaderboards import Store
+    from argym.leaderboards.submission import check_env_id
+
+    check_env_id(env_id)
+    with Store(db):
+        pass
 
 
 def submit_result(result: dict[str, Any], db: str | None, strict: bool = True) -> None:

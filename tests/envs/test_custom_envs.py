@@ -43,6 +43,42 @@ def test_readme_env_evaluates_as_module_colon_id(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def as_user(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The installed `argym` command run in `cwd` with no PYTHONPATH, as a user types the README's commands."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    argym = Path(sys.executable).with_name("argym")
+    return subprocess.run([argym, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def test_readme_commands_import_the_module_from_the_current_directory(tmp_path):
+    """One rule for every command: a module in the current directory is importable (`eval M:ID` could not
+    find reverse_envs where `check --import reverse_envs` could)."""
+    here = readme_env(tmp_path)
+    out = as_user("eval", "reverse_envs:Reverse-v0", "--agent", "oracle", cwd=here)
+    assert out.returncode == 0 and "1.000" in out.stdout, out.stderr
+    out = as_user("envs", "reverse_envs:Reverse-v0", cwd=here)
+    assert out.returncode == 0 and "max_turns" in out.stdout, out.stderr
+    out = as_user("check", "Reverse-v0", "--import", "reverse_envs", "--quick", cwd=here)
+    assert out.returncode == 0 and "all checks passed" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_module_colon_id_result_is_submitted_and_a_bad_board_is_refused_first(tmp_path):
+    here = readme_env(tmp_path)
+    db = tmp_path / "board.sqlite"
+    out = as_user(
+        "eval", "reverse_envs:Reverse-v0", "--agent", "oracle", "--submit", "--db", str(db), cwd=here
+    )
+    assert out.returncode == 0 and "submitted as #1" in out.stdout, out.stdout + out.stderr
+    out = as_user("board", "reverse_envs:Reverse-v0", "--db", str(db), cwd=here)
+    assert out.returncode == 0 and "oracle" in out.stdout, out.stderr
+    # a leaderboard file that cannot be opened is refused before the evaluation runs, not after
+    (tmp_path / "a_file").write_text("")
+    bad = str(tmp_path / "a_file" / "board.sqlite")
+    out = as_user("eval", "reverse_envs:Reverse-v0", "--agent", "oracle", "--submit", "--db", bad, cwd=here)
+    assert out.returncode == 2 and "cannot open the leaderboard file" in out.stderr, out.stderr
+    assert "success rate" not in out.stdout and "Traceback" not in out.stderr
+
+
 def test_readme_env_in_a_recipe_loads(tmp_path, monkeypatch):
     """``env.id: MODULE:ID`` in a recipe: the env the trainer makes is the user's."""
     import argym
