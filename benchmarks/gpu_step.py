@@ -199,6 +199,8 @@ def main() -> None:
         if proc.returncode or not line:
             sys.exit(f"{which} failed:\n{proc.stderr[-4000:]}")
         results[which] = json.loads(line[-1][7:])
+        # warnings a successful child printed (a compiled generation that fell back to eager says why here)
+        results[which]["warnings"] = [ln for ln in proc.stderr.splitlines() if "warn" in ln.lower()][-20:]
         results[which]["wall_s"] = time.perf_counter() - t0
         results[which]["median_step_s"] = statistics.median(results[which]["step_s"])
         print(
@@ -212,6 +214,8 @@ def main() -> None:
         f"argym split: rollout {statistics.median(ar['rollout_s']):.3f} s, update {statistics.median(ar['update_s']):.3f} s"
         f" (compiled generation: {ar['compiled_generation']})"
     )
+    for w in ar["warnings"]:
+        print(f"argym warned: {w}")
     print(f"TRL / argym step time: x{results['trl_over_argym']:.2f}")
     if a.json:
         with open(a.json, "w") as f:
