@@ -28,6 +28,8 @@ BUILTIN_MODULES = (
     "argym.envs.sandbox",
     "argym.envs.math.env",
     "argym.envs.code.tasks",
+    "argym.envs.toolcall.tools",
+    "argym.envs.swe.workspace",
     "argym.agents.spec",
     "argym.rewards.compose",
     "argym.rewards.prm",

@@ -36,6 +36,7 @@ from typing import Any
 from argym.envs.sandbox.base import Sandbox, make_sandbox
 
 from argym.errors import ArgymError, InfrastructureError
+from argym.registry import Registry
 
 _STARTUP_S = 120.0  # a worker that cannot import its function in this long is a harness fault
 
@@ -203,6 +204,12 @@ class WorkerPool:
         self.close()
 
 
+POOLS: Registry[Callable[[], WorkerPool]] = Registry("worker pool")
+"""Name → builder of a worker pool that the envs of a family share (``verifier``, ``tools``): the family's
+module registers it with `@register_pool(name)`, and `Executors.pool(name)` builds it on first use."""
+register_pool = POOLS.register
+
+
 class Executors:
     """The worker pools and sandboxes a set of envs shares, and the one place that closes them.
 
@@ -221,7 +228,8 @@ class Executors:
         sandbox: Sandbox | None = None,
         tools: WorkerPool | None = None,
     ):
-        self._given_verifier, self._given_sandbox, self._given_tools = verifier, sandbox, tools
+        self._given_pools = {"verifier": verifier, "tools": tools}
+        self._given_sandbox = sandbox
         self._built: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -232,23 +240,24 @@ class Executors:
                 self._built[key] = build()
             return self._built[key]
 
+    def pool(self, name: str) -> WorkerPool:
+        """The worker pool `name`: the one handed to the constructor, else built on first use by the
+        builder its family registered (`POOLS`)."""
+        given = self._given_pools.get(name)
+        if given is not None:
+            return given
+        pool: WorkerPool = self.shared(name, POOLS.get(name))
+        return pool
+
     @property
     def verifier(self) -> WorkerPool:
-        """Runs `argym.envs.math.verifier:grade` (the Math env's grader)."""
-        if self._given_verifier is not None:
-            return self._given_verifier
-        from argym.envs.math.verifier import verifier_pool
-
-        return self.shared("verifier", verifier_pool)
+        """The Math env's grader pool (``verifier``, built by `argym.envs.math.verifier.verifier_pool`)."""
+        return self.pool("verifier")
 
     @property
     def tools(self) -> WorkerPool:
-        """Runs `argym.envs.toolcall.tools:run_tool` (ToolCall's stateless tools)."""
-        if self._given_tools is not None:
-            return self._given_tools
-        from argym.envs.toolcall.tools import tool_pool
-
-        return self.shared("tools", tool_pool)
+        """ToolCall's stateless tools' pool (``tools``, built by `argym.envs.toolcall.tools.tool_pool`)."""
+        return self.pool("tools")
 
     def sandbox_for(self, spec: str | Sandbox) -> Sandbox:
         """The sandbox a code env's episodes run in: the one handed to the

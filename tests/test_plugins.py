@@ -260,7 +260,7 @@ def test_a_user_task_source_is_a_name_in_tasks():
     finally:
         env.close()
     assert info["success"] and "squares" in registry.catalog()["math task source"]
-    with pytest.raises(ConfigError, match="'squares' takes n"):
+    with pytest.raises(ConfigError, match="squares takes n"):
         MathEnv(tasks="squares(m=4)")
     CODE_SOURCES.add("first_two", lambda: ListSource(functions_source(test_size=2).test_tasks(), name="two"))
     assert len(code_tasks("first_two").take("all", None)) == 2

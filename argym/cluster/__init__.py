@@ -8,7 +8,8 @@ docs/scaling.md says what runs where and why.
 
 from __future__ import annotations
 
-from argym.cluster.connect import Cluster, connect, import_ray
+from argym.cluster.connect import Cluster, connect
 from argym.cluster.envs import EnvWorker, RayEnvPool, RemoteEnv
+from argym.cluster.ray_runtime import import_ray
 
 __all__ = ["Cluster", "EnvWorker", "RayEnvPool", "RemoteEnv", "connect", "import_ray"]

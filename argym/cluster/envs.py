@@ -98,7 +98,7 @@ class RayEnvPool:
         call_timeout_s: float = 600.0,
         start_timeout_s: float = 300.0,
     ):
-        from argym.cluster.connect import check_fits, import_ray
+        from argym.cluster.ray_runtime import check_fits, import_ray
 
         self._ray = import_ray()
         check_fits(self._ray, "env worker", cpus_per_worker=cpus_per_worker)

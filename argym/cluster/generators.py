@@ -92,7 +92,7 @@ class RayGenerators:
         gpus_per_worker: float = 0.0,
         vllm: Any = None,
     ):
-        from argym.cluster.connect import check_fits, import_ray
+        from argym.cluster.ray_runtime import check_fits, import_ray
 
         self._ray = ray = import_ray()
         check_fits(ray, "generator", cpus_per_generator=cpus_per_worker, gpus_per_generator=gpus_per_worker)

@@ -89,7 +89,7 @@ class RayLearner:
         start_timeout_s: float,
         call_timeout_s: float,
     ):
-        from argym.cluster.connect import check_fits, import_ray
+        from argym.cluster.ray_runtime import check_fits, import_ray
 
         self._ray = ray = import_ray()
         check_fits(ray, "learner", cpus_per_learner=cpus, gpus_per_learner=gpus)

@@ -35,11 +35,13 @@ from typing import Any
 
 from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import Executors
+from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.reasoning_gym import is_reasoning_gym, reasoning_gym_source, reasoning_gym_version
-from argym.envs.math.verifier import ANSWER_FORMATS, BOXED_INSTRUCTION, MathVerifier
+from argym.envs.math.verifier import ANSWER_FORMATS, MathVerifier
 from argym.envs.math.word_problems import word_problem_source
-from argym.envs.tasks import SourceFactory, TaskSource, resolve_source
+from argym.envs.task_specs import SourceFactory, resolve_source
+from argym.envs.tasks import TaskSource
 
 from argym.errors import ConfigError, InfrastructureError
 from argym.registry import Registry

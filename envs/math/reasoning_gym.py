@@ -26,7 +26,7 @@ import math
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from argym.envs.math.verifier import BOXED_INSTRUCTION, strip_math_delimiters
+from argym.envs.math.answer import BOXED_INSTRUCTION, strip_math_delimiters
 from argym.envs.tasks import ProceduralSource, TaskSource
 
 from argym.errors import ConfigError, MissingDependencyError, did_you_mean

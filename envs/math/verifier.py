@@ -24,11 +24,11 @@ import os
 import re
 from typing import Any, NotRequired, TypedDict
 
-from argym.envs.executors import DeadlineExceeded, WorkerPool
+from argym.envs.executors import DeadlineExceeded, WorkerPool, register_pool
+from argym.envs.math.answer import strip_math_delimiters
 
 from argym.errors import InfrastructureError
 
-BOXED_INSTRUCTION = "Put the final answer in \\boxed{}."
 ANSWER_FORMATS = ("boxed", "final")
 GRADE_FN = "argym.envs.math.verifier:grade"
 MAX_ANSWER_CHARS = 1000  # longer boxed answers are rejected unparsed
@@ -77,14 +77,6 @@ def extract_answer(text: str) -> str | None:
     """
     answer = _last_boxed(text[-MAX_TEXT_CHARS:])
     return None if answer is None or len(answer) > MAX_ANSWER_CHARS else answer
-
-
-def strip_math_delimiters(s: str) -> str:
-    """``$\\dfrac{1}{2}$`` -> ``\\dfrac{1}{2}``: gold answers often come in ``$...$``."""
-    s = s.strip()
-    while len(s) >= 2 and s[0] == s[-1] == "$":
-        s = s[1:-1].strip()
-    return s
 
 
 PRELOAD = "preload"
@@ -198,6 +190,7 @@ def verify_answer(gold: str, answer: str) -> bool:
     return grade(gold, answer) == "verified"
 
 
+@register_pool("verifier")
 def verifier_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
     """A pool running `grade`, warmed up so that imports do not count against the deadline."""
     workers = workers or max(1, min(4, os.cpu_count() or 1))

@@ -173,34 +173,16 @@ def clean_output(data: bytes) -> str:
     return _ANSI.sub("", data.decode("utf-8", errors="replace").replace("\x00", ""))
 
 
-SANDBOX_BACKENDS: Registry[Callable[..., Sandbox]] = Registry("sandbox backend")
-"""Backend name → factory `(**kwargs) -> Sandbox`; `@register_sandbox_backend("mine")` adds one."""
+SANDBOX_BACKENDS: Registry[Callable[..., Sandbox]] = Registry(
+    "sandbox backend", dict.fromkeys(("process", "process-weak", "docker"), "argym.envs.sandbox.backends")
+)
+"""Backend name → factory `(**kwargs) -> Sandbox`; `@register_sandbox_backend("mine")` adds one (argym's own
+are in `argym.envs.sandbox.backends`)."""
 register_sandbox_backend = SANDBOX_BACKENDS.register
 
 SandboxName = Annotated[str, SANDBOX_BACKENDS]
 """An env kwarg naming a backend: `argym.make` refuses an unknown name (``sandbox=dockr``) before the
 env is built, and `argym envs ID` lists the names."""
-
-
-@register_sandbox_backend("process")
-def _process(**kwargs: Any) -> Sandbox:
-    from argym.envs.sandbox.process import ProcessSandbox
-
-    return ProcessSandbox(**kwargs)
-
-
-@register_sandbox_backend("process-weak")
-def _process_weak(**kwargs: Any) -> Sandbox:
-    from argym.envs.sandbox.process import ProcessSandbox
-
-    return ProcessSandbox(allow_weak=True, **kwargs)
-
-
-@register_sandbox_backend("docker")
-def _docker(**kwargs: Any) -> Sandbox:
-    from argym.envs.sandbox.docker import DockerSandbox
-
-    return DockerSandbox(**kwargs)
 
 
 def make_sandbox(backend: str = "process", **kwargs: Any) -> Sandbox:

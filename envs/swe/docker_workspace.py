@@ -22,6 +22,7 @@ from argym.envs.swe.workspace import (
     GIT_SAFE,
     ROOT,
     SWE_IMAGE,
+    WORKSPACES,
     Workspace,
     snapshot_dir,
 )
@@ -206,3 +207,13 @@ def _remove_container(box: Any, owner_pid: int) -> None:
         box.remove(force=True, v=True)  # v: its tmpfs /testbed volume too
     except Exception:
         pass
+
+
+@WORKSPACES.register("docker")
+def _open(sandbox: Any, base: Path, limits: Limits, snapshot: dict[str, Any] | None) -> DockerWorkspace:
+    """A fresh workspace of `base`, or one restored from a `DockerWorkspace.snapshot()` handle."""
+    if snapshot is None:
+        return DockerWorkspace(sandbox, base, limits)
+    return DockerWorkspace(
+        sandbox, base, limits, image=snapshot["image"], uid=snapshot["uid"], tree=snapshot["tree"]
+    )

@@ -34,6 +34,7 @@ import tempfile
 import threading
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.project import cache_root
 
 from argym.errors import ConfigError, MissingDependencyError
+from argym.registry import Registry
 
 ROOT = "/testbed"
 BASE_GIT = "/opt/argym/base.git"
@@ -253,6 +255,16 @@ def snapshot_dir() -> Path:
     return _SNAPSHOTS[0]
 
 
+WorkspaceOpener = Callable[[Sandbox, Path, Limits, dict[str, Any] | None], Workspace]
+"""``(sandbox, base, limits, snapshot or None) -> Workspace``: a fresh workspace, or one restored from `snapshot`."""
+
+WORKSPACES: Registry[WorkspaceOpener] = Registry(
+    "workspace backend", {"docker": "argym.envs.swe.docker_workspace"}
+)
+"""Sandbox backend → how a workspace opens on it (``docker``: `DockerWorkspace`); any other backend gets a
+`ProcessWorkspace`, a directory on the host that its sandbox binds in."""
+
+
 def open_workspace(
     sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS, snapshot: dict[str, Any] | None = None
 ) -> Workspace:
@@ -261,16 +273,11 @@ def open_workspace(
         raise ConfigError(
             f"A {snapshot.get('backend')} snapshot cannot be restored on the {sandbox.backend} backend."
         )
-    if sandbox.backend == "docker":
-        from argym.envs.swe.docker_workspace import DockerWorkspace  # it imports this module
+    opener = WORKSPACES.get(sandbox.backend) if sandbox.backend in WORKSPACES else _open_process
+    return opener(sandbox, base, limits, snapshot)
 
-        return DockerWorkspace(
-            sandbox,
-            base,
-            limits,
-            image=snapshot["image"] if snapshot else None,
-            uid=snapshot["uid"] if snapshot else None,
-            tree=snapshot["tree"] if snapshot else None,
-        )
-    tree = Path(snapshot["tree"]) if snapshot else None
-    return ProcessWorkspace(sandbox, base, limits, tree=tree)
+
+def _open_process(
+    sandbox: Sandbox, base: Path, limits: Limits, snapshot: dict[str, Any] | None
+) -> ProcessWorkspace:
+    return ProcessWorkspace(sandbox, base, limits, tree=Path(snapshot["tree"]) if snapshot else None)

@@ -58,7 +58,8 @@ from typing import Any
 from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import DeadlineExceeded, WorkerPool
 from argym.envs.sandbox.base import Sandbox, SandboxName, SandboxUnavailable
-from argym.envs.tasks import ListSource, TaskSource, resolve_source
+from argym.envs.task_specs import resolve_source
+from argym.envs.tasks import ListSource, TaskSource
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
 from argym.envs.toolcall.executable import WEEKDAYS, executable_source

@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from argym.envs.executors import WorkerPool
+from argym.envs.executors import WorkerPool, register_pool
 
 from argym.errors import ArgymError
 
@@ -426,6 +426,7 @@ def run_tool(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
         return False, f"{type(e).__name__}: {e}"
 
 
+@register_pool("tools")
 def tool_pool(workers: int | None = None, deadline_s: float = 5.0) -> WorkerPool:
     """A pool running `run_tool`, warmed up so that imports do not count against the deadline."""
     workers = workers or max(1, min(4, os.cpu_count() or 1))

@@ -40,7 +40,7 @@ from typing import Any
 
 import gymnasium as gym
 from argym.envs.base import Action, EnvState, parse_action, render_messages
-from argym.envs.math.verifier import BOXED_INSTRUCTION
+from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.wrappers.checkable import NotCheckable, SubQuestion, check_subquestion, parse_number
 from argym.rewards.credit import min_form_rewards
 
