@@ -320,6 +320,11 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     """Apply one ``dotted.key=value`` override in place; the value is read as YAML."""
     key, value = parse_pair(override, example="algorithm.lr=1e-4", dotted=True)
     parts = key.split(".")
+    if ":" in parts[-1]:  # a module:function key (reward.weights.my_pkg.rewards:fn): the module's dots stay
+        node, depth = data, 0
+        while depth < len(parts) - 1 and isinstance(node.get(parts[depth]), dict):
+            node, depth = node[parts[depth]], depth + 1
+        parts = [*parts[:depth], ".".join(parts[depth:])]
     node = data
     for p in parts[:-1]:
         node = node.setdefault(p, {})
@@ -341,6 +346,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     re-bases the recipe on that algorithm (its `SCALE_FIELDS` kept), below the
     other overrides. Derived values (Dr.GRPO's constant C = `rollout.max_new_tokens`)
     are filled last, from the final values, unless some source set them.
+
+    A source that names another env (``env.id``) starts its kwargs afresh: the defaults' Math
+    ``tasks`` are no kwarg of ``reverse_envs:Reverse-v0``. An ``env.id`` override applies before
+    the other overrides, so ``env.kwargs.*`` beside it are kept whatever their order.
     """
     data: dict[str, Any] = TrainConfig().to_dict()
     loaded: dict[str, Any] = {}
@@ -352,16 +361,30 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if not isinstance(loaded, dict):
             raise ConfigError(f"A config file must hold a mapping, got {type(loaded).__name__}.")
     _apply_preset(data, loaded.get("algo"))
+    env_before = data["env"]["id"]
     merge_sections(data, loaded)
+    if not (isinstance(loaded.get("env"), dict) and "kwargs" in loaded["env"]):
+        _new_env_new_kwargs(data, env_before)
     presets = [o for o in overrides if o.split("=", 1)[0].strip() == "algo"]
     for o in presets:
         apply_override(data, o)
         _apply_preset(data, data["algo"])
+    switches = [o for o in overrides if o.split("=", 1)[0].strip() == "env.id"]
+    for o in switches:
+        env_before = data["env"]["id"]
+        apply_override(data, o)
+        _new_env_new_kwargs(data, env_before)
     for o in overrides:
-        if o not in presets:
+        if o not in presets and o not in switches:
             apply_override(data, o)
     _derive(data)
     return from_dict(TrainConfig, data)
+
+
+def _new_env_new_kwargs(data: dict[str, Any], env_before: str) -> None:
+    """The env kwargs so far belonged to `env_before`; another env starts without them."""
+    if data["env"].get("id") != env_before:
+        data["env"]["kwargs"] = {}
 
 
 def _apply_preset(data: dict[str, Any], name: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from argym.rewards.compose import REWARD_COMPONENTS, RewardComposer, RewardContext
-from argym.rewards.custom import is_callable_spec
+from argym.rewards.custom import env_tasks, is_callable_spec
 from argym.rewards.prm import load_prm
 
 
@@ -26,4 +26,5 @@ def build_composer(cfg: Any, policy: Any) -> RewardComposer:
         if scorer is not None:  # None: outcome and process, the composer's own
             sequence[name] = scorer
     prm = load_prm(rc.prm) if "process" in rc.weights else None
-    return RewardComposer(rc, sequence=sequence, prm=prm, decode=policy.renderer.decode)
+    tasks = env_tasks(cfg.env.id, cfg.env.kwargs)  # a module:function reward may take the task
+    return RewardComposer(rc, sequence=sequence, prm=prm, decode=policy.renderer.decode, tasks=tasks)

@@ -40,12 +40,14 @@ def parse_value(text: str) -> Any:
 def parse_pair(text: str, example: str = "max_attempts=3", dotted: bool = False) -> tuple[str, Any]:
     """``"key=value"`` → ``("key", parse_value("value"))``; `ConfigError` naming `example` otherwise.
 
-    The key is a Python identifier, or with `dotted` a dotted path of them (``algorithm.lr``), so a
-    stray word or a value without its key is refused rather than read as something else.
+    The key is a Python identifier, or with `dotted` a dotted path of them (``algorithm.lr``) that may
+    end in a ``module:function`` name (``reward.weights.my_pkg.rewards:brevity``), so a stray word or a
+    value without its key is refused rather than read as something else.
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
-    parts = key.split(".") if dotted else [key]
+    path, colon, function = key.partition(":") if dotted else (key, "", "")
+    parts = path.split(".") + ([function] if colon else [])
     if not sep or not all(p.isidentifier() for p in parts):
         raise ConfigError(f"expected key=value (e.g. {example}), got {text!r}.")
     return key, parse_value(raw)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argym.rewards.credit import credit_rewards, token_loo_baseline
-from argym.rewards.custom import callable_component, is_callable_spec
+from argym.rewards.custom import TaskLookup, callable_component, is_callable_spec
 from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
@@ -169,7 +169,8 @@ class RewardComposer:
     `sequence` holds the callables of the sequence-level components that need
     more than the trajectory (overlong needs the token limits, SAR the policy);
     `prm` scores steps and `decode` (the policy tokenizer's) maps single-turn
-    segments to tokens. A shaped copy has `reward` = Σ weight · component (any
+    segments to tokens; `tasks` finds an episode's task for a ``module:function``
+    reward that takes one (rewards/custom.py). A shaped copy has `reward` = Σ weight · component (any
     part of the incoming reward that is not the env's, e.g. DAPO's overlong
     penalty added by the sampler, is kept) and, where steps are scored,
     `turn_rewards`/`turn_ends` listing every rewarded position (turn ends and
@@ -182,12 +183,13 @@ class RewardComposer:
         sequence: dict[str, SequenceComponent] | None = None,
         prm: ProcessRewardModel | None = None,
         decode: Callable[[list[int]], str] | None = None,
+        tasks: TaskLookup | None = None,
     ):
         self.config = config
         self.sequence = {"format": lambda ts: [format_reward(t) for t in ts], **(sequence or {})}
         for name in config.weights:
             if is_callable_spec(name) and name not in self.sequence:
-                self.sequence[name] = callable_component(name)
+                self.sequence[name] = callable_component(name, tasks)
         for name in config.weights:
             if name not in OWN_COMPONENTS and name not in self.sequence:
                 raise ConfigError(

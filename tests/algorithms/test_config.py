@@ -101,3 +101,24 @@ def test_every_shipped_recipe_can_draw_its_held_out_tasks(recipe):
     cfg = load_config(CONFIGS / recipe, [])
     tasks = eval_tasks(cfg.env.id, dict(cfg.env.kwargs), "test", cfg.eval.episodes)
     assert len(tasks) >= 1
+
+
+def test_another_env_does_not_inherit_the_defaults_kwargs(tmp_path):
+    """`env.id=reverse_envs:Reverse-v0` kept Math's `tasks: arithmetic(...)` (config.yaml, the curve's title)."""
+    assert load_config(None, ["env.id=argym/Code-v0"]).env.kwargs == {}
+    # an env.id override applies first: env.kwargs beside it are kept, in either order
+    for overrides in (
+        ["env.kwargs.max_turns=2", "env.id=argym/Code-v0"],
+        ["env.id=argym/Code-v0", "env.kwargs.max_turns=2"],
+    ):
+        assert load_config(None, overrides).env.kwargs == {"max_turns": 2}
+    # the same env keeps its kwargs; a recipe naming another env without kwargs starts afresh, with them keeps them
+    assert load_config(None, ["env.id=argym/Math-v0"]).env.kwargs == {
+        "tasks": "arithmetic(digits=2,ops=+,terms=2)"
+    }
+    recipe = tmp_path / "code.yaml"
+    recipe.write_text("env:\n  id: argym/Code-v0\n")
+    assert load_config(recipe).env.kwargs == {}
+    recipe.write_text("env:\n  id: argym/Code-v0\n  kwargs: {timeout_s: 3}\n")
+    assert load_config(recipe).env.kwargs == {"timeout_s": 3}
+    assert load_config(CONFIGS / "grpo_math.yaml", ["env.id=argym/Code-v0"]).env.kwargs == {}

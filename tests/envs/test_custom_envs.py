@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "argym.cli"]
@@ -77,6 +79,39 @@ def test_a_module_colon_id_result_is_submitted_and_a_bad_board_is_refused_first(
     out = as_user("eval", "reverse_envs:Reverse-v0", "--agent", "oracle", "--submit", "--db", bad, cwd=here)
     assert out.returncode == 2 and "cannot open the leaderboard file" in out.stderr, out.stderr
     assert "success rate" not in out.stdout and "Traceback" not in out.stderr
+
+
+TASK_REWARD = """
+import json, os
+
+def exact(traj, task):
+    with open(os.environ["SEEN"], "a") as f:
+        f.write(json.dumps({"task_id": traj.task_id, "answer": task.answer}) + "\\n")
+    return float(traj.messages[-1]["content"].strip() == task.answer)
+"""
+
+
+def test_a_custom_env_trains_with_its_own_kwargs_and_a_reward_that_reads_the_task(tmp_path, monkeypatch):
+    """`env.id=M:ID` carries none of Math's kwargs; `reward.weights.M:fn=0.5` is an override, and a reward
+    taking ``task`` gets each episode's task (its gold answer), all from a scratch directory."""
+    here = readme_env(tmp_path)
+    (here / "my_rewards.py").write_text(TASK_REWARD)
+    seen, run_dir = tmp_path / "seen.jsonl", tmp_path / "run"
+    monkeypatch.setenv("SEEN", str(seen))
+    out = as_user(
+        "train",
+        *["env.id=reverse_envs:Reverse-v0", "reward.weights.my_rewards:exact=0.5"],
+        *["steps=1", "warm_start.steps=0", "eval.episodes=2", "rollout.tasks_per_step=2"],
+        *["rollout.group_size=2", "rollout.max_new_tokens=8", f"out_dir={run_dir}"],
+        cwd=here,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["env"] == {"id": "reverse_envs:Reverse-v0", "kwargs": {}}
+    assert config["reward"]["weights"]["my_rewards:exact"] == 0.5
+    rows = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert len(rows) >= 4 and all(r["answer"] == r["task_id"][::-1] for r in rows), rows
 
 
 def test_readme_env_in_a_recipe_loads(tmp_path, monkeypatch):

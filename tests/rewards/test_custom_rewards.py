@@ -7,9 +7,11 @@ import textwrap
 import pytest
 from argym.algorithms.config import load_config
 from argym.rewards.compose import RewardComposer, RewardConfig
+from argym.rewards.custom import env_tasks
 
+import argym
 from argym.errors import ConfigError
-from argym.types import Trajectory
+from argym.types import Task, Trajectory
 
 USER_REWARDS = """
 def brevity(traj):
@@ -26,6 +28,9 @@ def broken(traj):
 
 def wrong_type(traj):
     return "high"
+
+def exact(traj, task):
+    return {"exact": float(traj.messages[-1]["content"] == task.answer), "level": float(task.meta["level"])}
 """
 
 
@@ -77,3 +82,42 @@ def test_a_recipe_names_a_callable_reward(rewards_module, tmp_path):
     recipe.write_text("reward:\n  weights:\n    not_a_module_xyz:fn: 0.1\n")
     with pytest.raises(ConfigError, match="cannot import 'not_a_module_xyz'"):
         load_config(recipe)
+
+
+def test_a_reward_that_takes_the_task_gets_its_answer_and_meta(rewards_module):
+    """TRL and verifiers hand reward functions the dataset's columns; argym hands the `Task`."""
+    m = rewards_module
+    tasks = {"t": Task("t", ({"role": "user", "content": "q"},), answer="42", meta={"level": 3})}
+    composer = RewardComposer(
+        RewardConfig(weights={"outcome": 0.0, f"{m}:exact": 1.0}), tasks=tasks.__getitem__
+    )
+    shaped, metrics = composer([traj("42"), traj("41")])
+    assert [t.reward for t in shaped] == [4.0, 3.0] and metrics[f"reward/{m}:exact/exact"] == 0.5
+    with pytest.raises(ConfigError, match="takes the task"):  # no lookup: said when the composer is built
+        RewardComposer(RewardConfig(weights={f"{m}:exact": 1.0}))
+
+
+def test_the_run_env_tasks_are_found_by_id():
+    tasks = env_tasks("argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)"})
+    with argym.make("argym/Math-v0", tasks="arithmetic(digits=2,ops=+,terms=2)") as env:
+        _, info = env.reset(seed=3)
+        assert tasks(info["task_id"]) == env.unwrapped.task
+
+
+def test_a_callable_reward_weight_is_an_override(rewards_module, tmp_path):
+    """`reward.weights.MODULE:fn=0.5` on the command line: refused before with a message about key=value.
+    A module inside a package keeps its dots (they are not config sections)."""
+    m = rewards_module
+    package = tmp_path / f"pkg_{m}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "scores.py").write_text("def one(traj):\n    return 1.0\n")
+    cfg = load_config(
+        None,
+        [
+            f"reward.weights.{m}:brevity=0.5",
+            "reward.weights.outcome=0",
+            f"reward.weights.pkg_{m}.scores:one=2",
+        ],
+    )
+    assert cfg.reward.weights == {"outcome": 0, f"{m}:brevity": 0.5, f"pkg_{m}.scores:one": 2}
