@@ -120,13 +120,17 @@ class Learner:
         """Train the policy the sampler runs: its weights rounded to the sampler's `dtype` (a bf16 engine),
         the optimizer stepping on float32 masters (algorithms/weight_grid.py); the weights are rounded now.
 
-        Returns whether it applies: not when every trainable weight already fits `dtype`, nor under FSDP
-        (the optimizer holds shards there). Call it once the sampler exists, after `load_state_dict`."""
+        The KL reference, a copy of the float32 policy, is rounded too: KL = 0 at the start, as unrounded it
+        is not. Returns whether it applies: not when every trainable weight already fits `dtype`, nor under
+        FSDP (the optimizer holds shards there). Call it once the sampler exists, after `load_state_dict`."""
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if self.fsdp or not narrower(dtype, params):
             return False
         self.grid = SamplerGrid(params, dtype, masters=self._saved_masters)
         self._saved_masters = None
+        if self.ref_model is not None:
+            unwrap = self.accelerator.unwrap_model
+            self.grid.round_copy(unwrap(self.ref_model), unwrap(self.model))
         return True
 
     def _forward(
@@ -247,8 +251,8 @@ class Learner:
         )
         if old_logprobs:
             batch.old_logprobs = self.logprobs(batch, minibatches=minibatches)
-        if self.config.kl_coef > 0:
-            batch.ref_logprobs = self.logprobs(batch, model=self.ref_model)
+        if self.config.kl_coef > 0:  # on π_old's path: at θ = θ_ref the KL is 0 to the bit
+            batch.ref_logprobs = self.logprobs(batch, model=self.ref_model, minibatches=minibatches)
         if self.critic is not None:
             batch.values = self.critic.values(batch)
         if not given:

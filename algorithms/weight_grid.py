@@ -65,6 +65,16 @@ class SamplerGrid:
         for p, m in zip(self.params, self.masters):
             p.copy_(m.to(self.dtype))
 
+    @torch.no_grad()
+    def round_copy(self, copy: nn.Module, model: nn.Module) -> None:
+        """`copy`'s weights named as this grid's parameters in `model` rounded to the sampler's dtype too: a
+        KL reference copied from the float32 policy is then the policy the sampler starts from."""
+        mine = {id(p) for p in self.params}
+        names = {name for name, p in model.named_parameters() if id(p) in mine}
+        for name, p in copy.named_parameters():
+            if name in names and id(p) not in mine:  # a reference sharing the weights (LoRA's) is left
+                p.copy_(p.to(self.dtype))
+
     @contextlib.contextmanager
     def stepping(self) -> Iterator[None]:
         """The optimizer steps on the masters: they are put into the parameters, kept after, then rounded."""

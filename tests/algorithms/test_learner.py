@@ -3,6 +3,8 @@ invariance of the gradient, infra-failure exclusion, mismatch metric, learning s
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import pathlib
 import random
 import subprocess
@@ -574,3 +576,14 @@ def test_a_batch_without_signal_leaves_the_weights_alone():
     for a, b in zip(before, lrn.model.parameters()):
         torch.testing.assert_close(a, b.detach(), rtol=0, atol=0)
     assert lrn.update(random_trajs(seed=2), PAD)["train/optimizer_steps"] == 1  # signal again: it steps
+
+
+def test_the_kl_reference_runs_on_pi_olds_path():
+    """At θ = θ_ref the KL is 0 to the bit only when π_ref takes the rows as π_old and the training forward
+    do (the first epoch's mini-batches, the same micro-batches): on another partition float32 differs by
+    ~2e-7 per token here, a KL gradient on a batch of flat groups."""
+    model = tiny_model()
+    cfg = LearnerConfig(kl_coef=0.1, num_minibatches=2, micro_batch_size=3, lr=1e-3)
+    lrn = Learner(model, cfg, Accelerator(cpu=True), ref_model=copy.deepcopy(model))
+    metrics = lrn.update([dataclasses.replace(t, reward=1.0) for t in random_trajs(16, seed=3)], PAD)
+    assert metrics["train/kl_ref"] == 0.0 and metrics["train/grad_norm"] == 0.0

@@ -104,6 +104,30 @@ def test_a_bf16_sampler_samples_the_policy_the_learner_trains(tmp_path, monkeypa
         assert all(torch.equal(a, b) for a, b in zip(saved, masters))
 
 
+def test_the_kl_reference_is_the_policy_the_sampler_starts_from(tmp_path, monkeypatch):
+    """GRPO's KL under a bf16 sampler: the reference is copied from the float32 policy before the learner
+    rounds it to the grid, so it must be rounded too, or KL(π_θ‖π_ref) is not 0 at step 0 and pulls every
+    weight, even on a batch of flat groups, towards values the sampler never held."""
+    from argym.algorithms import trainer as trainer_module
+
+    monkeypatch.setattr(
+        trainer_module, "build_generator", lambda cfg, policy, run_dir, *rest: Bf16Sampler(policy)
+    )
+    overrides = ["rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4"]
+    cfg = load_config(
+        None, [*TINY_RUN, *overrides, "algorithm.kl_coef=0.04", "eval.every=0", f"out_dir={tmp_path}"]
+    )
+    trainer = trainer_module.Trainer(cfg)
+    try:
+        assert trainer.learner.grid is not None and trainer.learner.ref_model is not None
+        for mine, ref in zip(trainer.policy.model.parameters(), trainer.learner.ref_model.parameters()):
+            assert torch.equal(mine, ref)
+        metrics = trainer.train_step()
+    finally:
+        trainer.close()
+    assert metrics["train/kl_ref"] == 0.0 and metrics["train/kl_loss"] == 0.0
+
+
 def test_updates_below_a_bf16_step_accumulate_in_the_masters():
     w = torch.nn.Parameter(torch.ones(3))
     grid = SamplerGrid([w], torch.bfloat16)
