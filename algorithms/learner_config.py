@@ -21,7 +21,7 @@ class LearnerConfig:
     lr: float = 1e-6
     """AdamW learning rate (1e-6 in DeepSeekMath arXiv 2402.03300, DAPO, TRL and verl)."""
     weight_decay: float = 0.0
-    """AdamW decoupled weight decay (DAPO's verl recipe uses 0.1)."""
+    """AdamW decoupled weight decay; an algorithm field, which a preset sets (DAPO: 0.1, verl's DAPO recipe)."""
     policy_loss: str = "ppo_clip"
     """Registered policy loss (`argym.algorithms.registry.POLICY_LOSSES`)."""
     clip_low: float = 0.2

@@ -28,8 +28,10 @@ from argym.algorithms.sampling import SamplingConfig
 
 from argym.registry import Registry
 
-SCALE_FIELDS = ("lr", "weight_decay", "micro_batch_size", "temperature", "seed", "shuffle", "max_grad_norm")
-"""LearnerConfig fields a preset leaves to the recipe (they depend on model and batch size)."""
+SCALE_FIELDS = ("lr", "micro_batch_size", "temperature", "seed", "shuffle", "max_grad_norm")
+"""LearnerConfig fields a preset leaves to the recipe (they depend on model and batch size). AdamW's
+decoupled weight decay is not one: it shrinks each weight by lr × weight_decay a step, so it scales with
+the recipe's lr already, and a preset's value (DAPO's 0.1) is written like its other fields."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,9 @@ DAPO = Preset(
         clip_low=0.2,
         clip_high=0.28,  # eq. 10
         dual_clip=10.0,  # verl's DAPO recipe clip_ratio_c=10
-        loss_agg="token-mean",
-        kl_coef=0.0,
-        weight_decay=0.1,  # eq. 12
+        loss_agg="token-mean",  # eq. 12
+        kl_coef=0.0,  # §2.3
+        weight_decay=0.1,  # not the paper's (§4.1 names AdamW, lr 1e-6, no decay): verl's DAPO recipe script
         num_minibatches=16,
     ),  # §4.1: 512 prompts × 16 samples per rollout, mini-batch 512 responses: 16 steps
     SamplingConfig(dynamic=True, max_draws=10, overlong=True),

@@ -47,6 +47,22 @@ def test_preset_sets_the_algorithm_and_keeps_the_scale():
     assert DAPO.learner.lr == 1e-6 and DAPO.learner.num_minibatches == 16  # the paper's, from Python
 
 
+def test_dapo_weight_decay_reaches_the_optimizer():
+    """DAPO's AdamW weight decay 0.1 (verl's DAPO recipe; the paper states none) is the algorithm's, not the
+    scale's: `algo=dapo` writes it over a recipe, and the learner's AdamW takes it."""
+    from accelerate import Accelerator
+    from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    from argym.algorithms.learner import Learner
+
+    cfg = load_config(REPO / "configs" / "grpo_math.yaml", ["algo=dapo"])
+    assert "weight_decay" not in SCALE_FIELDS
+    assert cfg.algorithm.weight_decay == DAPO.learner.weight_decay == 0.1
+    model = build_tiny_model(build_tiny_tokenizer(), TinyModelConfig(num_layers=1), seed=0)
+    learner = Learner(model, cfg.algorithm, Accelerator(cpu=True))
+    assert [g["weight_decay"] for g in learner.optimizer.param_groups] == [0.1]
+    assert load_config(None, ["algo=dapo", "algorithm.weight_decay=0"]).algorithm.weight_decay == 0.0
+
+
 def test_other_overrides_win_over_the_preset_in_any_order():
     cfg = load_config(None, ["algorithm.clip_high=0.5", "algo=dapo"])
     assert cfg.algorithm.clip_high == 0.5 and cfg.algorithm.loss_agg == "token-mean"
