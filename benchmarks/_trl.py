@@ -26,17 +26,24 @@ def grpo_trainer(
     new_tokens: int,
     seed: int,
     peft_config: Any = None,
+    micro_batch: int = 0,
+    rollout_func: Any = None,
     **config: Any,
 ) -> Any:
     """A `GRPOTrainer` taking `prompts` x `group` completions of `new_tokens` a step; `config` holds the
-    `GRPOConfig` fields the benchmark sets itself (output dir, device, learning rate, steps, clipping)."""
+    `GRPOConfig` fields the benchmark sets itself (output dir, device, learning rate, steps, clipping).
+
+    `micro_batch` > 0 splits a step's completions into forward/backward passes of that many, still one
+    optimizer step per generation (as argym's `algorithm.micro_batch_size`); `rollout_func` is TRL's
+    custom (multi-turn) rollout, e.g. `argym.envs.openenv.trl_rollout.ServedRollout`."""
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(
         report_to=[],
-        per_device_train_batch_size=prompts * group,
+        per_device_train_batch_size=micro_batch or prompts * group,
         num_generations=group,
-        gradient_accumulation_steps=1,
+        # TRL generates steps_per_generation (= the accumulation) micro-batches at once: one generation a step
+        gradient_accumulation_steps=(prompts * group) // micro_batch if micro_batch else 1,
         max_completion_length=new_tokens,
         beta=0.0,
         loss_type="grpo",
@@ -56,4 +63,5 @@ def grpo_trainer(
         processing_class=tok,
         peft_config=peft_config,
         callbacks=[callback],
+        rollout_func=rollout_func,
     )
