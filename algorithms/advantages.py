@@ -27,13 +27,17 @@ Token-level estimators (``token_level=True``), (B, T):
 
 Group statistics are computed with scatter ops (`index_add_`) over the groups,
 never with a Python loop over samples.
+
+The learner first levels flat groups (`level_flat_groups`): rewards that differ by
+float32 rounding only (`FLAT_ULPS`) are made equal, so no estimator turns rounding
+into a learning signal.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -141,6 +145,53 @@ def group_moments(rewards: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, T
     return mean, var.sqrt(), count, index
 
 
+FLAT_ULPS = 4
+"""A group is flat when its rewards spread over at most this many float32 ulps of its largest |reward|
+(`flat_groups`). Rewards reach the learner as float32: one reward summed from its parts in another order
+rounds to a neighbouring float32 (1 ulp), a few float32 additions to a few ulps; float32 cannot tell a real
+difference that small from that rounding, and GRPO's std division would make it a full-size advantage."""
+
+
+def flat_groups(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """Whether each sample's group is flat, (N,) bool: max − min ≤ FLAT_ULPS · 2⁻²³ · max |r| over the group.
+
+    Relative, as GRPO's advantage is: scaling every reward by c changes no group's flatness. Exactly equal
+    rewards (all 0 included) are flat; a group of one is flat.
+    >>> flat_groups(torch.tensor([1.0, 1.0 + 2**-23, 0.0, 1e-4]), torch.tensor([0, 0, 1, 1]))
+    tensor([ True,  True, False, False])
+    """
+    r = rewards.to(torch.float64)
+    _, index = torch.unique(group_ids, return_inverse=True)  # (N,) values in [0, G)
+    size = (int(index.max().item()) + 1 if index.numel() else 0,)
+
+    def per_group(x: Tensor, how: str) -> Tensor:  # (G,)
+        return torch.zeros(size, dtype=torch.float64).scatter_reduce(0, index, x, how, include_self=False)
+
+    spread = per_group(r, "amax") - per_group(r, "amin")  # (G,)
+    return (spread <= FLAT_ULPS * torch.finfo(torch.float32).eps * per_group(r.abs(), "amax"))[index]
+
+
+def level_flat_groups(inputs: AdvantageInputs) -> AdvantageInputs:
+    """`inputs` with each flat group's rewards equal to the bit (`flat_groups`): its largest one, moved onto
+    the last policy token of `token_rewards` too, so every estimator gives a flat group what it gives equal
+    rewards (0 for the group-relative ones) instead of scaling rounding up into an advantage."""
+    flat = flat_groups(inputs.rewards, inputs.group_ids)  # (N,)
+    if not flat.any():
+        return inputs
+    _, index = torch.unique(inputs.group_ids, return_inverse=True)  # (N,)
+    top = torch.zeros(int(index.max()) + 1, dtype=inputs.rewards.dtype).scatter_reduce(
+        0, index, inputs.rewards, "amax", include_self=False
+    )  # (G,)
+    rewards = torch.where(flat, top[index], inputs.rewards)  # (N,)
+    token_rewards = inputs.token_rewards
+    if token_rewards is not None and inputs.loss_mask is not None:
+        rows, last = torch.arange(len(rewards)), _last_policy_token(inputs.loss_mask)  # (N,)
+        token_rewards = token_rewards.clone()
+        token_rewards[rows, last] += (rewards - inputs.rewards).to(token_rewards.dtype)
+        token_rewards = token_rewards * inputs.loss_mask  # (N, T)
+    return replace(inputs, rewards=rewards, token_rewards=token_rewards)
+
+
 def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True, eps: float = 1e-6) -> Tensor:
     """GRPO's group-normalised outcome advantage, one value per sample (N,).
 
@@ -159,8 +210,8 @@ def group_normalized(rewards: Tensor, group_ids: Tensor, use_std: bool = True, e
     """
     mean, std, count, index = group_moments(rewards, group_ids)
     adv = rewards.to(torch.float64) - mean[index]  # (N,)
-    if use_std:
-        adv = adv / (std[index] + eps)  # arXiv 2402.03300 §4.1.2
+    if use_std:  # an all-equal group stays 0, also with eps 0 (not 0/0)
+        adv = torch.where(adv != 0, adv / (std[index] + eps), adv)  # arXiv 2402.03300 §4.1.2
     adv = torch.where(count[index] > 1, adv, torch.zeros_like(adv))  # lone samples: no baseline
     return adv.to(rewards.dtype if rewards.is_floating_point() else torch.float32)
 
@@ -200,7 +251,7 @@ def masked_whiten(
 
     `reduce` sums a tensor over processes (the learner passes its accelerator's), so
     mean and std are those of every process's tokens together and one process's share
-    of the batch gets the single-process values. Fewer than two tokens give 0.
+    of the batch gets the single-process values. Fewer than two tokens, or all equal, give 0.
     """
     total = reduce or (lambda t: t)
     m = (mask > 0).to(torch.float64)
@@ -210,6 +261,8 @@ def masked_whiten(
         return torch.zeros_like(x, dtype=torch.float32)
     mean = s / n
     sq = float(total((((v - mean) ** 2) * m).sum().reshape(1)).item())
+    if sq == 0:  # all equal: 0, also with eps 0 (not 0/0)
+        return torch.zeros_like(x, dtype=torch.float32)
     return ((v - mean) / (math.sqrt(sq / (n - 1)) + eps) * m).float()
 
 

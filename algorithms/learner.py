@@ -33,7 +33,7 @@ from argym.algorithms import fsdp
 from argym.algorithms.advantages import gae
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows, whole_group_minibatches
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
-from argym.algorithms.learner_advantages import compute_advantages
+from argym.algorithms.learner_advantages import compute_advantages, has_signal
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
@@ -298,17 +298,18 @@ class Learner:
         )
         self.sample_advantages = sample_advantages(trajectories, batch)
         totals: dict[str, Tensor] = {}
-        grad_norms: list[Tensor] = []
+        grad_norms: list[Tensor | None] = []  # None: a mini-batch without signal, no step
         for epoch in range(cfg.ppo_epochs):
             for rows in first if epoch == 0 else whole_group_minibatches(groups, n_minibatches, shuffle):
-                sums, logp = self.backward(batch.select(rows))
+                mini = batch.select(rows)
+                sums, logp = self.backward(mini)
                 if logp is not None:  # π_old was this forward: keep it for the mismatch metric
                     if batch.old_logprobs is None:
                         batch.old_logprobs = torch.zeros_like(batch.loss_mask)
                     batch.old_logprobs[rows] = logp
                 if sums is None:  # no policy token in this mini-batch on any process
                     continue
-                grad_norms.append(self._step())
+                grad_norms.append(self._step(has_signal(mini, cfg, self.accelerator)))
                 for k, v in sums.items():
                     totals[k] = totals.get(k, 0) + v
         metrics = reduce_metrics(batch, totals, grad_norms, self.accelerator, cfg)
@@ -397,15 +398,18 @@ class Learner:
             return contextlib.nullcontext()
         return contextlib.nullcontext() if sync else self.accelerator.no_sync(self.model)
 
-    def _step(self) -> Tensor:
+    def _step(self, signal: bool) -> Tensor | None:
         """Clip the global gradient norm (`max_grad_norm`), take one AdamW step; the norm before clipping.
 
-        A gradient of exactly 0 (every advantage in the mini-batch 0 and no KL, entropy or NLL term) takes
-        no step: AdamW would still move every weight along the moments earlier batches left, by about
-        0.67 × lr per weight on the first such step and 3.6 × lr over twelve (bias correction divides a
-        decayed first moment by a barely decayed second), so a run of flat batches would drift the policy
-        with no evidence behind it. The global norm is the same on every process, so all skip together.
+        A mini-batch without `signal` (`has_signal`: every group flat, no KL, entropy or NLL term) takes
+        no step and returns None: AdamW would still move every weight along the moments earlier batches
+        left, by about 0.67 × lr on the first such step and 3.6 × lr over twelve, with no evidence behind
+        it. Unlike verl, TRL and CleanRL, which step on every mini-batch; like them, a mini-batch with signal
+        steps even when clipping zeroed its gradient (docs/design.md, Learners). All processes agree.
         """
+        if not signal:
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
         max_norm = self.config.max_grad_norm or math.inf
         if self.fsdp:  # the gradients live on the optimizer's shards, not on the gathered weights
             shards = [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -413,9 +417,6 @@ class Learner:
         else:
             norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         norm = torch.as_tensor(norm, dtype=torch.float32).detach().cpu()
-        if norm.item() == 0.0:  # no signal on any process: see `update`
-            self.optimizer.zero_grad(set_to_none=True)
-            return norm
         with self.grid.stepping() if self.grid is not None else contextlib.nullcontext():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

@@ -3,14 +3,16 @@
 A sequence-level estimator sees all processes' rewards (its batch statistics must
 be global, so sharding a batch changes nothing); a token-level one sees this
 process's tokens, whitened over all processes' when it asks to (REINFORCE++).
+`has_signal` says, over all processes, whether a mini-batch's step has any evidence behind it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
-from argym.algorithms.advantages import AdvantageInputs, Estimator, masked_whiten
+from argym.algorithms.advantages import AdvantageInputs, Estimator, level_flat_groups, masked_whiten
 from argym.algorithms.batch import TrainBatch
 from argym.algorithms.registry import ADVANTAGES, KL_ESTIMATORS
 from torch import Tensor
@@ -23,20 +25,21 @@ if TYPE_CHECKING:
 def compute_advantages(batch: TrainBatch, config: LearnerConfig, accelerator: Accelerator) -> Tensor:
     """The configured estimator on `batch` (after infra failures were dropped); (B, L-1).
 
-    With ``kl_in_reward`` the reward is first lowered by β Σ_t KL_t of the
-    sampled response (π_old against π_ref), as RLOO and REINFORCE++ do.
+    Flat groups are levelled first (`level_flat_groups`: rewards equal up to float32 rounding are made
+    equal). With ``kl_in_reward`` the reward is then lowered by β Σ_t KL_t of the sampled response
+    (π_old against π_ref), as RLOO and REINFORCE++ do.
     """
     cfg, mask = config, batch.loss_mask
     advantage_fn = ADVANTAGES.get(cfg.advantage)
-    rewards, token_rewards = batch.rewards, batch.token_rewards
+    outcome = level_flat_groups(AdvantageInputs.of(batch))
+    rewards, token_rewards = outcome.rewards, outcome.token_rewards
     if cfg.kl_in_reward and cfg.kl_coef > 0:
         kl = KL_ESTIMATORS.get(cfg.kl_estimator)(batch.old_logprobs, batch.ref_logprobs) * mask  # (B, L-1)
         rewards = rewards - cfg.kl_coef * kl.sum(-1)  # sequence-level, as TRL's RLOOTrainer
         token_rewards = token_rewards - cfg.kl_coef * kl  # per token, as REINFORCE++ eq. 5
     if advantage_fn.token_level:
         # the outcome baseline of REINFORCE++-baseline reads the rewards before the KL (in token_rewards)
-        inputs = AdvantageInputs(batch.rewards, batch.group_ids, token_rewards, mask, batch.values)
-        adv = advantage_fn(inputs, cfg)
+        adv = advantage_fn(replace(outcome, token_rewards=token_rewards), cfg)
         if advantage_fn.whiten_tokens:  # REINFORCE++: over all processes' tokens
             acc = accelerator
             adv = masked_whiten(
@@ -77,3 +80,20 @@ def _global_sequence_advantages(
     )  # over every process's rows, in process order
     start = sum(sizes[: acc.process_index])
     return adv[start : start + len(rewards)]
+
+
+def has_signal(mini: TrainBatch, config: LearnerConfig, accelerator: Accelerator) -> bool:
+    """Whether a mini-batch gives the policy anything to learn, on any process: a policy token with an
+    advantage ≠ 0, or a loss term that does not vanish with the advantages (the KL to π_ref in the loss, the
+    entropy bonus, VAPO's NLL on a successful sample). Flat groups have advantage 0 (`level_flat_groups`),
+    and every registered policy loss is 0 with its advantage, so a mini-batch of flat groups has none.
+    """
+    cfg = config
+    if (cfg.kl_coef > 0 and not cfg.kl_in_reward) or cfg.entropy_coef > 0:
+        return True
+    policy = mini.loss_mask > 0  # (b, l-1)
+    live = (mini.advantages != 0) & policy
+    if cfg.nll_coef > 0 and mini.positive is not None:
+        live |= policy & mini.positive[:, None]
+    count = torch.tensor([float(live.sum())], device=accelerator.device)
+    return bool(accelerator.reduce(count, reduction="sum").item() > 0)

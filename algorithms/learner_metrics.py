@@ -39,15 +39,18 @@ def all_dropped_metrics(n_dropped: int) -> dict[str, float]:
 def reduce_metrics(
     batch: TrainBatch,
     totals: dict[str, Tensor],
-    grad_norms: list[Tensor],
+    grad_norms: list[Tensor | None],
     accelerator: Accelerator,
     config: LearnerConfig,
 ) -> dict[str, float]:
-    """Reduce local sums across processes into namespaced per-token / per-step means.
+    """Reduce local sums across processes into namespaced per-token / per-mini-batch means.
 
-    `batch.old_logprobs` is π_old (None when no step was taken) and feeds the
-    training–inference mismatch against the sampler's log-probs.
+    `grad_norms` has one entry per mini-batch with policy tokens: its norm, None where it took no step
+    (no signal); `train/grad_norm` is the mean over the steps taken (0 without any). `batch.old_logprobs`
+    is π_old (None when no mini-batch had a policy token) and feeds the training–inference mismatch
+    against the sampler's log-probs.
     """
+    taken = [n for n in grad_norms if n is not None]
     acc, dev = accelerator, accelerator.device
     mask = batch.loss_mask  # (B, L-1)
     has = batch.has_sampler_logprobs[:, None] & (mask > 0)  # (B, L-1)
@@ -76,32 +79,32 @@ def reduce_metrics(
     )
     s = dict(
         zip(
-            SUMS + ("steps", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups", "dropped"),
+            SUMS + ("minibatches", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups", "dropped"),
             acc.reduce(local, reduction="sum").tolist(),
         )
     )
     gap_max = acc.reduce(gap.max().to(dev), reduction="max").item()
-    # every process takes the same optimizer steps: the reduced sum counts them `num_processes` times
-    steps, tok = max(s["steps"] / acc.num_processes, 1.0), max(s["tokens"], 1.0)
+    # every process goes through the same mini-batches: the reduced sum counts them `num_processes` times
+    minibatches, tok = max(s["minibatches"] / acc.num_processes, 1.0), max(s["tokens"], 1.0)
     adv_mean = s["adv"] / max(s["adv_n"], 1.0)
     out = {
-        "train/loss": s["loss"] / steps,
-        "train/pg_loss": s["pg_loss"] / steps,
+        "train/loss": s["loss"] / minibatches,
+        "train/pg_loss": s["pg_loss"] / minibatches,
         "train/clip_frac": s["clipped"] / tok,
         "train/approx_kl": s["approx_kl"] / tok,
         "train/entropy": s["entropy"] / tok,
-        "train/grad_norm": float(torch.stack(grad_norms).mean()) if grad_norms else 0.0,
+        "train/grad_norm": float(torch.stack(taken).mean()) if taken else 0.0,
         "train/adv_mean": adv_mean,
         "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean**2, 0.0)),
         "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
         "train/infra_dropped": s["dropped"],
-        "train/optimizer_steps": float(sum(n.item() != 0.0 for n in grad_norms)),  # a zero norm steps not
+        "train/optimizer_steps": float(len(taken)),
     }
     if config.kl_coef > 0:
         out["train/kl_ref"] = s["kl_ref"] / tok
-        out["train/kl_loss"] = s["kl_loss"] / steps
+        out["train/kl_loss"] = s["kl_loss"] / minibatches
     if config.nll_coef > 0:
-        out["train/nll_loss"] = s["nll"] / steps
+        out["train/nll_loss"] = s["nll"] / minibatches
     if s["gap_n"] > 0:
         out["train/logprob_mismatch_mean"] = s["gap"] / s["gap_n"]
         out["train/logprob_mismatch_max"] = gap_max

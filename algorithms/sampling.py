@@ -83,19 +83,25 @@ def apply_overlong(
 def informative_groups(trajectories: Sequence[Trajectory], outcome: Sequence[float]) -> list[int]:
     """Group ids whose outcome rewards are not all equal (DAPO eq. 11: 0 < |correct| < G).
 
-    Infra failures are ignored when comparing rewards. A group needs two valid
+    Equal is the learner's: not flat (`argym.algorithms.advantages.flat_groups`, so a one-ulp spread
+    is equal). Infra failures are ignored when comparing rewards. A group needs two valid
     samples with different outcomes: a group of one (sampled alone, or left
     alone by infra failures) is dropped, unlike verl's DAPO recipe, which keeps
     groups of size 1. argym gives a lone sample advantage 0 (it has no baseline,
     `group_normalized`), so keeping it would spend a batch slot on a sample that
     carries no gradient. Ids are returned in first-seen order.
     """
-    rewards: dict[int, list[float]] = {}
-    for t, r in zip(trajectories, outcome):
-        rewards.setdefault(t.group, [])
-        if not t.infra_failure:
-            rewards[t.group].append(r)
-    return [g for g, rs in rewards.items() if len(rs) > 1 and max(rs) > min(rs)]
+    import torch  # here, so that reading a recipe (SamplingConfig) never imports torch
+    from argym.algorithms.advantages import flat_groups
+
+    seen = list(dict.fromkeys(t.group for t in trajectories))
+    valid = [(t.group, float(r)) for t, r in zip(trajectories, outcome) if not t.infra_failure]
+    if not valid:
+        return []
+    groups = [g for g, _ in valid]
+    flat = flat_groups(torch.tensor([r for _, r in valid], dtype=torch.float64), torch.tensor(groups))
+    varied = {g for g, f in zip(groups, flat.tolist()) if not f}  # a group of one is flat
+    return [g for g in seen if g in varied]
 
 
 def draw_informative(

@@ -578,6 +578,69 @@ def test_a_batch_without_signal_leaves_the_weights_alone():
     assert lrn.update(random_trajs(seed=2), PAD)["train/optimizer_steps"] == 1  # signal again: it steps
 
 
+ULP = 2.0**-23
+"""float32's spacing at 1.0: 1 and 1 + ULP are the same reward summed in another order, rounded to float32."""
+
+
+def flat_up_to_rounding(seed: int = 1) -> list[Trajectory]:
+    """`random_trajs`' groups with every reward 1, but one sample per group 1 + ULP."""
+    return [
+        dataclasses.replace(t, reward=1.0 + ULP * (i % 4 == 3)) for i, t in enumerate(random_trajs(seed=seed))
+    ]
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "drgrpo", "rloo", "reinforce++_baseline"])
+def test_groups_flat_up_to_rounding_get_advantage_zero(advantage):
+    """A one-ulp spread is rounding, not evidence: every group estimator gives such a group exactly 0.
+    Before, the std division blew 1.2e-7 up to 1.5 (adv_eps 0; 0.084 with verl's 1e-6), REINFORCE++'s
+    whitening over a batch of such groups likewise, and the others kept ±1e-7 (a step on AdamW's moments)."""
+    batch = learner(advantage=advantage, adv_eps=0.0).prepare_batch(flat_up_to_rounding(), PAD)
+    assert torch.count_nonzero(batch.advantages) == 0
+    real = [dataclasses.replace(t, reward=1.0 + 1e-4 * (i % 4 == 3)) for i, t in enumerate(random_trajs())]
+    assert torch.count_nonzero(learner(advantage=advantage).prepare_batch(real, PAD).advantages) > 0
+
+
+def test_a_batch_flat_up_to_rounding_takes_no_step():
+    lrn = learner(lr=1e-3)
+    lrn.update(random_trajs(), PAD)  # AdamW's moments, which a step on no signal would follow
+    before = [p.detach().clone() for p in lrn.model.parameters()]
+    metrics = lrn.update(flat_up_to_rounding(), PAD)
+    assert metrics["train/optimizer_steps"] == 0 and lrn.sample_advantages == [0.0] * 8
+    for a, b in zip(before, lrn.model.parameters()):
+        torch.testing.assert_close(a, b.detach(), rtol=0, atol=0)
+
+
+def test_a_mini_batch_whose_gradient_clipping_zeroes_still_steps(monkeypatch):
+    """Signal, but every token on the clipped side of its ratio (GSPO's 3e-4 band does this to whole
+    mini-batches once π_θ has moved): the gradient is exactly 0, and the step is taken, as verl, TRL and
+    CleanRL take it (AdamW moves along its moments). Only a mini-batch without signal skips its step."""
+    lrn = learner(lr=1e-3, ppo_epochs=2)
+    lrn.update(random_trajs(), PAD)
+    prepare = lrn.prepare_batch
+
+    def far_from_old(*args, **kwargs):  # ratio e^5 where Â > 0, e^-5 where Â < 0: both clipped
+        batch = prepare(*args, **kwargs)
+        batch.old_logprobs -= 5.0 * torch.sign(batch.advantages)
+        return batch
+
+    monkeypatch.setattr(lrn, "prepare_batch", far_from_old)
+    before = [p.detach().clone() for p in lrn.model.parameters()]
+    metrics = lrn.update(random_trajs(seed=2), PAD)
+    assert metrics["train/grad_norm"] == 0.0 and metrics["train/clip_frac"] > 0.9
+    assert metrics["train/optimizer_steps"] == 2
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(before, lrn.model.parameters()))
+
+
+def test_grad_norm_is_the_mean_over_the_steps_taken():
+    """Two mini-batches, the first one flat (no step): `train/grad_norm` is the other one's, not halved."""
+    trajs = random_trajs()  # groups 0 and 1
+    one_flat = [dataclasses.replace(t, reward=1.0) if t.group == 0 else t for t in trajs]
+    metrics = learner(lr=1e-3, num_minibatches=2, shuffle=False).update(one_flat, PAD)
+    alone = learner(lr=1e-3).update([t for t in trajs if t.group == 1], PAD)
+    assert metrics["train/optimizer_steps"] == 1 and alone["train/grad_norm"] > 0
+    assert metrics["train/grad_norm"] == pytest.approx(alone["train/grad_norm"], rel=1e-5)
+
+
 def test_the_kl_reference_runs_on_pi_olds_path():
     """At θ = θ_ref the KL is 0 to the bit only when π_ref takes the rows as π_old and the training forward
     do (the first epoch's mini-batches, the same micro-batches): on another partition float32 differs by
@@ -587,3 +650,4 @@ def test_the_kl_reference_runs_on_pi_olds_path():
     lrn = Learner(model, cfg, Accelerator(cpu=True), ref_model=copy.deepcopy(model))
     metrics = lrn.update([dataclasses.replace(t, reward=1.0) for t in random_trajs(16, seed=3)], PAD)
     assert metrics["train/kl_ref"] == 0.0 and metrics["train/grad_norm"] == 0.0
+    assert metrics["train/optimizer_steps"] == 2  # the KL term is signal: a step, here on a zero gradient

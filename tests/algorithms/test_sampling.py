@@ -138,6 +138,9 @@ def test_informative_groups():
     ]
     # group 1 all equal; 2 and 3 sampled alone and 4 left with one valid sample: no baseline, dropped
     assert informative_groups(ts, [t.reward for t in ts]) == [0]
+    # the learner's flat groups (`flat_groups`): one float32 ulp apart is rounding, 1e-4 apart a reward
+    ulp, real = [traj(1, 5), traj(1 + 2.0**-23, 5)], [traj(1, 6), traj(1 + 1e-4, 6)]
+    assert informative_groups(ulp + real, [t.reward for t in ulp + real]) == [6]
 
 
 def test_dynamic_sampling_never_fills_a_batch_with_lone_samples():
