@@ -181,7 +181,11 @@ def run_before(a: argparse.Namespace, out: Path, policy_dir: Path) -> dict[str, 
     from argym.agents.hf import HFPolicy
 
     cfg = load(a, from_warm(policy_dir))
-    p = HFPolicy.load(policy_dir, dtype=cfg.policy.dtype)
+    import torch
+
+    p = HFPolicy.load(
+        policy_dir, dtype=cfg.policy.dtype, device="cuda" if torch.cuda.is_available() else "cpu"
+    )
     return {
         "setup_s": 0.0,
         "steps": [],

@@ -113,6 +113,11 @@ class ServedRollout:
                 for ep, obs in zip(episodes, pool.map(_open_and_reset, episodes)):
                     ep.obs = obs
                     ep.extend(policy.renderer.prompt_ids(obs["messages"]), policy=False)
+                    if len(ep.ids) >= self.max_total_tokens:
+                        raise ConfigError(
+                            f"task {ep.task_id!r}'s prompt has {len(ep.ids)} tokens, which leaves no room under "
+                            f"max_total_tokens={self.max_total_tokens}; raise it."
+                        )
                     ep.prompt_len, ep.mask, ep.logprobs = len(ep.ids), [], []
                     ep.seen = len(obs["messages"])
                 live, turn = list(episodes), 0

@@ -72,6 +72,11 @@ def test_one_trl_step_on_served_toolcall_episodes(serve, tmp_path, monkeypatch):
 
         trainer.rollout_func = recording
         trainer.train()
+        prompt = trainer.train_dataset[0]["prompt"]
+        short = ServedRollout(url, max_new_tokens=8, max_total_tokens=50)
+        short.task_ids = rollout.task_ids
+        with pytest.raises(ConfigError, match="leaves no room under max_total_tokens=50"):
+            short([prompt], trainer)  # a clear error, not a negative token budget
     assert trainer.state.global_step == 1
     out = seen[0]
     assert len(out["completion_ids"]) == 4  # 2 tasks x 2 samples: one completion per prompt TRL passed
