@@ -407,3 +407,26 @@ def test_weights_sent_to_vllm_are_the_merged_lora_weights():
         assert torch.allclose(tensor, merged[name], atol=1e-6), name
     q = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.allclose(sent[q], plain[q])  # the adapter's delta is in
+
+
+@pytest.mark.slow
+def test_greedy_multi_turn_episodes_are_token_identical_to_transformers(engine):
+    """A fixed greedy multi-turn case through the rollout engine: Math with three attempts (a wrong answer
+    is told "Incorrect, try again" and the policy answers again), the tiny model in float32 behind both
+    backends. Every token of every episode, the env's rendered replies between the turns included, is the
+    same: the vLLM path is the transformers path, turn after turn."""
+    from argym.agents.evaluate import eval_tasks
+    from argym.agents.rollout import RolloutEngine
+
+    policy, hf = engine
+    env = ("argym/Math-v0", {"tasks": "arithmetic(digits=1,ops=+,terms=2)", "max_attempts": 3})
+    tasks = eval_tasks(*env, "test", 3)
+    sampling = SamplingParams(temperature=0, max_new_tokens=12)
+    runs = []
+    for agent in (policy, hf):
+        with RolloutEngine(*env, agent, sampling=sampling, max_total_tokens=512) as rollouts:
+            runs.append(rollouts.run(tasks, seed=0))
+    got, want = runs
+    assert any(t.turns > 1 for t in want)  # the random tiny model misses: more than one turn to compare
+    for g, w in zip(got, want):
+        assert g.token_ids == w.token_ids and g.loss_mask == w.loss_mask and g.turns == w.turns
