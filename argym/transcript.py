@@ -19,6 +19,7 @@ characters each, and a verdict of at most 2,000.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from argym.types import Trajectory
@@ -55,7 +56,7 @@ def bound_verdict(verdict: Any) -> Any:
     return cut_text(text, MAX_VERDICT_CHARS * 2 // 3, MAX_VERDICT_CHARS // 3)
 
 
-def bound_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+def bound_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """Role and (cut) text of each message, with the middle messages of a long episode cut."""
     out = [_message(m) for m in messages]
     if len(out) > HEAD_MESSAGES + TAIL_MESSAGES + 1:  # + 1: an episode cut once is not cut again
@@ -79,7 +80,7 @@ def transcript(traj: Trajectory) -> dict[str, Any]:
     """``{"messages": [{role, content}], "verdict": ..., "finish_reason": str}`` of one episode, bounded."""
     last = traj.infos[-1] if traj.infos else {}
     return {
-        "messages": bound_messages(list(traj.messages)),
+        "messages": bound_messages(traj.messages),
         "verdict": bound_verdict(last.get("verdict")),
         "finish_reason": str(traj.finish_reason or ""),
     }

@@ -204,7 +204,7 @@ class WorkerPool:
         self.close()
 
 
-POOLS: Registry[Callable[[], WorkerPool]] = Registry("worker pool")
+POOLS: Registry[Callable[..., WorkerPool]] = Registry("worker pool")
 """Name → builder of a worker pool that the envs of a family share (``verifier``, ``tools``): the family's
 module registers it with `@register_pool(name)`, and `Executors.pool(name)` builds it on first use."""
 register_pool = POOLS.register

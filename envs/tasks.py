@@ -145,7 +145,9 @@ class ProceduralSource(TaskSource):
 
     def test_tasks(self) -> list[Task]:
         if self._test is None:
-            out, seen, i = [], set(), 0
+            out: list[Task] = []
+            seen: set[str] = set()
+            i = 0
             while len(out) < self.test_size and i < self.test_size * 1000:
                 t = self._build(i)
                 key = _content_key(t)

@@ -83,7 +83,7 @@ def _sort_key(r: dict[str, Any]) -> tuple:
 
 def parse_date(value: str | datetime | None, what: str) -> datetime | None:
     if value is None or isinstance(value, datetime):
-        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)  # type: ignore[union-attr]
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
     try:
         d = datetime.fromisoformat(str(value))
     except ValueError as e:

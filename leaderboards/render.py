@@ -336,5 +336,5 @@ def _board_table(b: Board, dropped: list[str]) -> Any:
             "date": r.submitted_at[:10],
             "id": str(r.id),
         }
-        table.add_row(*(cells[c.header] for c in table.columns), style="bold" if r.rank == 1 else None)
+        table.add_row(*(cells[str(c.header)] for c in table.columns), style="bold" if r.rank == 1 else None)
     return table

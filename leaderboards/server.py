@@ -112,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         path = unquote(url.path).rstrip("/") or "/"
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        filters = {
+        filters: dict[str, Any] = {
             "agent": q.get("agent"),
             "since": q.get("since"),
             "until": q.get("until"),
@@ -185,5 +185,5 @@ def serve_in_thread(
     """Start a server in a daemon thread; returns it and its base URL (tests, notebooks)."""
     server = make_server(db, host, port)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    h, p = server.server_address[:2]
-    return server, f"http://{h}:{p}"
+    bound_host, bound_port = server.server_address[:2]
+    return server, f"http://{bound_host!s}:{bound_port}"

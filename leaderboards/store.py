@@ -296,7 +296,8 @@ def _insert(db: sqlite3.Connection, sub: Submission, submitted_at: str) -> dict[
             canonical(sub.provenance()),
         ),
     )
-    sub_id = int(cur.lastrowid)
+    sub_id = cur.lastrowid
+    assert sub_id is not None  # an INSERT sets it
     label = db.execute("SELECT label FROM boards WHERE key = ?", (key.key,)).fetchone()[0]
     db.executemany(
         "INSERT INTO episodes (submission_id, idx, task_id, sample, success, reward, turns, tokens, "

@@ -340,9 +340,9 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
             "tokens": _int(e, "tokens", where),
             "infra_failure": _bool(e, "infra_failure", where),
         }
-        shown = _transcript(e, where)
-        if shown is not None:  # absent, not None: a result without transcripts keeps its content hash
-            episode["transcript"] = shown
+        transcript = _transcript(e, where)
+        if transcript is not None:  # absent, not None: a result without transcripts keeps its content hash
+            episode["transcript"] = transcript
         episodes.append(episode)
 
     # recompute the summary from the episodes (agents/evaluate.py's `score`, with argym.stats)

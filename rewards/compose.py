@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argym.rewards.credit import credit_rewards, token_loo_baseline
-from argym.rewards.custom import TaskLookup, callable_component, is_callable_spec
+from argym.rewards.custom import Score, TaskLookup, callable_component, is_callable_spec
 from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
@@ -43,7 +43,7 @@ from argym.registry import Registry
 from argym.stats import within_group_correlation
 from argym.types import Trajectory
 
-SequenceComponent = Callable[[list[Trajectory]], list[float]]
+SequenceComponent = Callable[[list[Trajectory]], Sequence[Score]]
 """Scores each trajectory with one float (format, overlong, SAR); may raise InfrastructureError."""
 
 
@@ -206,8 +206,10 @@ class RewardComposer:
         if (
             set(cfg.weights) == {"outcome"} and cfg.weight("outcome") == 1.0
         ):  # nothing to shape: leave them as is
-            ok = [t for t in trajs if not t.infra_failure]
-            return trajs, ({"reward/outcome": sum(outcome_reward(t) for t in ok) / len(ok)} if ok else {})
+            counted = [t for t in trajs if not t.infra_failure]
+            return trajs, (
+                {"reward/outcome": sum(outcome_reward(t) for t in counted) / len(counted)} if counted else {}
+            )
         failed = [t.infra_failure for t in trajs]
         values: dict[str, list[float]] = {"outcome": [outcome_reward(t) for t in trajs]}
         parts: dict[str, list[float]] = {}  # "<component>/<part>" → per trajectory, logged only
@@ -295,6 +297,7 @@ class RewardComposer:
         raw: list[list[float | None]] = []
         for i, t in enumerate(trajs):
             s = split_steps(t, cfg.separator, self.decode)
+            r: list[float | None]
             try:  # None: the PRM has no opinion on that step (kept out of min-form's minimum)
                 r = (
                     [None if x is None else float(x) for x in self.prm.score(t, s)]

@@ -159,7 +159,7 @@ class ClassifierPRM:
         self.model.train(was)
         return out
 
-    def score(self, trajectory: Trajectory, steps: Sequence[Step] | None = None) -> list[float]:
+    def score(self, trajectory: Trajectory, steps: Sequence[Step] | None = None) -> list[float | None]:
         steps = split_steps(trajectory) if steps is None else steps
         texts = [render_text(step_prefix(trajectory, steps, j)) for j in range(len(steps))]
         return [2.0 * p - 1.0 for p in self.probabilities(texts)] if texts else []
@@ -181,7 +181,8 @@ def build_classifier(
         raise ConfigError(
             "The PRM's tokenizer needs a pad token (the classifier reads the last non-pad token)."
         )
-    config = Qwen2Config(
+    # transformers types Qwen2Config without the **kwargs its base takes (num_labels)
+    config = Qwen2Config(  # type: ignore[call-arg]
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=3 * hidden_size,

@@ -98,7 +98,8 @@ class _DecodedLength:
     """
 
     def __init__(self, ids: list[int], decode: Callable[[list[int]], str]):
-        self.ids, self.decode, self._cache = ids, decode, {}
+        self.ids, self.decode = ids, decode
+        self._cache: dict[int, int] = {}
 
     def __call__(self, k: int) -> int:
         if k not in self._cache:
@@ -143,7 +144,7 @@ def split_steps(
         return [Step(turn=0, text=text, start=start, end=end)]
     ids = traj.token_ids[start : end + 1]
     covered = _DecodedLength(ids, decode)
-    steps = []
+    steps: list[Step] = []
     first = start
     for j, (a, b) in enumerate(chars):
         if j == len(chars) - 1:
@@ -170,7 +171,7 @@ def step_prefix(traj: Trajectory, steps: Sequence[Step], j: int) -> list[Message
     step = steps[j]
     msg_index = turns[step.turn]
     text = "".join(s.text for s in steps[: j + 1] if s.turn == step.turn)
-    return [dict(m) for m in traj.messages[:msg_index]] + [{"role": "assistant", "content": text}]  # type: ignore[misc]
+    return [m.copy() for m in traj.messages[:msg_index]] + [Message(role="assistant", content=text)]
 
 
 def render_text(messages: Sequence[Message]) -> str:

@@ -316,5 +316,7 @@ def _builtin_error(message: str) -> str | None:
     """The builtin exception class named on the last line of a traceback text, else None."""
     lines = message.strip().splitlines()
     m = _ERROR_LINE.match(lines[-1].strip()) if lines else None
-    cls = getattr(builtins, m.group(1), None) if m else None
+    if m is None:
+        return None
+    cls = getattr(builtins, m.group(1), None)
     return m.group(1) if isinstance(cls, type) and issubclass(cls, BaseException) else None

@@ -259,6 +259,10 @@ class MathVerifier:
         return {"parsed": parsed, "correct": reason == "verified", "reason": reason, "boxed": boxed}
 
 
-def _zero(scorer: dict[str, Any] | None) -> dict[str, float]:
+class _Score(TypedDict, total=False):
+    score: float
+
+
+def _zero(scorer: dict[str, Any] | None) -> _Score:
     """A verdict's score part when no answer reached the grader: 0 for a task with its own scorer."""
     return {} if scorer is None else {"score": 0.0}

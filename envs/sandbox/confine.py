@@ -120,6 +120,7 @@ def bwrap_argv(
         "/sandbox",
     ]
     for name in files:
+        assert workdir is not None, "a run's files are bound from its workdir"
         a += ["--ro-bind", str(workdir / name), f"/sandbox/{name}"]
     for m in mounts:
         a += ["--bind" if m.writable else "--ro-bind", m.source, m.target]

@@ -314,7 +314,11 @@ class DockerSandbox(Sandbox):
             except Exception:
                 pass
 
-        timer = threading.Timer(limits.timeout_s + 2.0, lambda: (state.update(timed_out=True), kill()))
+        def time_out() -> None:
+            state["timed_out"] = True
+            kill()
+
+        timer = threading.Timer(limits.timeout_s + 2.0, time_out)
         timer.start()
         stream = None
         try:
@@ -336,10 +340,11 @@ class DockerSandbox(Sandbox):
         finally:
             timer.cancel()
             if state["overflow"] and on_kill is not None:  # a session: stop reading first, then kill
-                try:
-                    stream.close()
-                except Exception:
-                    pass
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except Exception:
+                        pass
                 kill()
         wall = time.monotonic() - start
         code = None

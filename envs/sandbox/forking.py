@@ -37,6 +37,7 @@ class ForkingSlots:
         zygote = self._zygotes.get(slot)
         if zygote is None or not zygote.alive():
             self._stop_zygote(slot)
+            assert self.bwrap is not None  # a run forks only under bubblewrap (`ProcessSandbox.run`)
             argv_ = bwrap_argv(
                 self.bwrap,
                 self._prefix,
@@ -44,7 +45,7 @@ class ForkingSlots:
                 None,
                 [],
                 self.limits,
-                die_with_parent=False,  # type: ignore[arg-type]
+                die_with_parent=False,
             )
             zygote = self._zygotes[slot] = Zygote(argv_, self.python, self.uid(slot), program_env(None))
         env = program_env(None)

@@ -59,7 +59,12 @@ class Pump:
         for t in threads:
             t.start()
         exited = threading.Event()  # a blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps
-        threading.Thread(target=lambda: (run.proc.wait(), exited.set()), daemon=True).start()
+
+        def wait() -> None:
+            run.proc.wait()
+            exited.set()
+
+        threading.Thread(target=wait, daemon=True).start()
         timed_out = not exited.wait(timeout=timeout_s)
         self.kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
         for t in threads:
@@ -116,6 +121,8 @@ def release(run: Started) -> bool:
         if fd is not None:
             os.close(fd)
     for s in (run.proc.stdout, run.proc.stderr, run.proc.stdin):
+        if s is None:
+            continue
         try:
             s.close()
         except OSError:

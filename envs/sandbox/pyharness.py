@@ -108,7 +108,7 @@ def _tb():
 
 def candidate_main(rfd, wfd):
     """The candidate side: say it is up, load the program, then answer calls until EOF."""
-    ns = {"__name__": "__main__", "__builtins__": __builtins__}
+    ns: dict = {"__name__": "__main__", "__builtins__": __builtins__}  # the program's globals: any values
     _send(wfd, ("up",))
     try:
         msg = _recv(rfd)
@@ -193,7 +193,7 @@ def _noargs():
 
 def harness_main(pid, to_child, from_child):
     # asserts: {assert_id: [times held, times not]}; an assert that never ran is absent
-    record = {"asserts": {}, "kind": "ok", "message": ""}
+    record: dict = {"asserts": {}, "kind": "ok", "message": ""}  # the verdict, as JSON
     if "ARGYM_JOB_PARTS" in os.environ:  # docker: the job comes in root-only environment variables
         import base64
 
@@ -206,7 +206,7 @@ def harness_main(pid, to_child, from_child):
     record["nonce"] = job["nonce"]
     deadline = time.monotonic() + float(job["timeout_s"])
     test_lines = job["tests"].splitlines()
-    state = {"dead": None}
+    state: dict = {"dead": None}  # dead: the CandidateError that ended the program
 
     def finish(kind=None, message=""):
         if kind is not None and record["kind"] == "ok":
@@ -321,7 +321,7 @@ def harness_main(pid, to_child, from_child):
             text = f"line {line}: {src}" + (f"\n{note}" if note else "") + (f"\n{err}" if err else "")
             record["kind"], record["message"] = "wrong_answer", _short(text)
 
-    env = {"__name__": "__argym_tests__", "__argym_check": check}
+    env: dict = {"__name__": "__argym_tests__", "__argym_check": check}  # the tests' globals
     try:
         exec(compile(job["context"], "prompt.py", "exec"), env)
         env[job["entry_point"]] = proxy  # tests may name the function instead of using `candidate`
@@ -344,8 +344,8 @@ def _own_source():
     return args[args.index(b"-c") + 1].decode("utf-8")
 
 
-FLOOD = []
-RELAYS = []  # the thread copying the candidate's output; joined before the harness exits
+FLOOD: list[int] = []
+RELAYS: list = []  # the thread copying the candidate's output; joined before the harness exits
 
 
 def _relay(fd, pid, cap):

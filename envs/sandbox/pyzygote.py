@@ -56,7 +56,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
 )
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 LIBC = ctypes.CDLL(None, use_errno=True)
-CODE = {}
+CODE: dict[str, types.CodeType] = {}
 """source → code object: each program's source is compiled once, in the zygote (the last few kept)"""
 KEEP = 8
 
@@ -114,7 +114,7 @@ def _first(spec, fds):
     os.environ.update(spec["env"])
     sys.argv = ["-c", *spec["args"]]
     main = types.ModuleType("__main__")
-    main.__builtins__ = __builtins__
+    main.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main
     code = 0
     try:

@@ -133,6 +133,7 @@ class DockerWorkspace(Workspace):
                 trees = [(base, ROOT.lstrip("/"), self.uid), (base / ".git", BASE_GIT.lstrip("/"), 0)]
                 self.box.put_archive("/", _tar_of_trees(trees))
             else:
+                assert tree is not None  # given, or the image's own
                 with open(tree, "rb") as f:
                     self.box.put_archive("/", f)
         except Exception as e:

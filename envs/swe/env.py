@@ -190,8 +190,8 @@ class SWEEnv(TextEnv):
         assert self._tools is not None
         turn = parse_tool_calls(action)
         if not turn.calls:
-            problem = " ".join(turn.errors) if turn.errors else "Your turn called no tool."
-            msg = f"{problem} Use the tools to work on the repository, and call submit when you are done."
+            said = " ".join(turn.errors) if turn.errors else "Your turn called no tool."
+            msg = f"{said} Use the tools to work on the repository, and call submit when you are done."
             return self._maybe_last(
                 Reply(
                     messages=[{"role": "user", "content": msg}],
@@ -346,7 +346,9 @@ def _truncated(reply: Reply) -> Reply:
 def patch_to_calls(patch: str) -> list[ToolCall]:
     """Each hunk of a unified diff as a ``str_replace`` (old lines → new lines) on its file."""
     calls: list[ToolCall] = []
-    path, old, new, in_hunk = "", [], [], False
+    path, in_hunk = "", False
+    old: list[str] = []
+    new: list[str] = []
 
     def flush() -> None:
         if in_hunk and path:

@@ -231,7 +231,7 @@ def draw_sentinels(ws: Workspace, instance: Instance) -> Sentinels | None:
         return None
     base = getattr(ws, "base", None)
     config = base_config(Path(base), instance) if base else None
-    if config and "python_functions" in (pytest_options(Path(base) / config) or {}):
+    if base and config and "python_functions" in (pytest_options(Path(base) / config) or {}):
         return None
     return Sentinels.draw(instance)
 

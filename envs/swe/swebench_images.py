@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from argym.envs.sandbox.base import Limits, Sandbox, SandboxError, SandboxUnavailable
 from argym.envs.swe.docker_workspace import DockerWorkspace
@@ -36,6 +36,9 @@ from argym.envs.swe.instances import Instance
 from argym.envs.swe.workspace import BASE_GIT, DEFAULT_LIMITS, ROOT, Workspace
 
 from argym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from argym.envs.sandbox.docker import DockerSandbox
 
 PREPARED_REPO = "argym-swe-prepared"
 _LOCK = threading.Lock()
@@ -103,22 +106,22 @@ def prepared_image(sandbox: Sandbox, instance: Instance) -> tuple[str, int]:
             f"{instance.instance_id} lives in the Docker image {instance.image!r}: run it with "
             f"sandbox=docker (the {sandbox.backend} backend builds workspaces from shipped sources)."
         )
+    docker = cast("DockerSandbox", sandbox)  # its backend says so
     key = (instance.image, instance.base_commit)
     with _LOCK:
         if key in _PREPARED:
             return _PREPARED[key]
-        client = sandbox.client  # type: ignore[attr-defined]
-        ensure_image(client, instance.image, instance.instance_id)
-        box = sandbox.start_session(
-            Limits(timeout_s=600, memory_mb=4096, processes=256, file_size_mb=2048),  # type: ignore[attr-defined]
+        ensure_image(docker.client, instance.image, instance.instance_id)
+        box = docker.start_session(
+            Limits(timeout_s=600, memory_mb=4096, processes=256, file_size_mb=2048),
             image=instance.image,
             workdir="/",
         )
         try:
-            r = sandbox.exec_in(
+            r = docker.exec_in(
                 box,
                 ["bash", "-c", STRIP_SCRIPT, "strip", instance.base_commit],
-                user="0",  # type: ignore[attr-defined]
+                user="0",
                 workdir="/",
                 limits=Limits(timeout_s=600, output_bytes=1 << 16),
             )

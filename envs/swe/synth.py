@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from argym.envs.sandbox.base import make_sandbox
+from argym.envs.sandbox.process import ProcessSandbox
 from argym.envs.swe import diffs, grading
 from argym.envs.swe.instances import Instance
 from argym.envs.swe.project import build_repo, git, sdist_tree
@@ -114,7 +114,8 @@ def _expr_mutations(node: ast.AST) -> Iterator[tuple[str, ast.expr, Callable[[],
             lambda: ast.Compare(node.left, [_FLIP[type(node.ops[0])]()], node.comparators),
         )
     elif isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value < 1000:
-        yield "off_by_one", node, lambda: ast.Constant(node.value + 1)
+        number: int = node.value
+        yield "off_by_one", node, lambda: ast.Constant(number + 1)
     elif isinstance(node, ast.Constant) and type(node.value) is bool:
         yield "change_constant", node, lambda: ast.Constant(not node.value)
     elif (
@@ -140,6 +141,10 @@ def _expr_mutations(node: ast.AST) -> Iterator[tuple[str, ast.expr, Callable[[],
         )
 
 
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
 def mutations(source: str, path: str) -> Iterator[Mutation]:
     """Every candidate mutation of every function in `source` (module-level and methods)."""
     tree = ast.parse(source)
@@ -157,15 +162,13 @@ def mutations(source: str, path: str) -> Iterator[Mutation]:
             if node is fn:
                 continue
             if isinstance(node, ast.If) and not node.orelse and node.lineno != fn.lineno:
-                indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)
-                yield Mutation(
-                    path, qualname, "drop_branch", node.lineno, node.end_lineno, (indent + "pass",)
-                )
+                indent = _indent(lines[node.lineno - 1])
+                end = node.end_lineno or node.lineno
+                yield Mutation(path, qualname, "drop_branch", node.lineno, end, (indent + "pass",))
             elif isinstance(node, ast.Return) and node.value is not None:
-                indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)
-                yield Mutation(
-                    path, qualname, "remove_return", node.lineno, node.end_lineno, (indent + "pass",)
-                )
+                indent = _indent(lines[node.lineno - 1])
+                end = node.end_lineno or node.lineno
+                yield Mutation(path, qualname, "remove_return", node.lineno, end, (indent + "pass",))
             for op, target, build in _expr_mutations(node):
                 try:
                     seg = _replace_segment(lines, target, ast.unparse(build()))
@@ -226,7 +229,7 @@ def synthesize(
     repo_name = REPOS.get(package, f"pypi/{package}")
     work = Path(tempfile.mkdtemp(prefix="argym-synth-"))
     os.chmod(work, 0o755)  # the sandbox's uid binds the base repository's git directory from here
-    sandbox = make_sandbox("process", slots=1)
+    sandbox = ProcessSandbox(slots=1)
     try:
         pristine = work / "pristine"
         setup_commit = build_repo(tree, pristine)

@@ -111,7 +111,8 @@ def search(req):
         for dirpath, dirnames, filenames in os.walk(real):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
             files.extend(os.path.join(dirpath, f) for f in sorted(filenames))
-    hits, more = [], 0
+    hits: list[str] = []
+    more = 0
     for path in files:
         try:
             if not stat.S_ISREG(os.lstat(path).st_mode) or os.path.getsize(path) > MAX_FILE:

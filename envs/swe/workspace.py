@@ -37,7 +37,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox
 from argym.envs.sandbox.disk import BoundedDir
@@ -45,6 +45,9 @@ from argym.envs.swe.project import cache_root
 
 from argym.errors import ConfigError, MissingDependencyError
 from argym.registry import Registry
+
+if TYPE_CHECKING:
+    from argym.envs.sandbox.process import ProcessSandbox
 
 ROOT = "/testbed"
 BASE_GIT = "/opt/argym/base.git"
@@ -132,7 +135,7 @@ def test_env(python: str) -> Path:
             for f in dist.files or []:
                 if f.parts[0] == ".." or "__pycache__" in f.parts:
                     continue
-                src = Path(dist.locate_file(f))
+                src = Path(str(dist.locate_file(f)))
                 if src.is_file():
                     dest = site / f
                     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +180,7 @@ class ProcessWorkspace(Workspace):
     backend = "process"
 
     def __init__(
-        self, sandbox: Sandbox, base: Path, limits: Limits = DEFAULT_LIMITS, tree: Path | None = None
+        self, sandbox: ProcessSandbox, base: Path, limits: Limits = DEFAULT_LIMITS, tree: Path | None = None
     ):
         super().__init__(limits)
         if not hasattr(sandbox, "run_mounted"):
@@ -220,7 +223,7 @@ class ProcessWorkspace(Workspace):
             self.mounts,
             chdir=ROOT,
             stdin=stdin,
-            env=self.env,  # type: ignore[attr-defined]
+            env=self.env,
             limits=limits,
         )
 
@@ -280,4 +283,5 @@ def open_workspace(
 def _open_process(
     sandbox: Sandbox, base: Path, limits: Limits, snapshot: dict[str, Any] | None
 ) -> ProcessWorkspace:
-    return ProcessWorkspace(sandbox, base, limits, tree=Path(snapshot["tree"]) if snapshot else None)
+    tree = Path(snapshot["tree"]) if snapshot else None
+    return ProcessWorkspace(cast("ProcessSandbox", sandbox), base, limits, tree=tree)  # it checks

@@ -125,16 +125,23 @@ def _check_one(
     return CheckResult(True)
 
 
+def _as_bfcl_reads(value: Any, type_name: str) -> Any:
+    """`value` as BFCL compares it: an int where a float is expected is that float, a tuple a list."""
+    if type_name == "float" and type(value) is int:  # BFCL's int -> float leniency
+        return float(value)
+    if type_name == "tuple" and type(value) is tuple:
+        return list(value)
+    return value
+
+
 def _check_value(param: str, value: Any, prop: dict[str, Any], allowed: list[Any]) -> str | None:
     type_name = prop.get("type", "any")
     expected = PY_TYPES.get(type_name, str)
-    if type_name == "float" and type(value) is int:  # BFCL's int -> float leniency
-        value = float(value)
-    if type_name == "tuple" and type(value) is tuple:
-        value = list(value)
+    value = _as_bfcl_reads(value, type_name)
     sample = next((a for a in allowed if a != ""), _NONE)
     variable = sample is not _NONE and type(sample) is not expected
-    if type(value) is expected:
+    exact = type(value) is expected  # a bool: `type(value) is expected` would narrow `value` to object
+    if exact:
         items = (
             PY_TYPES.get((prop.get("items") or {}).get("type", ""))
             if type_name in ("array", "tuple")

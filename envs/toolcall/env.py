@@ -400,10 +400,10 @@ class ToolCallEnv(TextEnv):
         plan = task.meta["plan"]
         done = sum(1 for m in self._messages if m.get("role") == "assistant")
         if done < len(plan):
-            calls = [
+            planned = [
                 ToolCall(c["name"], c["arguments"], f"call_{done}_{i}") for i, c in enumerate(plan[done])
             ]
-            return format_calls(calls, self.oracle_style)
+            return format_calls(planned, self.oracle_style)
         return f"The answer is {task.answer}."
 
     def grader_versions(self) -> dict[str, str]:

@@ -58,6 +58,7 @@ def make_task(index: int, kinds: tuple[str, ...] = KINDS) -> Task:
     a, b, c = picks
     fa, fb = a["facts"], b["facts"]
     store: dict[str, str] = {}
+    tools: tuple[str, ...]  # the tools the task needs
     if kind == "population_sum":
         towns = picks[: 2 + int(rng.integers(2))]
         names = [t["title"] for t in towns]

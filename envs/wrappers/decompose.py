@@ -36,16 +36,16 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
-from argym.envs.base import Action, EnvState, parse_action, render_messages
+from argym.envs.base import Action, EnvState, TextEnv, parse_action, render_messages
 from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.wrappers.checkable import NotCheckable, SubQuestion, check_subquestion, parse_number
 from argym.rewards.credit import min_form_rewards
 
 from argym.errors import ConfigError, EnvStateError
-from argym.types import Message
+from argym.types import Message, Task
 
 WRAPPER_KEY = "DecomposeReasoner"
 DECOMPOSE_PROMPT = "Break it into sub-questions, one per line (expressions like 38 * 12, or quantities)."
@@ -117,9 +117,14 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._inner_len: int = s["inner_len"]
 
     @property
+    def _task(self) -> Task:
+        """The wrapped `TextEnv`'s current task."""
+        return cast(TextEnv, self.env.unwrapped).task
+
+    @property
     def known_steps(self) -> list[dict[str, Any]]:
         """The task's intermediate quantities (``meta["steps"]``), [] when it lists none."""
-        return list(self.env.unwrapped.task.meta.get("steps", []))
+        return list(self._task.meta.get("steps", []))
 
     @property
     def step_scores(self) -> list[float]:
@@ -184,7 +189,7 @@ class DecomposeReasoner(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 "success": False,
                 "infra_failure": False,
                 "turn": self._turn,
-                "task_id": self.env.unwrapped.task.id,
+                "task_id": self._task.id,
             }
         )
         return self._obs(), 0.0, False, False, info
