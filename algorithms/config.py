@@ -27,9 +27,8 @@ from argym.algorithms.cluster_config import ClusterConfig
 from argym.algorithms.decomposer import DecomposerConfig
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.r3l.retry import R3LConfig
-from argym.algorithms.registry import ADVANTAGES
+from argym.algorithms.registry import ADVANTAGES, STRATEGIES
 from argym.algorithms.sampling import SamplingConfig
-from argym.algorithms.strategies import STRATEGIES
 from argym.rewards.compose import RewardConfig
 
 from argym.errors import ConfigError, did_you_mean

@@ -30,7 +30,7 @@ def compute_advantages(batch: TrainBatch, config: LearnerConfig, accelerator: Ac
     (π_old against π_ref), as RLOO and REINFORCE++ do.
     """
     cfg, mask = config, batch.loss_mask
-    advantage_fn = ADVANTAGES.get(cfg.advantage)
+    advantage_fn: Estimator = ADVANTAGES.get(cfg.advantage)
     outcome = level_flat_groups(AdvantageInputs.of(batch))
     rewards, token_rewards = outcome.rewards, outcome.token_rewards
     if cfg.kl_in_reward and cfg.kl_coef > 0:

@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from argym.registry import Registry
+from argym.algorithms.registry import STRATEGIES as STRATEGIES  # this module's table, re-exported
+
 from argym.types import Task, Trajectory
 
 if TYPE_CHECKING:
@@ -49,14 +50,11 @@ class StrategyEntry:
     counts: frozenset[str] = frozenset()
 
 
-STRATEGIES: Registry[StrategyEntry] = Registry("rollout strategy")
-
-
 def register_strategy(name: str, counts: Sequence[str] = ()) -> Callable[[StrategyBuilder], StrategyBuilder]:
     """Decorator filing a strategy builder under `name` (``rollout.strategy: NAME``); returns it unchanged."""
 
     def deco(build: StrategyBuilder) -> StrategyBuilder:
-        STRATEGIES.add(name, StrategyEntry(build, frozenset(counts)))
+        STRATEGIES.add(name, StrategyEntry(build, frozenset(counts)), module=build.__module__)
         return build
 
     return deco
@@ -64,7 +62,8 @@ def register_strategy(name: str, counts: Sequence[str] = ()) -> Callable[[Strate
 
 def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
     """The rollout strategy `cfg.rollout.strategy` names, built for this run."""
-    return STRATEGIES.get(cfg.rollout.strategy).build(cfg, engine, policy)
+    entry: StrategyEntry = STRATEGIES.get(cfg.rollout.strategy)
+    return entry.build(cfg, engine, policy)
 
 
 def combine_metrics(
