@@ -37,7 +37,6 @@ BUILTIN_MODULES = (
     "argym.algorithms.losses",
     "argym.algorithms.presets",
     "argym.algorithms.strategies",
-    "argym.check.corpus",
 )
 """Modules whose import registers argym's own parts (`catalog` imports them first)."""
 

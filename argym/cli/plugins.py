@@ -19,6 +19,7 @@ def plugins(imports: tuple[str, ...], as_json: bool) -> None:
 
     A recipe names parts from these lists; `--import my_pkg.parts` shows what your module adds.
     """
+    import argym.check.corpus  # noqa: F401  (argym check's exploit families and exploits, listed too)
     from argym.registry import catalog
 
     with user_errors():
