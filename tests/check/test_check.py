@@ -22,6 +22,7 @@ import pytest
 from argym.envs.base import Reply, TextEnv
 from argym.envs.tasks import ListSource
 
+import argym
 from argym.check import CheckConfig, Exploit, register_exploit, run_checks
 from argym.check.corpus import unregister_exploit
 from argym.types import Task
@@ -390,3 +391,11 @@ def test_an_unknown_env_or_module_is_a_one_line_usage_error() -> None:
         timeout=60,
     )
     assert run.returncode == 2 and "no_such_module_xyz" in run.stderr, run.stderr
+
+
+def test_a_module_that_cannot_be_imported_is_one_error_for_the_cli_and_for_python_callers() -> None:
+    """`run_checks` and the CLI import user modules with one function: its error is a ConfigError (the CLI's
+    one line) and an ImportError (what `run_checks` raised before)."""
+    with pytest.raises(ImportError, match="--import no_such_module_xyz: no module 'no_such_module_xyz'") as e:
+        run_checks(CheckConfig("checkuser/Guess-v0", imports=("no_such_module_xyz",)))
+    assert isinstance(e.value, argym.ConfigError)

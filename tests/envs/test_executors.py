@@ -151,3 +151,23 @@ def test_a_wrapped_env_made_with_executors_keeps_its_spec_and_shares_them() -> N
         assert env.spec is not None and env.spec.kwargs["executors"] is executors
         assert env.unwrapped.executors is executors
         env.close()
+
+
+def test_executors_build_the_pool_a_family_registers_and_keep_one_handed_in() -> None:
+    """`envs/executors.py` imports no family: a family registers its pool's builder (`POOLS`) by name."""
+    from argym.envs.executors import POOLS
+
+    POOLS.add("getpid", lambda: WorkerPool("os:getpid", workers=1, deadline_s=5.0))
+    try:
+        with Executors() as executors:
+            pool = executors.pool("getpid")
+            assert executors.pool("getpid") is pool and pool.call() != os.getpid()
+        with pytest.raises(argym.ConfigError, match="Unknown worker pool 'nope'"):
+            Executors().pool("nope")
+        with (
+            WorkerPool("os:getpid", workers=1, deadline_s=5.0) as mine,
+            Executors(verifier=mine) as executors,
+        ):
+            assert executors.verifier is mine and executors.pool("verifier") is mine
+    finally:
+        POOLS.remove("getpid")
