@@ -75,15 +75,19 @@ def bwrap_argv(
     mounts: tuple[Mount, ...] = (),
     chdir: str = "/sandbox",
     die_with_parent: bool = True,
+    as_pid_1: bool = False,
 ) -> list[str]:
     """bubblewrap's arguments for one run: every namespace, no capabilities, a cleared environment, the host's
     ``/usr`` and interpreter `prefix` read-only with `site_dirs` masked, private ``/proc`` and ``/dev``, tmpfs
     ``/tmp`` and ``/sandbox`` of ``disk_mb``, the staged `files` and the `mounts` bound in. `die_with_parent`:
-    killed when the thread that started it ends (a slot's zygote instead ends when its socket closes)."""
+    killed when the thread that started it ends (a slot's zygote instead ends when its socket closes).
+    `as_pid_1`: the command is pid 1 of the PID namespace, without bubblewrap's reaper there (which outlives
+    bubblewrap's own exit, to be reaped by the host's init)."""
     a = [
         bwrap,
         "--unshare-all",
         *(["--die-with-parent"] if die_with_parent else []),
+        *(["--as-pid-1"] if as_pid_1 else []),
         "--new-session",
         "--cap-drop",
         "ALL",

@@ -46,6 +46,7 @@ class ForkingSlots:
                 [],
                 self.limits,
                 die_with_parent=False,
+                as_pid_1=True,
             )
             zygote = self._zygotes[slot] = Zygote(argv_, self.python, self.uid(slot), program_env(None))
         env = program_env(None)

@@ -21,18 +21,25 @@ Per run (the reasons: docs/sandboxes.md, "Why the process backend is built this 
   the kernel's OOM killer acts inside the group only. Where no cgroup can be
   made, a one-time warning says so and the bound is ``memory_mb`` per process
   (RLIMIT_AS) times ``processes`` (RLIMIT_NPROC) (``ProcessSandbox.tree_limit``).
+  ``cgroups=False`` makes none even where one could be made (that fallback, on
+  purpose: the tests run it so).
 - **wall clock**: past the timeout the whole tree is killed: the process
   group, bwrap's PID namespace (which takes daemonised grandchildren with
-  it) and any process left with the slot's uid; a forked run: its middle
-  process (through a pidfd), with it its PID namespace, and its cgroup.
+  it) and any process left with the slot's uid; a forked run: pid 1 of its
+  PID namespace (with it, everything in that namespace) and its middle
+  process, through pidfds, its cgroup, and, as root, after a forced end,
+  every process of the slot's uid but the zygote's. None of this needs the
+  cgroup; and the host never blocks on a pipe that something of a run still
+  holds (docs/sandboxes.md, "Forking slots").
 - **output**: stdout and stderr are read concurrently, each capped; a flood
   kills the run (``output_truncated``).
 - environment cleared; ``python -I -S``; stdin is what the caller gives, then EOF.
 - **forking slots** (``warm=True``): a ``python -c`` program run with
   ``run(..., warm=True)`` is forked from the slot's zygote, an interpreter kept
   in the slot's bubblewrap sandbox with the harness's imports done, into a fresh
-  user, mount, PID, IPC and UTS namespace with its own ``/proc``, tmpfs and
-  cgroup (`argym.envs.sandbox.zygote`; docs/sandboxes.md, "Forking slots").
+  user, mount, PID, network, IPC and UTS namespace with its own ``/proc``, one
+  tmpfs for ``/sandbox``, ``/tmp`` and ``/dev/shm``, and cgroup
+  (`argym.envs.sandbox.zygote`; docs/sandboxes.md, "Forking slots").
 - **housekeeping**: the sandbox's temporary folder and cgroups are named with
   the owner's pid and removed at close or interpreter exit; a new sandbox
   removes those whose owner is dead (a killed process leaves them behind).
@@ -95,6 +102,9 @@ class ProcessSandbox(ForkingSlots, Sandbox):
 
     `python` is the interpreter used for ``argv[0] == "python"``; `limits` are
     the defaults of `run`. As root each slot leases its own uid (`lease_uids`).
+    `warm`: fork ``run(..., warm=True)`` programs from each slot's zygote.
+    `cgroups=False`: make no cgroup for runs, even where one could be made (the
+    path of hosts without a writable cgroup; `tree_limit` then says so).
     """
 
     backend = "process"
@@ -107,6 +117,7 @@ class ProcessSandbox(ForkingSlots, Sandbox):
         allow_weak: bool = False,
         tmp_dir: str | None = None,
         warm: bool = True,
+        cgroups: bool = True,
     ):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}.")
@@ -138,11 +149,12 @@ class ProcessSandbox(ForkingSlots, Sandbox):
         disk.reap(parent, _PREFIX)
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         os.chmod(self._tmp, 0o711)
-        self._layout = self._tree_layout()
+        self._layout = self._tree_layout() if cgroups else None
         self.tree_limit = (
             f"cgroup v{self._layout.version}"
             if self._layout
-            else "none: memory_mb per process (RLIMIT_AS) x processes (RLIMIT_NPROC)"
+            else f"none{'' if cgroups else ' (cgroups=False)'}: memory_mb per process (RLIMIT_AS) x processes "
+            f"(RLIMIT_NPROC)"
         )
         """How memory_mb and processes bound a run's tree: a cgroup, or only per process."""
         self._release = weakref.finalize(self, _release, self._tmp, self._layout, self._zygotes)
@@ -364,7 +376,10 @@ class ProcessSandbox(ForkingSlots, Sandbox):
         """Hand `stdin` to a started run, wait for it within its timeout, kill its tree and collect."""
         start = time.monotonic()
         if isinstance(run.proc, Forked):
-            pump = Pump(run, lambda: run.proc.kill(run.group))  # type: ignore[union-attr]
+            forked, uid = run.proc, run.uid
+            zygote = forked.zygote
+            sweep = (lambda: kill_uid(uid, spare=zygote.own_pids())) if uid is not None else None
+            pump = Pump(run, lambda: forked.kill(run.group, sweep))
         else:
             pump = Pump(run, lambda: kill_tree(run.proc, run.uid, run.group))
         timed_out = pump.wait(stdin, run.limits.timeout_s)

@@ -4,19 +4,23 @@ whole tree killed (`kill_tree`) and what it held released (`release`)."""
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from argym.envs.sandbox import cgroup
 from argym.envs.sandbox.base import Limits
 from argym.envs.sandbox.uids import kill_uid
+
+_GRACE_S = 2.0
+"""After the kill, how long the pump waits for the run's pipes to reach their end before it stops using them."""
 
 
 @dataclass
@@ -44,17 +48,23 @@ class Pump:
         self.overflow = False
 
     def wait(self, stdin: bytes | None, timeout_s: float) -> bool:
-        """Run to the end or to `timeout_s`, then kill the whole tree; True if the timeout came first."""
+        """Run to the end or to `timeout_s`, then kill the whole tree; True if the timeout came first.
+
+        Every thread reads or writes through ``poll`` on its pipe and on a stop pipe: once the tree is
+        killed, the pipes reach their end at once, and if something the kill missed still holds one, the
+        threads stop anyway (``_GRACE_S`` later), so that nothing it holds can block the host, and the
+        pipes are closed only once no thread uses them."""
         run, cap = self.run, self.run.limits.output_bytes
+        stop_r, stop_w = os.pipe()
         jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
-            (self._drain, (run.proc.stdout.read1, self.out, cap)),  # type: ignore[union-attr]
-            (self._drain, (run.proc.stderr.read1, self.err, cap)),  # type: ignore[union-attr]
-            (self._feed, (stdin,)),
+            (self._drain, (run.proc.stdout.fileno(), self.out, cap, stop_r)),  # type: ignore[union-attr]
+            (self._drain, (run.proc.stderr.fileno(), self.err, cap, stop_r)),  # type: ignore[union-attr]
+            (self._feed, (stdin, stop_r)),
         ]
         if run.result_r is not None:
-            jobs.append((self._drain, (partial(os.read, run.result_r), self.res, 1 << 20)))
+            jobs.append((self._drain, (run.result_r, self.res, 1 << 20, stop_r)))
         if run.status_r is not None:
-            jobs.append((self._drain, (partial(os.read, run.status_r), self.status, 1 << 16)))
+            jobs.append((self._drain, (run.status_r, self.status, 1 << 16, stop_r)))
         threads = [threading.Thread(target=f, args=a, daemon=True) for f, a in jobs]
         for t in threads:
             t.start()
@@ -67,13 +77,28 @@ class Pump:
         threading.Thread(target=wait, daemon=True).start()
         timed_out = not exited.wait(timeout=timeout_s)
         self.kill()  # the whole tree, also after a normal exit (daemonised grandchildren)
+        end = time.monotonic() + _GRACE_S
         for t in threads:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, end - time.monotonic()))
+        os.write(stop_w, b"x")  # whatever still holds a pipe, the host stops reading and writing it
+        for t in threads:
+            t.join(timeout=_GRACE_S)
+        os.close(stop_w)
+        if not any(t.is_alive() for t in threads):  # else left open: a thread may still poll it
+            os.close(stop_r)
         return timed_out
 
-    def _drain(self, read: Callable[[int], bytes], buf: bytearray, cap: int) -> None:
+    def _drain(self, fd: int, buf: bytearray, cap: int, stop_r: int) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(stop_r, select.POLLIN)
         while True:
-            chunk = read(65536)
+            if stop_r in dict(poller.poll()):
+                return
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return
             if not chunk:
                 return
             room = cap - len(buf)
@@ -83,11 +108,27 @@ class Pump:
                 self.kill()
                 return
 
-    def _feed(self, stdin: bytes | None) -> None:
+    def _feed(self, stdin: bytes | None, stop_r: int) -> None:
+        pipe = self.run.proc.stdin
         try:
             if stdin:
-                self.run.proc.stdin.write(stdin)  # type: ignore[union-attr]
-            self.run.proc.stdin.close()  # type: ignore[union-attr]
+                fd = pipe.fileno()  # type: ignore[union-attr]
+                os.set_blocking(fd, False)  # our end's own flag: the program's end stays blocking
+                poller = select.poll()
+                poller.register(fd, select.POLLOUT)
+                poller.register(stop_r, select.POLLIN)
+                data = memoryview(stdin)
+                while data:
+                    events = dict(poller.poll())
+                    if stop_r in events:
+                        break
+                    if events.get(fd, 0) & (select.POLLERR | select.POLLHUP):
+                        break
+                    try:
+                        data = data[os.write(fd, data) :]
+                    except BlockingIOError:
+                        pass
+            pipe.close()  # type: ignore[union-attr]
         except OSError:
             pass
 
@@ -96,7 +137,7 @@ def kill_tree(proc: subprocess.Popen, uid: int | None, group: cgroup.TreeGroup |
     """Kill the whole tree. As root, the slot's processes go first, so that bwrap reaps its
     namespace (a killed bwrap would leave its child a zombie for the host's init)."""
     if uid is not None and proc.poll() is None:
-        kill_uid(uid, wait_s=1.0, spare=proc.pid)
+        kill_uid(uid, wait_s=1.0, spare=(proc.pid,))
         try:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -127,6 +168,9 @@ def release(run: Started) -> bool:
             s.close()
         except OSError:
             pass
+    close = getattr(run.proc, "close", None)  # a forked run: what the host holds of it
+    if close is not None:
+        close()
     if run.workdir is not None:
         shutil.rmtree(run.workdir, ignore_errors=True)
     oom = run.group is not None and run.group.oom_kills() > 0  # a fresh group: every kill was this run's

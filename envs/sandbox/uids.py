@@ -12,6 +12,7 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Collection
 
 from argym.envs.sandbox.base import SandboxUnavailable
 
@@ -21,8 +22,9 @@ UID_POOL = 40_000
 LEASE_DIR = os.path.join(tempfile.gettempdir(), "argym-sandbox-uids")
 
 
-def kill_uid(uid: int, wait_s: float = 3.0, spare: int | None = None) -> int:
-    """SIGKILL every live process owned by `uid` (but `spare`) until none is left; returns the most seen.
+def kill_uid(uid: int, wait_s: float = 3.0, spare: Collection[int] = ()) -> int:
+    """SIGKILL every live process owned by `uid` (but those in `spare`) until none is left; returns the most
+    seen.
 
     Zombies are dead already; they wait for their parent (or the host's init) to reap them.
     """
@@ -30,7 +32,7 @@ def kill_uid(uid: int, wait_s: float = 3.0, spare: int | None = None) -> int:
     while True:
         found = 0
         for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == spare:
+            if not name.isdigit() or int(name) in spare:
                 continue
             try:
                 if os.stat(f"/proc/{name}").st_uid != uid:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from argym.envs.sandbox import cgroup
@@ -24,33 +27,61 @@ from argym.envs.sandbox.base import Limits, SandboxError
 from argym.envs.sandbox.confine import rlimits
 
 SOURCE = (Path(__file__).with_name("pyzygote.py")).read_text(encoding="utf-8")
-OUTSIDE_THE_RUN = 4
-"""Processes of the slot's uid that are not the run's: bubblewrap, its init, the zygote and the run's middle
-process; the run's RLIMIT_NPROC is its `processes` plus these (the kernel counts every process of the uid)."""
+OUTSIDE_THE_RUN = 3
+"""Processes of the slot's uid that are not the run's: bubblewrap, the zygote (pid 1 of bubblewrap's PID
+namespace) and the run's middle process; the run's RLIMIT_NPROC is its `processes` plus these (the kernel
+counts every process of the uid)."""
 _HANDOVER_S = 10.0
 """How long the zygote may take to fork a run and name it: past it the zygote is taken for broken."""
+_CREDS = struct.calcsize("3i")
+"""struct ucred: pid, uid, gid"""
+_STOP_S = 2.0
+"""How long a stopped zygote may take to end before it is killed."""
+_END_S = 10.0
+"""How long a killed run may take to end: past it the zygote is stopped, and the run with it."""
+
+
+def _exited(pidfd: int, timeout_s: float) -> bool:
+    """True once the process of `pidfd` has exited (at most `timeout_s` from now)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
+
+
+def _kill(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 class Forked:
     """A run forked by a zygote, shaped as much like `subprocess.Popen` as `Pump` and `release` need: its
-    pipes, ``pid`` (the middle process, as the host sees it), ``wait``/``poll``/``returncode``."""
+    pipes, ``pid`` (the middle process, as the host sees it), ``wait``/``poll``/``returncode``, `kill` and
+    `close`."""
 
-    def __init__(self, pid: int, pidfd: int, stdin: int, stdout: int, stderr: int, zygote: Zygote):
+    def __init__(
+        self, pid: int, pidfd: int, own: socket.socket, stdin: int, stdout: int, stderr: int, zygote: Zygote
+    ):
         self.pid = pid
         self._pidfd: int | None = pidfd
         """the middle process's pidfd: a signal reaches it, never a later process given its pid"""
+        self._own: socket.socket | None = own
+        """the run's socket, on which the middle sends pid 1's pidfd"""
+        self._first: int | None = None
+        """pid 1 of the run's PID namespace (its pidfd), once `_first_pidfd` has it"""
         self._lock = threading.Lock()
         self.stdin = os.fdopen(stdin, "wb")
         self.stdout = os.fdopen(stdout, "rb")
         self.stderr = os.fdopen(stderr, "rb")
         self.returncode: int | None = None
         self._done = threading.Event()
-        self._zygote = zygote
+        self.zygote = zygote
         threading.Thread(target=self._status, daemon=True).start()
 
     def _status(self) -> None:
         """The zygote's report of how the run ended (or, if the zygote died, a kill)."""
-        status = self._zygote.status()
+        status = self.zygote.status()
         with self._lock:
             self.returncode = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
             os.close(self._pidfd)  # type: ignore[arg-type]
@@ -65,21 +96,67 @@ class Forked:
     def poll(self) -> int | None:
         return self.returncode
 
-    def kill(self, group: cgroup.TreeGroup | None) -> None:
-        """The whole run: its cgroup, and the middle process (pid 1 of the run's PID namespace dies with it,
-        and with pid 1 everything in that namespace)."""
+    def _first_pidfd(self) -> tuple[int | None, bool]:
+        """pid 1's pidfd, received once (the middle sends it as soon as pid 1 exists, before the program
+        runs); (None, True) where no pid 1 ever ran the program (the middle failed, or was killed, first);
+        (None, False) where the middle did not answer in time."""
+        if self._own is not None:
+            own, self._own = self._own, None
+            try:
+                own.settimeout(_HANDOVER_S)
+                # room for the credentials too (SO_PASSCRED is on), or the descriptor would be cut off
+                _, anc, _, _ = own.recvmsg(16, socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_CREDS))
+                fds = [
+                    int.from_bytes(data[i : i + 4], sys.byteorder, signed=True)
+                    for level, kind, data in anc
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+                    for i in range(0, len(data) - len(data) % 4, 4)
+                ]
+                for extra in fds[1:]:
+                    os.close(extra)
+                self._first = fds[0] if fds else None
+                answered = True
+            except OSError:
+                answered = False
+            finally:
+                own.close()
+            if not answered:
+                return None, False
+        return self._first, True
+
+    def kill(self, group: cgroup.TreeGroup | None, sweep: Callable[[], None] | None = None) -> None:
+        """End the whole run, whatever it did to its death signals: pid 1 of its PID namespace (the kernel
+        ends everything else in the namespace with it) and the middle, through their pidfds, and the run's
+        cgroup. A run that was still running when killed is then swept (`sweep`: every process of the
+        slot's uid but the zygote's). A run that does not end in time takes the zygote with it: it is pid 1
+        of bubblewrap's namespace, so everything of the slot ends."""
         with self._lock:
-            if self._pidfd is not None:
-                try:
-                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            first, answered = self._first_pidfd()
+            forced = not answered or (first is not None and not _exited(first, 0))
+            for fd in (first, self._pidfd):
+                if fd is not None:
+                    _kill(fd)
         if group is not None:
             group.kill()
+        ended = answered and (first is None or _exited(first, _END_S))
         try:
-            self.wait(timeout=10)
+            self.wait(timeout=_END_S)
         except subprocess.TimeoutExpired:
-            self._zygote.stop()  # it does not answer: the slot starts a new one
+            ended = False
+        if not ended:
+            self.zygote.stop()  # it does not answer: the slot starts a new one
+        if forced and sweep is not None:
+            sweep()
+
+    def close(self) -> None:
+        """Release what the host holds of the run (after its end)."""
+        with self._lock:
+            if self._own is not None:
+                self._own.close()
+                self._own = None
+            if self._first is not None:
+                os.close(self._first)
+                self._first = None
 
 
 class Zygote:
@@ -88,6 +165,7 @@ class Zygote:
     def __init__(self, bwrap_argv: list[str], python: str, uid: int | None, env: dict[str, str]):
         host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._ctl = host
+        self._own_pids: set[int] | None = None
         env = {**env, "ARGYM_ZYGOTE_FD": str(inside.fileno())}
         argv = list(bwrap_argv)
         for k, v in env.items():
@@ -154,9 +232,9 @@ class Zygote:
                 theirs.close()
                 for fd in given:
                     os.close(fd)
-            _, anc, _, _ = own.recvmsg(16, socket.CMSG_SPACE(struct.calcsize("3i")))
+            _, anc, _, _ = own.recvmsg(16, socket.CMSG_SPACE(_CREDS))
             pid = next(
-                struct.unpack("3i", data[: struct.calcsize("3i")])[0]
+                struct.unpack("3i", data[:_CREDS])[0]
                 for level, kind, data in anc
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
             )
@@ -166,13 +244,12 @@ class Zygote:
                     Path(path).write_text(str(pid))
             own.send(b"go")
         except (OSError, StopIteration) as e:
+            own.close()
             for fd in [*ours, *([pidfd] if pidfd is not None else [])]:
                 os.close(fd)
             self.stop()
             raise SandboxError(f"the slot's zygote did not start the run ({e!r})") from e
-        finally:
-            own.close()
-        run = Forked(pid, pidfd, ours[0], ours[1], ours[2], self)
+        run = Forked(pid, pidfd, own, ours[0], ours[1], ours[2], self)
         return run, ours[3] if result_channel else None
 
     def status(self) -> int | None:
@@ -185,13 +262,7 @@ class Zygote:
 
     def pids(self) -> set[int]:
         """bubblewrap's process and every process below it (the zygote; a run in flight)."""
-        children: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
-            except (OSError, ValueError, IndexError):
-                pass
+        children = _children()
         tree, todo = set(), [self.proc.pid]
         while todo:
             pid = todo.pop()
@@ -199,13 +270,40 @@ class Zygote:
             todo += children.get(pid, [])
         return tree
 
+    def own_pids(self) -> set[int]:
+        """bubblewrap's process and the zygote, nothing of a run: what a sweep of the slot's uid spares."""
+        if self._own_pids is None:
+            zygote = _children().get(self.proc.pid, [])
+            if not zygote:
+                return {self.proc.pid}  # not started yet, or gone: found again next time
+            self._own_pids = {self.proc.pid, *zygote}
+        return self._own_pids
+
     def stop(self) -> None:
-        """Close the control socket (the zygote, and a run in flight, end) and kill bubblewrap's group."""
+        """Close the control socket: the zygote ends, and with it, pid 1 of bubblewrap's PID namespace,
+        everything in the sandbox (a run in flight too); bubblewrap, which waits for it, reaps it and exits,
+        and is reaped here, so no process of the slot is left for the host's init to reap. A zygote that
+        does not end in time is killed, and then bubblewrap."""
         try:
             self._ctl.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._ctl.close()
+        try:
+            self.proc.wait(timeout=_STOP_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in _children().get(self.proc.pid, []):  # the zygote, still bubblewrap's unreaped child
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=_STOP_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -214,3 +312,15 @@ class Zygote:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid → its children's pids, of every process on the host."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return children

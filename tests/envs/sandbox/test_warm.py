@@ -120,7 +120,7 @@ def test_an_idle_zygote_uses_no_cpu_and_closing_kills_it(one_slot) -> None:
     sb, runs = one_slot
     assert grade(sb, TASK, GOOD, TIMEOUT_S)["kind"] == "ok"
     tree = sb.zygote_pids(0)
-    assert len(tree) >= 3, tree  # bubblewrap, its init, the zygote's interpreter
+    assert len(tree) >= 2, tree  # bubblewrap and the zygote's interpreter, pid 1 of bubblewrap's namespace
     before = _cpu_ticks(tree)
     time.sleep(1.0)
     assert _cpu_ticks(tree) - before <= 1, "an idle zygote used CPU"
@@ -173,10 +173,10 @@ def test_an_owner_that_ends_without_closing_leaves_no_process(
     )
     folder, *pids = owner.stdout.readline().split()  # type: ignore[union-attr]
     if end == "killed":
-        assert len(pids) >= 5, pids  # the zygote's three, the run's middle, its harness and candidate
+        assert len(pids) >= 5, pids  # bubblewrap, the zygote, the run's middle, its harness and candidate
         owner.kill()
     assert owner.wait(timeout=120) in (0, -9), owner.stderr.read()  # type: ignore[union-attr]
-    assert len(pids) >= 3
+    assert len(pids) >= 2
     if end == "exits":
         assert not Path(folder).exists()
     end_by = time.monotonic() + 5
