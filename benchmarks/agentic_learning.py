@@ -164,9 +164,15 @@ class Budget:
 
 
 def warm_start(a: argparse.Namespace, out: Path) -> Path:
-    """The shared starting checkpoint; one already in `out` is reused."""
+    """The shared starting checkpoint; one already in `out` is reused. A recipe without a warm start
+    (``warm_start.steps: 0``, the code recipe) starts from its model as it is."""
     from argym.algorithms.trainer import Trainer
 
+    cfg = load(a)
+    if cfg.warm_start.steps == 0 and cfg.policy.kind == "hf":
+        from argym.agents.models import resolve_checkpoint
+
+        return Path(resolve_checkpoint(cfg.policy.path))
     policy = out / "warm" / "checkpoint" / "policy"
     if not policy.is_dir():
         Trainer(load(a, ["steps=0", f"out_dir={out / 'warm'}"])).close()
@@ -338,7 +344,7 @@ def child(a: argparse.Namespace) -> None:
     import torch
 
     out = Path(a.out)
-    policy_dir = out / "warm" / "checkpoint" / "policy"
+    policy_dir = warm_start(a, out)  # made by the parent before any arm: here only found
     arm = a.child
     torch.manual_seed(int(arm.split("-")[1]) if arm.startswith("argym-") else 0)
     if arm == "before":

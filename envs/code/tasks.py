@@ -13,6 +13,8 @@ Sources (`code_tasks`):
 - ``"functions(test_size=40)"``: argym's procedural function-writing tasks
   with generated tests, split into train and test by content hash (about 460
   distinct prompts, 46 of them in the test split: test_size can be at most 46);
+- ``"composed(test_size=200)"``: two-step procedural specs (`argym.envs.code.composed`), several
+  thousand distinct prompts;
 - a JSONL path of ``{"prompt", "tests", "entry_point"}`` rows, optional
   ``id``, ``split`` and ``solution`` (the oracle's answer);
 - a `TaskSource`, or a list of `Task`.
@@ -141,6 +143,14 @@ def make_function_task(index: int, n_tests: int = 5) -> Task:
 @CODE_SOURCES.register("functions")
 def functions_source(test_size: int = 40, n_tests: int = 5) -> ProceduralSource:
     return ProceduralSource("functions", lambda i: make_function_task(i, n_tests), test_size=test_size)
+
+
+@CODE_SOURCES.register("composed")
+def composed_source(test_size: int = 200, n_tests: int = 5) -> ProceduralSource:
+    """Two-step function specs (`argym.envs.code.composed`): harder than ``functions``, easier than HumanEval."""
+    from argym.envs.code.composed import make_composed_task
+
+    return ProceduralSource("composed", lambda i: make_composed_task(i, n_tests), test_size=test_size)
 
 
 # ---- JSONL ---------------------------------------------------------------------------------

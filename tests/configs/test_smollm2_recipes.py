@@ -33,9 +33,10 @@ def test_the_toolcall_recipe_keeps_its_reasons():
     assert cfg.rollout.vllm.dtype == "float32" and cfg.policy.dtype == "float32"
 
 
-def test_the_code_recipe_gives_two_attempts_with_feedback():
+def test_the_code_recipe_gives_two_attempts_with_feedback_on_200_held_out_tasks():
     cfg = load_config(CONFIGS / RECIPES[1], [])
     assert cfg.env.id == "argym/Code-v0" and cfg.env.kwargs["max_attempts"] == 2
+    assert cfg.env.kwargs["tasks"] == "composed(test_size=200)" and cfg.eval.episodes == 200
     assert cfg.env.kwargs.get("feedback", "summary") == "summary"  # "full" shows tests: gameable under RL
     assert cfg.rollout.vllm.dtype == "float32"
 
