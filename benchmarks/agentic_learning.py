@@ -59,7 +59,6 @@ SMALL = [  # the tiny policy, a few short steps: the script end to end in minute
     "rollout.max_new_tokens=16",
     "rollout.max_total_tokens=3000",
     "algorithm.micro_batch_size=4",
-    "env.kwargs.max_turns=2",
 ]
 
 
@@ -386,7 +385,8 @@ def main() -> None:
     )
     a = ap.parse_args()
     if a.small and not a.child:
-        a.overrides = [*SMALL, *a.overrides]
+        turns = ["env.kwargs.max_turns=2"] if "max_turns" in load(a).env.kwargs else []  # ToolCall's 5 -> 2
+        a.overrides = [*SMALL, *turns, *a.overrides]
         a.minutes, a.steps, a.episodes, a.points = min(a.minutes, 2.0), min(a.steps, 2), min(a.episodes, 4), 0
     if a.child:
         return child(a)

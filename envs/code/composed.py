@@ -3,7 +3,7 @@
 Why it exists: a learning curve needs a task source the policy partly solves. SmolLM2-135M-Instruct
 solves argym's one-step ``functions`` specs ("Return x plus 9.") at once (9 of the first 10 test tasks,
 greedy, on the first attempt), which leaves GRPO nothing to learn, while HumanEval's docstring
-algorithms are far past a 135M model. Each task here composes two of those steps (a filter and a sum, a
+algorithms are much harder (not measured). Each task here composes two of those steps (a filter and a sum, a
 map and a reversal, an operation and a special case), stated in one sentence, with 5 generated asserts.
 The constants and names give about 5,000 distinct prompts, so the test split can hold 200 tasks.
 """
