@@ -35,7 +35,7 @@ def grpo_trainer(
 
     `micro_batch` > 0 splits a step's completions into forward/backward passes of that many, still one
     optimizer step per generation (as argym's `algorithm.micro_batch_size`); `rollout_func` is TRL's
-    custom (multi-turn) rollout, e.g. `argym.envs.openenv.trl_rollout.ServedRollout`."""
+    custom (multi-turn) rollout, e.g. `argym.agents.trl_rollout.ServedRollout`."""
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(

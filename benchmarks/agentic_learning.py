@@ -5,7 +5,7 @@ One shared warm start, then arms, each in a child process of its own (the whole 
 - ``argym-S`` for each seed S of `--seeds`: GRPO from the warm start with the recipe
   (`configs/grpo_smollm2_toolcall.yaml` by default; `--recipe configs/grpo_smollm2_code.yaml`);
 - ``trl`` (with `--trl`): TRL's `GRPOTrainer` from the same warm start, consuming the same env through
-  ``argym serve`` (OpenEnv sessions, `argym.envs.openenv.trl_rollout.ServedRollout`: TRL's multi-turn
+  ``argym serve`` (OpenEnv sessions, `argym.agents.trl_rollout.ServedRollout`: TRL's multi-turn
   ``rollout_func`` mode; its ``environment_factory`` mode refuses SmolLM2's chat template, which cannot
   render tool calls). Same model, warm start, lr, clip, group size, tasks per step, micro-batch, turn limit
   (the env's ``max_turns``), per-turn and per-episode token budgets, and wall-clock budget.
@@ -270,7 +270,7 @@ def run_trl(a: argparse.Namespace, out: Path, policy_dir: Path) -> dict[str, Any
     import torch
     from _trl import grpo_trainer
     from argym.agents.hf import load_tokenizer
-    from argym.envs.openenv.trl_rollout import ServedRollout, env_reward
+    from argym.agents.trl_rollout import ServedRollout, env_reward
     from transformers import AutoModelForCausalLM, TrainerCallback
 
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"

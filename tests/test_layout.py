@@ -43,12 +43,9 @@ PENDING = {
     "algorithms/build.py imports argym.cluster",
     "algorithms/build.py imports argym.cluster.learner",
     "algorithms/trainer.py imports argym.cluster.connect",
-    "envs/openenv/trl_rollout.py imports argym.agents.hf",
-    "envs/openenv/trl_rollout.py imports argym.agents.policy",
 }
 """The breaks not mended yet (issue 42): the trainer is to reach the Ray cluster through what the cluster
-registers; TRL's rollout function, which samples with argym's `HFPolicy`, is wiring that sits in envs/. A new
-break fails; a mended one must leave this list (`test_what_is_pending_is_still_broken`)."""
+registers. A new break fails; a mended one must leave this list (`test_what_is_pending_is_still_broken`)."""
 
 
 def modules() -> dict[str, Path]:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from argym.types import Task
-
 _NAMES = ("f", "g", "h", "solve", "compute", "fn", "run", "calc", "task", "answer", "go", "work")
 
 
@@ -120,10 +118,9 @@ def _product(values: Any) -> int:
     return p
 
 
-def make_composed_task(index: int, n_tests: int = 5) -> Task:
-    """The composed task number `index`: a two-step function spec with `n_tests` generated asserts."""
-    from argym.envs.code.tasks import code_task
-
+def composed_function(index: int, n_tests: int = 5) -> tuple[str, str, str, str]:
+    """Task number `index` as ``(stub, tests, entry point, reference body)``: a two-step function spec and
+    `n_tests` generated asserts (`argym.envs.code.tasks` makes it a task; this module imports nothing of it)."""
     r = random.Random(f"argym-code-composed-{index}")
     fams = _families(r)
     args, doc, body, ref, inputs = fams[r.randrange(len(fams))]
@@ -133,4 +130,4 @@ def make_composed_task(index: int, n_tests: int = 5) -> Task:
     for _ in range(n_tests):
         xs = inputs()
         lines.append(f"    assert candidate({', '.join(map(repr, xs))}) == {ref(*xs)!r}")
-    return code_task("", stub, "\n".join(lines) + "\n", name, f"    {body}\n", split="train")
+    return stub, "\n".join(lines) + "\n", name, f"    {body}\n"

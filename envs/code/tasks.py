@@ -148,9 +148,13 @@ def functions_source(test_size: int = 40, n_tests: int = 5) -> ProceduralSource:
 @CODE_SOURCES.register("composed")
 def composed_source(test_size: int = 200, n_tests: int = 5) -> ProceduralSource:
     """Two-step function specs (`argym.envs.code.composed`): harder than ``functions``, easier than HumanEval."""
-    from argym.envs.code.composed import make_composed_task
+    from argym.envs.code.composed import composed_function
 
-    return ProceduralSource("composed", lambda i: make_composed_task(i, n_tests), test_size=test_size)
+    def make(index: int) -> Task:
+        stub, tests, entry_point, body = composed_function(index, n_tests)
+        return code_task("", stub, tests, entry_point, body, split="train")
+
+    return ProceduralSource("composed", make, test_size=test_size)
 
 
 # ---- JSONL ---------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ solved by its reference in the real sandbox and failed by a one-step answer."""
 from __future__ import annotations
 
 from argym.agents.evaluate import eval_tasks
-from argym.envs.code.composed import make_composed_task
 
 import argym
 
@@ -30,10 +29,9 @@ def test_the_reference_passes_the_hidden_tests_and_a_half_answer_fails():
         env.close()
     # one step of "the sum of the elements greater than j" without its filter: a test catches it
     task = next(
-        make_composed_task(i)
-        for i in range(100)
-        if "greater than" in make_composed_task(i).prompt[0]["content"]
-        and "sum" in make_composed_task(i).prompt[0]["content"]
+        t
+        for t in eval_tasks("argym/Code-v0", SOURCE, "test", 200)
+        if "Return the sum of the elements of xs that are greater than" in t.prompt[0]["content"]
     )
     env = argym.make("argym/Code-v0", tasks=[task], max_attempts=1)
     try:

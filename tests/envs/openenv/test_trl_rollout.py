@@ -1,5 +1,6 @@
 """TRL's `GRPOTrainer` through `argym serve`: one GRPO step of the tiny model on served ToolCall episodes.
 
+Here beside the served-env tests, whose `serve` fixture it uses (the adapter itself is `argym.agents.trl_rollout`).
 The rollout runs over real OpenEnv sessions (openenv-core's client and server), real tools and TRL's real
 trainer (pinned, the `trl` extra); nothing is stubbed.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-from argym.envs.openenv.trl_rollout import ServedRollout, env_reward
+from argym.agents.trl_rollout import ServedRollout, env_reward
 
 from argym.errors import ConfigError
 
