@@ -20,15 +20,13 @@ so a program's ``temperature=0`` would make the importance ratios wrong;
 ``max_tokens`` is honoured up to the recipe's `max_new_tokens`. Out of training
 (`argym eval`) the request's values are used, and the evaluation's where it sets none.
 
-Requests from concurrent programs are batched: a single worker thread owns the
-generator (it is not thread-safe) and generates, in one call, every prompt
-waiting with the same sampling settings. After a batch, the programs' next
-requests do not arrive together (each parses its reply and runs its tools, and
-their threads share the GIL), so the worker gathers them until every live
-episode has one waiting, no new one has come for `batch_gap_s`, or
-`batch_max_wait_s` has passed: one generate call per turn of the whole group,
-as the rollout engine makes, rather than a few small ones (a fixed 20 ms window
-from the first request split 32 programs' turns into 2-3 calls each).
+Requests from concurrent programs are batched by argym's one `RequestBatcher`
+(agents/batching.py), which owns the generator (it is not thread-safe). After a
+batch, the programs' next requests do not arrive together (each parses its reply
+and runs its tools, and their threads share the GIL), so it gathers them until
+every live episode has one waiting, no new one has come for `batch_gap_s`, or
+`batch_max_wait_s` has passed: one generate call per turn of the whole group, as
+the rollout engine makes, rather than a few small ones.
 
 The server is the standard library's `ThreadingHTTPServer`: the endpoint
 serves a few hundred loopback requests a step, needs no async stack, and
@@ -38,15 +36,15 @@ argym's core then takes no web-framework dependency.
 from __future__ import annotations
 
 import json
-import queue
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from argym.agents.batching import RequestBatcher
 from argym.agents.episodes import EpisodeRecord, Prompt, normalize_message
 from argym.agents.policy import Completion, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
@@ -66,17 +64,6 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str, code: str = "invalid_request_error"):
         super().__init__(message)
         self.status, self.code = status, code
-
-
-@dataclass
-class _Job:
-    prompt: list[int]
-    sampling: SamplingParams
-    n: int
-    key: str | None
-    done: threading.Event = field(default_factory=threading.Event)
-    result: list[Completion] | None = None
-    error: BaseException | None = None
 
 
 class PolicyEndpoint:
@@ -101,15 +88,21 @@ class PolicyEndpoint:
         self.renderer = ChatRenderer(agent.tokenizer) if isinstance(agent, TokenPolicy) else None
         self._episodes: dict[str, EpisodeRecord] = {}
         self._lock = threading.Lock()
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._generating = threading.Lock()  # held while the generator runs
         self._calls = 0  # numbers tool-call ids
-        self._seed = 0  # one sampling seed per generator call
+        self._batcher = (
+            RequestBatcher(
+                lambda prompts, sampling, seed: (agent.generate(prompts, sampling, seed=seed), -1),
+                self.renderer.decode,
+                expected=lambda: len(self._episodes),  # the other live episodes, while they keep coming
+                gap_s=batch_gap_s,
+                max_wait_s=batch_max_wait_s,
+                name="argym-endpoint-gen",
+            )
+            if self.renderer is not None
+            else None
+        )
         self._server = _Server(("127.0.0.1", 0), _handler(self))
         threading.Thread(target=self._server.serve_forever, name="argym-endpoint", daemon=True).start()
-        self._worker = threading.Thread(target=self._generate_loop, name="argym-endpoint-gen", daemon=True)
-        if self.renderer is not None:
-            self._worker.start()
 
     @property
     def url(self) -> str:
@@ -134,8 +127,8 @@ class PolicyEndpoint:
 
     def quiesce(self) -> None:
         """Wait for a generation in progress to end (the learner must not update the weights under it)."""
-        with self._generating:
-            pass
+        if self._batcher is not None:
+            self._batcher.quiesce()
 
     def _episode(self, key: str | None) -> EpisodeRecord | None:
         if not key:
@@ -267,82 +260,34 @@ class PolicyEndpoint:
             ) from e
         return reply if isinstance(reply, dict) else {"role": "assistant", "content": str(reply)}
 
-    # ---- the generation worker ---------------------------------------------------------------
+    # ---- generation -------------------------------------------------------------------------------
 
     def _generate(
         self, prompt: list[int], sampling: SamplingParams, n: int, key: str | None
     ) -> list[Completion]:
-        job = _Job(prompt, sampling, n, key)
-        self._jobs.put(job)
-        job.done.wait()
-        if isinstance(job.error, RequestError):
-            raise job.error
-        if job.error is not None:
-            raise RequestError(
-                500, f"Generation failed: {type(job.error).__name__}: {job.error}", "generation_failed"
-            ) from job.error
-        assert job.result is not None
-        return job.result
+        """`n` completions of `prompt`, generated in a batch with the other programs' requests."""
+        assert self._batcher is not None
 
-    def _generate_loop(self) -> None:
-        while True:
-            first = self._jobs.get()
-            if first is None:
-                self._refuse_waiting()
-                return
-            batch, cap = [first], time.monotonic() + self.batch_max_wait_s
-            while len(batch) < max(len(self._episodes), 1):  # the other live episodes, while they keep coming
-                try:
-                    job = self._jobs.get(timeout=max(min(self.batch_gap_s, cap - time.monotonic()), 0))
-                except queue.Empty:
-                    break
-                if job is None:
-                    self._jobs.put(None)
-                    break
-                batch.append(job)
-            with self._generating:
-                for params in {j.sampling for j in batch}:
-                    self._run([j for j in batch if j.sampling == params], params)
+        def closed() -> RequestError | None:
+            if key is None or key in self._episodes:
+                return None
+            return RequestError(
+                410, f"Episode {key!r} closed before its turn was generated.", "episode_closed"
+            )
 
-    def _run(self, jobs: list[_Job], sampling: SamplingParams) -> None:
-        live = [j for j in jobs if j.key is None or j.key in self._episodes]
-        for j in jobs:
-            if j not in live:
-                j.error = RequestError(
-                    410, f"Episode {j.key!r} closed before its turn was generated.", "episode_closed"
-                )
-                j.done.set()
-        if not live:
-            return
-        prompts = [j.prompt for j in live for _ in range(j.n)]
         try:
-            self._seed += 1
-            out = self.agent.generate(prompts, sampling, seed=self._seed)
-        except Exception as e:  # reported to each waiting request as a 500
-            for j in live:
-                j.error = e
-                j.done.set()
-            return
-        at = 0
-        for j in live:
-            j.result, at = out[at : at + j.n], at + j.n
-            j.done.set()
-
-    def _refuse_waiting(self) -> None:
-        """The endpoint is closing: requests still queued get a 503 rather than waiting forever."""
-        while True:
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return
-            if job is not None:
-                job.error = RequestError(503, "The endpoint is shutting down.", "shutting_down")
-                job.done.set()
+            completions, _ = self._batcher.submit(prompt, sampling, n, cancelled=closed).result()
+        except RequestError:
+            raise
+        except Exception as e:  # reported to the request as a 500
+            raise RequestError(500, f"Generation failed: {type(e).__name__}: {e}", "generation_failed") from e
+        return completions
 
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._jobs.put(None)
+        if self._batcher is not None:  # requests still waiting get a 503 rather than waiting forever
+            self._batcher.close(RequestError(503, "The endpoint is shutting down.", "shutting_down"))
 
 
 class _Server(ThreadingHTTPServer):

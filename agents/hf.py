@@ -6,6 +6,10 @@ sampler's log-probs: those of the distribution each token was drawn from
 (`Completion.logprobs`), read from transformers' processed scores (temperature
 and top-p applied, the nucleus renormalised), as vLLM's `processed_logprobs`.
 
+As a run's `Generator` (agents/policy.py) it is the trained policy itself, whose weights the learner
+updates in place (`load_weights` then has nothing to do), or in async mode its `copy`, which samples
+while the learner updates the original and takes the new weights between two generate calls.
+
 The compiled fast path (`compiled=True`, `rollout.backend: hf-compiled`) is
 transformers' own: a static KV cache and a `torch.compile`d forward (CUDA
 graphs on a GPU, transformers' "reduce-overhead"). Batch sizes are padded to
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +57,9 @@ def load_tokenizer(path: str | Path) -> Any:
 
 class HFPolicy:
     """A causal LM and its tokenizer; `model` is trained in place by the learner."""
+
+    weights_dtype = None
+    """`Generator.weights_dtype`: weights are loaded as the learner holds them."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str = "", compiled: bool = False):
         self.model = model
@@ -94,6 +102,24 @@ class HFPolicy:
         else:
             self.model.save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
+
+    def copy(self) -> HFPolicy:
+        """A policy with its own copy of the weights, to generate with while the learner updates this one."""
+        twin = HFPolicy(copy.deepcopy(self.model), self.tokenizer, name=self.name, compiled=self.compiled)
+        twin.batch_size = self.batch_size
+        return twin
+
+    def load_weights(self, model: torch.nn.Module) -> float | None:
+        """`Generator.load_weights`: copy `model`'s weights into this policy's model; None when `model` is that
+        model (the trained policy generating itself: the learner's updates are already here)."""
+        if model is self.model:
+            return None
+        t0 = time.perf_counter()
+        copy_weights(model, self.model)
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        """Nothing to release: the model is an ordinary module of this process."""
 
     @property
     def device(self) -> torch.device:
@@ -232,3 +258,15 @@ class HFPolicy:
         # transformers compiles only on accelerators unless told by this flag (a class attribute it types None)
         vars(config)["_compile_all_devices"] = True
         return config
+
+
+@torch.no_grad()
+def copy_weights(source: torch.nn.Module, target: torch.nn.Module) -> None:
+    """Copy every parameter and buffer of `source` into the same-named one of `target`, in place."""
+    src = dict(source.named_parameters()) | dict(source.named_buffers())
+    for name, t in list(target.named_parameters()) + list(target.named_buffers()):
+        if name not in src:
+            raise ValueError(
+                f"copy_weights: {name!r} is in the generator's model but not in the trained one."
+            )
+        t.copy_(src[name])

@@ -5,10 +5,14 @@ Two kinds of agent act in envs:
   rollout engine drives (`generate` on a batch of prompt token ids);
 - a `MessageAgent` maps a conversation to the next assistant turn (scripted
   oracle and random agents, HTTP endpoints).
+
+A training run samples its rollouts from a `Generator`: a token policy that also
+takes the learner's weights after each update, and is closed with the run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,6 +56,16 @@ class Completion:
     finish_reason: str
     text: str
 
+    def cut(self, limit: int, decode: Callable[[list[int]], str]) -> Completion:
+        """This completion, or its first `limit` tokens with finish reason "length" when it is longer: what
+        a request with a smaller budget than the batch it was generated in keeps (`decode` writes its text)."""
+        if len(self.token_ids) <= limit:
+            return self
+        ids = self.token_ids[:limit]
+        return Completion(
+            token_ids=ids, logprobs=self.logprobs[:limit], finish_reason="length", text=decode(ids)
+        )
+
 
 @runtime_checkable
 class TokenPolicy(Protocol):
@@ -73,4 +87,36 @@ class MessageAgent(Protocol):
 
     def act(self, messages: list[Message], env: Any) -> str | Message:
         """The next assistant turn for `messages`; `env` is the unwrapped env."""
+        ...
+
+
+@runtime_checkable
+class Generator(TokenPolicy, Protocol):
+    """What samples a training run's rollouts: a token policy that takes the learner's weights.
+
+    Three backends, one chosen when the run is built (`argym.algorithms.build.build_generator`):
+    - `HFPolicy` (agents/hf.py), transformers in this process: the trained policy itself, whose
+      weights the learner updates in place, or in async mode a copy of it, which samples while the
+      learner updates the original;
+    - `VLLMPolicy` (agents/vllm.py), vLLM's engine in this process;
+    - `RayGenerators` (argym/cluster/generators.py), either of those in Ray actors (`cluster.generators`).
+    A run samples every rollout through a `VersionedGenerator` (agents/scheduler.py) over the chosen
+    one, the same in sync and async mode: it reports the *version* of the weights (how many learner
+    updates they hold, recorded on every token sampled) and keeps a weight load between two
+    `generate` calls.
+    """
+
+    @property
+    def weights_dtype(self) -> Any:
+        """The dtype loaded weights are rounded to (a bfloat16 vLLM engine), which the learner can then train on
+        (algorithms/weight_grid.py); None: they are held as the learner's."""
+        ...
+
+    def load_weights(self, model: Any) -> float | None:
+        """Take `model`'s current weights (the learner's); the seconds it took, or None when there was nothing
+        to load (the generator samples from `model` itself)."""
+        ...
+
+    def close(self) -> None:
+        """Release what it holds (an engine's processes, Ray actors)."""
         ...

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from argym.agents.policy import MessageAgent, SamplingParams, TokenPolicy
+from argym.agents.policy import Completion, MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
 from argym.envs.executors import Executors
 
@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class _Episode:
-    """One live episode's bookkeeping."""
+class Episode:
+    """One live episode's bookkeeping, and the token-side steps of a turn (`open`, `take`, `follow`) that
+    every driver of episodes shares: the engine's lockstep turns and the streaming scheduler's
+    (agents/scheduler.py), which runs each episode on its own."""
 
     env: Any
     task: Task
@@ -82,6 +84,40 @@ class _Episode:
         self.terminated, self.truncated = terminated, truncated
         self.infos.append(info)
         self.turn_rewards.append(float(reward))
+
+    def open(self, renderer: ChatRenderer, max_total_tokens: int) -> bool:
+        """Start the token context with the rendered prompt (a resumed episode comes with its own); False when
+        it leaves no room to generate (the episode ends truncated: "prompt_too_long")."""
+        if not self.ids:
+            self.extend(renderer.prompt_ids(self.obs, tools=self.task.tools), policy=False)
+        if len(self.ids) >= max_total_tokens:
+            self.truncated, self.finish_reason = True, "prompt_too_long"
+            return False
+        return True
+
+    def limit(self, sampling: SamplingParams, max_total_tokens: int) -> int:
+        """How many tokens this episode's next turn may have: `max_new_tokens`, or what the budget has left."""
+        return min(sampling.max_new_tokens, max_total_tokens - len(self.ids))
+
+    def take(self, completion: Completion, version: int) -> None:
+        """Append a sampled turn (already cut to `limit`), sampled by the weights of `version`."""
+        self.extend(completion.token_ids, policy=True, logprobs=completion.logprobs, version=version)
+        self.turn_ends.append(len(self.ids) - 1)
+        self.finish_reason = completion.finish_reason
+
+    def follow(self, renderer: ChatRenderer, max_total_tokens: int, turn_ended: bool) -> bool:
+        """After the env's step: append its new messages as context for the next turn. False when the
+        episode ends here: the env ended it, or the context would leave no room (truncated: "token_budget").
+        `turn_ended`: the last turn stopped at its end-of-turn token (else the renderer closes it)."""
+        if self.done:
+            return False
+        new_messages = self.obs[_last_assistant(self.obs) + 1 :]
+        more = renderer.continuation_ids(new_messages, tools=self.task.tools, turn_ended=turn_ended)
+        if len(self.ids) + len(more) >= max_total_tokens:
+            self.truncated, self.finish_reason = True, "token_budget"
+            return False
+        self.extend(more, policy=False)
+        return True
 
     def trajectory(self) -> Trajectory:
         last = self.infos[-1] if self.infos else {}
@@ -190,11 +226,11 @@ class RolloutEngine:
         With `record_snapshots`, each trajectory's `snapshots[k]` is the env's
         `snapshot()` before turn k (reached through wrappers), for R³L's retries.
         """
-        episodes: list[_Episode] = []
+        episodes: list[Episode] = []
         for t, task in enumerate(tasks):
             for _s in range(group_size):
                 env = self._env(len(episodes))
-                ep = _Episode(env=env, task=task, group=t, obs=[], snapshots=[] if record_snapshots else None)
+                ep = Episode(env=env, task=task, group=t, obs=[], snapshots=[] if record_snapshots else None)
                 try:
                     ep.obs, _ = env.reset(seed=seed + len(episodes), options={"task": task})
                 except InfrastructureError as e:
@@ -215,7 +251,7 @@ class RolloutEngine:
         episodes = []
         for i, st in enumerate(starts):
             env = self._env(i)
-            ep = _Episode(
+            ep = Episode(
                 env=env,
                 task=st.task,
                 group=st.group,
@@ -233,9 +269,7 @@ class RolloutEngine:
             episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
-    def _drive(
-        self, episodes: list[_Episode], sampling: SamplingParams | None, seed: int
-    ) -> list[Trajectory]:
+    def _drive(self, episodes: list[Episode], sampling: SamplingParams | None, seed: int) -> list[Trajectory]:
         started = [ep for ep in episodes if not ep.infra_error]
         if self.renderer is not None:
             self._run_tokens(started, sampling or self.sampling, seed)
@@ -243,7 +277,7 @@ class RolloutEngine:
             self._run_messages(started, sampling or self.sampling, seed)
         return [ep.trajectory() for ep in episodes]
 
-    def _step_all(self, episodes: list[_Episode], actions: list[Any]) -> None:
+    def _step_all(self, episodes: list[Episode], actions: list[Any]) -> None:
         for ep in episodes:
             if ep.snapshots is not None:
                 ep.snapshots.append(ep.env.get_wrapper_attr("snapshot")())
@@ -251,7 +285,7 @@ class RolloutEngine:
         for ep, (obs, reward, terminated, truncated, info) in zip(episodes, results):
             ep.record(reward, terminated, truncated, info, obs)
 
-    def _run_messages(self, episodes: list[_Episode], sampling: SamplingParams, seed: int) -> None:
+    def _run_messages(self, episodes: list[Episode], sampling: SamplingParams, seed: int) -> None:
         live, turn = episodes, 0
         act_batch = getattr(self.agent, "act_batch", None)  # HTTP agents: concurrent requests, our sampling
         while live:
@@ -267,45 +301,23 @@ class RolloutEngine:
             self._step_all(live, actions)
             live, turn = [ep for ep in live if not ep.done], turn + 1
 
-    def _run_tokens(self, episodes: list[_Episode], sampling: SamplingParams, seed: int) -> None:
-        renderer = self.renderer
+    def _run_tokens(self, episodes: list[Episode], sampling: SamplingParams, seed: int) -> None:
+        renderer, budget = self.renderer, self.max_total_tokens
         assert renderer is not None
-        live = []
-        for ep in episodes:
-            if not ep.ids:  # a resumed episode comes with its context
-                ep.extend(renderer.prompt_ids(ep.obs, tools=ep.task.tools), policy=False)
-            if len(ep.ids) >= self.max_total_tokens:
-                ep.truncated, ep.finish_reason = True, "prompt_too_long"
-            else:
-                live.append(ep)
-        turn = 0
+        live, turn = [ep for ep in episodes if ep.open(renderer, budget)], 0
         while live:
-            budget = max(self.max_total_tokens - len(ep.ids) for ep in live)
-            params = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, budget))
+            limits = [ep.limit(sampling, budget) for ep in live]
+            params = replace(sampling, max_new_tokens=max(limits))  # each episode keeps its own limit's worth
             completions, version = self.generate([ep.ids for ep in live], params, seed=seed * 1000 + turn)
+            completions = [c.cut(n, renderer.decode) for c, n in zip(completions, limits)]
             for ep, c in zip(live, completions):
-                room = self.max_total_tokens - len(ep.ids)
-                if len(c.token_ids) > room:  # this episode's own budget is smaller than the batch's
-                    c.token_ids, c.logprobs, c.finish_reason = c.token_ids[:room], c.logprobs[:room], "length"
-                    c.text = renderer.decode(c.token_ids)
-                ep.extend(c.token_ids, policy=True, logprobs=c.logprobs, version=version)
-                ep.turn_ends.append(len(ep.ids) - 1)
-                ep.finish_reason = c.finish_reason
+                ep.take(c, version)
             self._step_all(live, [c.text for c in completions])
-            still = []
-            for ep, c in zip(live, completions):
-                if ep.done:
-                    continue
-                new_messages = ep.obs[_last_assistant(ep.obs) + 1 :]
-                more = renderer.continuation_ids(
-                    new_messages, tools=ep.task.tools, turn_ended=c.finish_reason == "stop"
-                )
-                if len(ep.ids) + len(more) >= self.max_total_tokens:
-                    ep.truncated, ep.finish_reason = True, "token_budget"
-                    continue
-                ep.extend(more, policy=False)
-                still.append(ep)
-            live = still
+            live = [
+                ep
+                for ep, c in zip(live, completions)
+                if ep.follow(renderer, budget, c.finish_reason == "stop")
+            ]
             turn += 1
 
     def generate(

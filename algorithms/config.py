@@ -232,6 +232,8 @@ class TrainConfig:
     """Run directory: config, metrics, checkpoint, plots, summary."""
     checkpoint_every: int = 25
     """Steps between checkpoints (the last step is always saved)."""
+    callbacks: list[str] = field(default_factory=list)
+    """`module:function` callables called at each step end, evaluation and checkpoint (algorithms/callbacks.py)."""
 
     def __post_init__(self) -> None:
         if self.steps < 0:
@@ -420,7 +422,7 @@ def merge_sections(base: dict[str, Any], new: dict[str, Any]) -> None:
 
 
 # Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log")
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log", "callbacks")
 
 
 def check_run_config(cfg: TrainConfig, run_dir: Path, resumable: bool) -> None:

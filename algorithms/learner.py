@@ -37,7 +37,8 @@ from argym.algorithms.learner_advantages import compute_advantages, has_signal
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
-from argym.algorithms.r3l.credit import credit_step, importance_weighted
+from argym.algorithms.off_policy import importance_weighted
+from argym.algorithms.r3l.credit import credit_step
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from argym.algorithms.weight_grid import SamplerGrid, narrower
 from torch import Tensor, nn
@@ -189,6 +190,9 @@ class Learner:
         if self.critic is not None and state.get("critic") is not None:
             self.critic.model.load_state_dict(state["critic"])
             self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+
+    def close(self) -> None:
+        """Nothing to release in this process (a `RayLearner` ends its actor)."""
 
     def fit_values(self, trajectories: list[Trajectory], pad_id: int) -> dict[str, float]:
         """One step of VAPO's value pretraining (arXiv 2504.05118 §3.1): the critic towards the

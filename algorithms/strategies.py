@@ -31,11 +31,20 @@ if TYPE_CHECKING:
 
 
 class RolloutStrategy(Protocol):
-    """Samples `group_size` trajectories for each task and says what it did (metrics by name)."""
+    """Samples `group_size` trajectories for each task and says what it did (metrics by name).
+
+    A strategy that holds resources of its own (an agent program's endpoint and envs) also has a
+    `close()`, which the trainer calls through `release`."""
 
     def run(
         self, tasks: list[Task], group_size: int, seed: int = 0
     ) -> tuple[list[Trajectory], dict[str, float]]: ...
+
+
+class EpisodeRunner(Protocol):
+    """Runs `group_size` episodes per task: the rollout engine, or the streaming scheduler (agents/scheduler.py)."""
+
+    def run(self, tasks: list[Task], group_size: int = 1, seed: int = 0) -> list[Trajectory]: ...
 
 
 StrategyBuilder = Callable[["TrainConfig", "RolloutEngine", Any], RolloutStrategy]
@@ -84,10 +93,17 @@ def combine_metrics(
     return {k: v if k in counts else v / seen[k] for k, v in total.items()}
 
 
+def release(strategy: RolloutStrategy) -> None:
+    """Close what `strategy` holds, if it holds anything (see `RolloutStrategy`)."""
+    close = getattr(strategy, "close", None)
+    if close is not None:
+        close()
+
+
 class PlainRollout:
     """`group_size` independent episodes per task from the engine: GRPO's sampling."""
 
-    def __init__(self, engine: RolloutEngine):
+    def __init__(self, engine: EpisodeRunner):
         self.engine = engine
 
     def run(

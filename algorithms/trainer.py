@@ -1,11 +1,15 @@
 """The training loop: draw tasks → roll out groups → score → update → log, evaluate, checkpoint.
 
-One shape, read top to bottom (`Trainer.fit`). Built on
-`accelerate.Accelerator` from the start, so devices and multi-process
-training need no rewrite. Killing a run and starting it again with the same
-`out_dir` resumes from the last checkpoint: model, optimizer, step, every RNG
-and the task sampler's position are restored, so the resumed run continues
-exactly as the uninterrupted one would have.
+One shape, read top to bottom (`Trainer.fit`), whatever generates the rollouts
+(transformers, vLLM, Ray), however a step's batch is collected (sync, async) and
+whichever rollout strategy samples it: each of those choices is made once, when
+the run is built (algorithms/build.py). Built on `accelerate.Accelerator` from
+the start, so devices and multi-process training need no rewrite. Killing a run
+and starting it again with the same `out_dir` resumes from the last checkpoint:
+model, optimizer, step, every RNG and the task sampler's position are restored,
+so the resumed run continues exactly as the uninterrupted one would have.
+User code comes in through callbacks (algorithms/callbacks.py), called at each
+step end, evaluation and checkpoint.
 """
 
 from __future__ import annotations
@@ -13,30 +17,34 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import yaml
 from argym.agents.evaluate import evaluate
 from argym.agents.policy import SamplingParams
-from argym.agents.program import ProgramAgent, ProgramRunner
 from argym.agents.rollout import RolloutEngine
-from argym.agents.scheduler import AheadOfLearner, StreamingScheduler, VersionedGenerator, version_lag
+from argym.agents.scheduler import VersionedGenerator
 from argym.algorithms import fsdp
 from argym.algorithms.build import (
+    build_batches,
     build_generator,
     build_learner,
     build_policy,
     build_reference,
+    build_rollout_strategy,
+    evaluation_agent,
     mixed_precision,
     run_agent_spec,
     seed_everything,
+    train_on_sampler_grid,
 )
+from argym.algorithms.callbacks import Callback, Callbacks
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.host_memory import keep_freed_memory
-from argym.algorithms.learner import Learner
 from argym.algorithms.metrics import (
     MetricsLog,
     curve_title,
@@ -44,26 +52,27 @@ from argym.algorithms.metrics import (
     reward_part_metrics,
     tampered_rate,
 )
+from argym.algorithms.off_policy import version_lag
 from argym.algorithms.processes import all_ranks, check_processes, gather_step, make_accelerator, own_rng
 from argym.algorithms.registry import ADVANTAGES
 from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
-from argym.algorithms.strategies import STRATEGIES, PlainRollout, build_strategy, combine_metrics
+from argym.algorithms.strategies import STRATEGIES, combine_metrics, release
 
 from argym.cluster import connect
 from argym.seeding import seed_for
 from argym.types import Trajectory
 
-if TYPE_CHECKING:
-    from argym.cluster.learner import RayLearner
-
 
 class Trainer:
-    """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split."""
+    """Owns one run directory; `fit()` trains to `cfg.steps`, `evaluate()` scores the held-out split.
 
-    def __init__(self, cfg: TrainConfig, console: Any = None):
+    `callbacks` (functions or objects, beside the recipe's `callbacks` names) are called at each step end,
+    evaluation and checkpoint with the run's `RunState` (algorithms/callbacks.py)."""
+
+    def __init__(self, cfg: TrainConfig, console: Any = None, callbacks: Iterable[Callback] = ()):
         from rich.console import Console
 
         self.cfg = cfg
@@ -81,6 +90,7 @@ class Trainer:
         self.task_rng = np.random.default_rng(
             cfg.seed if self.accelerator.num_processes == 1 else [cfg.seed, rank]
         )
+        self.callbacks = Callbacks(self, cfg.callbacks, callbacks)
         ckpt = find_checkpoint(self.run_dir)
         state = load_state(ckpt) if ckpt is not None else None
         seed_everything(cfg.seed)
@@ -105,70 +115,58 @@ class Trainer:
         self.cluster = connect(cfg.cluster)  # cluster.address: the training envs in Ray actors (None: here)
         self.learner = build_learner(cfg, self.policy, self.accelerator, self.cluster, ref_model)
         if state is not None:
-            self.step = int(state["step"])
-            self.learner.restore(state)
-            set_rng_state(own_rng(state, self.accelerator), self.task_rng)
-            if needs_values and state.get("critic") is not None:
-                # a checkpoint from before this key was recorded is taken as pretrained
-                self.value_pretrained = int(state.get("value_pretrained", cfg.algorithm.value_pretrain_steps))
-            self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
+            self._resume(state, needs_values)
         else:
-            self.save()
+            self._write_checkpoint()  # the run's start: a vLLM or Ray generator starts from it
         logs = self.run_dir if self.main else None  # the main process logs the whole (gathered) step
         self.metrics = MetricsLog(logs, resume_step=self.step, tensorboard=self.main)
         self.log = StepLog(logs, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step)
+        self._build_rollouts()
+        if needs_values and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
+            self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
+
+    def _resume(self, state: dict[str, Any], needs_values: bool) -> None:
+        """Back to a checkpoint's step, learner, RNGs and value pretraining."""
+        self.step = int(state["step"])
+        self.learner.restore(state)
+        set_rng_state(own_rng(state, self.accelerator), self.task_rng)
+        if needs_values and state.get("critic") is not None:
+            # a checkpoint from before this key was recorded is taken as pretrained
+            self.value_pretrained = int(
+                state.get("value_pretrained", self.cfg.algorithm.value_pretrain_steps)
+            )
+        self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
+
+    def _build_rollouts(self) -> None:
+        """Who generates, what a step's groups are sampled by and where each step's batch comes from: each choice
+        between ways of doing one thing is made here once (algorithms/build.py), so `train_step` and `evaluate`
+        read the same for all of them. Every rollout samples through `versions`, which records the version of
+        the weights on each token."""
+        cfg = self.cfg
         self.sampling = SamplingParams(
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
             max_new_tokens=cfg.rollout.max_new_tokens,
         )
         self.policy.batch_size = cfg.rollout.generate_batch
-        # rollout.backend: who generates (cluster.generators: in Ray actors)
         self.generator = build_generator(cfg, self.policy, self.run_dir, self.cluster)
-        self._train_the_samplers_weights()
-        # rollout.mode=async: rollouts sample from a versioned generator (its own copy of a transformers
-        # policy) in background threads, `ahead` collects batches, `scheduler` streams episodes (staleness > 0)
-        self.versions: VersionedGenerator | None = None
-        self.ahead: AheadOfLearner | None = None
-        self.scheduler: StreamingScheduler | None = None
-        self._task_lock = threading.Lock()  # batches running ahead draw tasks from one sampler
-        if cfg.rollout.mode == "async":
-            self.versions = (
-                VersionedGenerator.copy_of(self.policy, self.step)
-                if self.generator is self.policy
-                else VersionedGenerator(self.generator, self.generator.load_weights, self.step)
-            )
+        if train_on_sampler_grid(cfg, self.generator, self.learner):
+            dtype = str(self.generator.weights_dtype).removeprefix("torch.")
+            self.console.print(f"The learner trains the sampler's {dtype} weights (float32 master weights).")
+        self.versions = VersionedGenerator(self.generator, self.step)
         self.engine = RolloutEngine(
             cfg.env.id,
             {**cfg.env.kwargs, "split": "train"},
-            self.versions or self.generator,
+            self.versions,
             self.sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
             make_env=self.cluster.envs.make if self.cluster is not None else None,
         )
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
-        self.strategy = build_strategy(cfg, self.engine, self.policy)  # rollout.strategy, by name
-        if self.versions is not None and cfg.rollout.max_staleness > 0 and cfg.rollout.partial:  # streamed
-            self.scheduler = StreamingScheduler(self.engine, seed=cfg.seed)
-            self.strategy = PlainRollout(self.scheduler)  # type: ignore[arg-type]  # it runs like an engine
-        if needs_values and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
-            self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
-
-    def _train_the_samplers_weights(self) -> None:
-        """A sampler that holds its weights in a narrower dtype than the learner's (a bf16 vLLM engine, a
-        float32 learner): the learner trains those rounded weights, on float32 masters (algorithms/weight_grid.py).
-        Otherwise updates below a bf16 step never reach the sampler, and under full fine-tuning its policy
-        drifts from the learner's (SmolLM2: 0.03 → 0.57 nats per token after one step at lr 1e-4).
-        LoRA is left as is: the sampler gets W + BA·s rounded, which no rounding of the adapters makes exact."""
-        dtype = getattr(self.generator, "weights_dtype", None)
-        if self.generator is self.policy or dtype is None or self.cfg.policy.lora_r > 0:
-            return
-        # a Ray learner keeps the masters in its actor and sends this policy the rounded weights
-        if self.learner.keep_weights_on(dtype):
-            self.console.print(
-                f"The learner trains the sampler's {str(dtype).removeprefix('torch.')} weights "
-                "(float32 master weights)."
-            )
+        self._task_lock = threading.Lock()  # batches running ahead draw tasks from one sampler
+        self.strategy, self.scheduler = build_rollout_strategy(cfg, self.engine, self.policy)
+        self.batches = build_batches(cfg, self._draw_batch, self.versions, self.policy.model, self.scheduler)
+        self.evaluator = evaluation_agent(cfg, self.policy, self.versions, self.strategy)
 
     def _check_config(self) -> None:
         """A run dir belongs to one config (`check_run_config`); then this run's config is written there."""
@@ -219,34 +217,34 @@ class Trainer:
         )
 
     def save(self) -> None:
-        learner: Learner | RayLearner | None = getattr(self, "learner", None)
+        """Write a checkpoint a killed run resumes from, then tell the callbacks."""
+        self._write_checkpoint()
+        self.callbacks("checkpoint")
+
+    def _write_checkpoint(self) -> None:
         state = {
             "step": self.step,
             "rng_ranks": all_ranks(
                 self.accelerator, rng_state(self.task_rng)
             ),  # each rank's, for an exact resume
-            **(learner.checkpoint() if learner is not None else {"learner": None}),
+            **self.learner.checkpoint(),
             "value_pretrained": self.value_pretrained,
         }
         # a sharded policy's weights are gathered by every rank, onto the main process
-        weights = fsdp.full_weights(learner.model) if learner is not None and learner.fsdp else None
+        weights = fsdp.full_weights(self.learner.model) if self.learner.fsdp else None
         if self.main:
             save_checkpoint(self.run_dir, self.policy, state, weights)
         self.accelerator.wait_for_everyone()  # no rank reads or resumes from a half-written checkpoint
 
     def evaluate(self, episodes: int | None = None) -> Any:
-        """Greedy (by default) evaluation on the first `episodes` test tasks."""
+        """Greedy (by default) evaluation of the run's agent (`evaluation_agent`) on the first `episodes` test
+        tasks; the callbacks see the result."""
         cfg = self.cfg
         sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens)
-        agent: Any = self.generator
-        if self.versions is not None and self.generator is not self.policy:  # one vLLM engine: take turns
-            agent = self.versions
-        if isinstance(self.strategy, ProgramRunner):  # the program, with the policy behind its endpoint
-            agent = ProgramAgent(self.strategy.program, self.generator, deadline_s=cfg.agent.deadline_s)
-        return evaluate(
+        result = evaluate(
             cfg.env.id,
             cfg.env.kwargs,
-            agent,
+            self.evaluator,
             agent_spec=run_agent_spec(cfg, self.run_dir),
             split="test",
             episodes=episodes or cfg.eval.episodes,
@@ -254,6 +252,8 @@ class Trainer:
             sampling=sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
+        self.callbacks("evaluate", evaluation=result)
+        return result
 
     def collect(
         self, step: int | None = None, purpose: str = "rollout"
@@ -273,7 +273,7 @@ class Trainer:
         `tasks_per_step` groups are kept. Draw k samples with `seed_for(seed, step, k, purpose)`.
         The strategy's metrics of every draw are combined (`combine_metrics`: counts summed,
         rates averaged over the draws). In async mode this runs in a background thread, ahead
-        of the learner (`AheadOfLearner`).
+        of the learner (`off_policy.AheadOfLearner`).
         """
         cfg, sc = self.cfg, self.cfg.sampling
         rounds: list[dict[str, float]] = []  # the strategy's metrics of each draw
@@ -301,14 +301,13 @@ class Trainer:
         return trajs, {**metrics, **strategy_metrics}
 
     def train_step(self) -> dict[str, float]:
-        """One RL step: draw tasks, roll out groups, score, update the learner."""
+        """One RL step: take the step's batch (rolled out now, or collected ahead of the learner), score it, update
+        the learner and hand the new weights on to the generator."""
         t0 = time.perf_counter()
-        sync_s = None
-        if self.versions is None:
-            self.engine.policy_version = self.step
-            trajs, sampling_metrics = self.collect()
-        else:
-            sync_s, (trajs, sampling_metrics) = self._take_ahead()
+        trajs, sampling_metrics = self.batches.take(self.step)
+        # scored here, where the policy is not being updated (SAR reads it), also when collected ahead
+        trajs, reward_metrics = self.rewards(trajs)
+        sampling_metrics = {**sampling_metrics, **reward_metrics}
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
         # every rank's samples and metrics, for the logs (one process: as they are)
@@ -318,11 +317,10 @@ class Trainer:
         sampling_metrics = combine_metrics(per_rank, STRATEGIES.get(self.cfg.rollout.strategy).counts)
         self.log.samples(self.step + 1, trajs, advantages)
         self.log.timeouts(self.step + 1, sampling_metrics)
-        if self.versions is None and self.generator is not self.policy:  # vLLM, Ray: new weights go in
-            sync_s = self.generator.load_weights(self.policy.model)
-        if sync_s is not None:
-            metrics["perf/weight_sync_s"] = sync_s
-        metrics.update(version_lag(trajs, self.step, self.cfg.rollout.max_staleness if self.versions else 0))
+        self.batches.updated(self.step + 1)
+        if self.versions.load_s is not None:  # this step's weights into the generator (None: it holds them)
+            metrics["perf/weight_sync_s"] = self.versions.load_s
+        metrics.update(version_lag(trajs, self.step, self.batches.max_staleness))
         metrics.update(sampling_metrics)
         if self.cluster is not None:
             metrics.update(self.cluster.metrics())
@@ -344,30 +342,8 @@ class Trainer:
         )
         return metrics
 
-    def _take_ahead(self) -> tuple[float, tuple[list[Trajectory], dict[str, float]]]:
-        """Async: publish the weights as version `step`, then take step `step`'s batch (collected ahead) and
-        score it here, where the policy is not being updated (SAR reads it). Returns the publish time too."""
-        cfg = self.cfg
-        assert self.versions is not None
-        if self.ahead is not None:  # a fixed lag: the batches still due at older weights are collected first
-            self.ahead.settle(self.step)
-        t0 = time.perf_counter()
-        self.versions.publish(self.policy.model, self.step)
-        sync_s = time.perf_counter() - t0
-        if self.ahead is None:  # started here, not in __init__: nothing runs ahead of a first evaluation
-            self.ahead = AheadOfLearner(
-                self._draw_batch,
-                self.versions,
-                cfg.rollout.max_staleness,
-                first=self.step,
-                last=cfg.steps,
-                partial=cfg.rollout.partial,
-            )
-        trajs, metrics = self.ahead.take(self.step)
-        trajs, reward_metrics = self.rewards(trajs)
-        return sync_s, (trajs, {**metrics, **reward_metrics})
-
     def fit(self) -> None:
+        """Train to `cfg.steps`, or until a callback sets `state.stop` (then a checkpoint is written first)."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cfg = self.cfg
@@ -380,7 +356,7 @@ class Trainer:
         ]
         with Progress(*columns, console=self.console, transient=False, disable=not self.main) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
-            while self.step < cfg.steps:
+            while self.step < cfg.steps and not self.callbacks.state.stop:
                 t0 = time.perf_counter()
                 metrics = self.train_step()
                 self.step += 1
@@ -395,21 +371,18 @@ class Trainer:
                     completed=self.step,
                     description=f"reward {metrics['train/reward']:.2f}  success {metrics['train/success']:.2f}",
                 )
-                if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
+                state = self.callbacks("step_end", metrics=metrics)
+                state.stop = any(all_ranks(self.accelerator, state.stop))  # every rank stops at the same step
+                if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps or state.stop:
                     self.save()
 
     def close(self) -> None:
-        if self.scheduler is not None:  # first: batches in flight then fail fast instead of finishing
-            self.scheduler.close()
-        if self.ahead is not None:
-            self.ahead.close()
+        """Release what the run holds, in the order that lets each part end cleanly."""
+        self.batches.close()  # first: batches in flight then fail fast instead of finishing
         self.engine.close()
-        if isinstance(self.strategy, ProgramRunner):
-            self.strategy.close()
-        if self.generator is not self.policy:  # before the cluster: Ray generators are its actors
-            self.generator.close()
-        if not isinstance(self.learner, Learner):  # a Ray learner: its actor
-            self.learner.close()
+        release(self.strategy)  # an agent program's endpoint and envs
+        self.versions.close()  # the generator; before the cluster: Ray generators are its actors
+        self.learner.close()  # a Ray learner: its actor
         if self.cluster is not None:
             self.cluster.close()
         self.metrics.close()

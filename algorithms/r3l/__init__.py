@@ -38,10 +38,13 @@ sampler's log-probs, which the rollout engine keeps.
 
 Modules: `retry` (`R3LConfig`, `R3LRollout`, pivotal credit: `mask_before`,
 `retry_start`, `distill`), `reflection` (prompt, parse, reflectors), `credit`
-(step 5 and the OPMD loss; imported by the learner without the rollout engine). `credit` needs torch
-and loads on first use of one of its names here, so the config (`R3LConfig`) reads without torch.
+(step 5 and the OPMD loss; imported by the learner without the rollout engine). The truncated
+importance weight is the learner's general off-policy correction (`argym.algorithms.off_policy`),
+named here too as R³L's knob. Those need torch and load on first use of one of their names here,
+so the config (`R3LConfig`) reads without torch.
 """
 
+import importlib
 from typing import Any
 
 from argym.algorithms.r3l.reflection import (
@@ -65,12 +68,16 @@ __all__ = [
     "truncated_is_weight",
 ]
 
-_CREDIT = ("amplify_positive", "credit_step", "importance_weighted", "opmd_loss", "truncated_is_weight")
+_LAZY = {
+    "amplify_positive": "argym.algorithms.r3l.credit",
+    "credit_step": "argym.algorithms.r3l.credit",
+    "opmd_loss": "argym.algorithms.r3l.credit",
+    "importance_weighted": "argym.algorithms.off_policy",
+    "truncated_is_weight": "argym.algorithms.off_policy",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CREDIT:
-        from argym.algorithms.r3l import credit
-
-        return getattr(credit, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

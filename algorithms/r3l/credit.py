@@ -1,11 +1,12 @@
 """R³L's credit rule at learner step 5, and its ratio-free loss (arXiv 2601.03715; see `argym.algorithms.r3l`).
 
-Kept apart from the rollout side so the learner imports it without the rollout engine.
+Kept apart from the rollout side so the learner imports it without the rollout engine. R³L's other
+answer to its off-policy retries, the truncated importance weight (`tis_cap`), is the learner's
+general off-policy correction (algorithms/off_policy.py), which R³L uses as every stale sampler does.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -26,19 +27,6 @@ def amplify_positive(adv: Tensor, mask: Tensor, success: Tensor, alpha: float) -
     return out * mask
 
 
-def truncated_is_weight(
-    old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, has_sampler: Tensor, cap: float
-) -> Tensor:
-    """min(π_old/μ, C) per token, (B, T); 1 where the sampler's log-prob is unknown or off the mask.
-
-    μ is the distribution the token was sampled from (for a retry, with the
-    guidance in context); π_old is the policy on the training context.
-    """
-    log_w = (old_logp - sampler_logp).clamp(max=math.log(cap))  # (B, T)
-    known = has_sampler.to(torch.bool)[:, None] & (mask > 0)  # (B, T)
-    return torch.where(known, torch.exp(log_w), torch.ones_like(old_logp))
-
-
 @register_policy_loss("opmd")
 def opmd_loss(
     logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, config: Any
@@ -51,7 +39,7 @@ def credit_step(batch: Any, config: Any) -> None:
     """Learner step 5 on a prepared batch, in place: positive amplification (`amplify_alpha`).
 
     The step's other half, the truncated IS weight, acts later, in the loss
-    (`importance_weighted`, per micro-batch), so amplification always comes first:
+    (`off_policy.importance_weighted`, per micro-batch), so amplification always comes first:
     it *sets* a success's advantage to 1, and weighting first would have that
     overwrite erase the off-policy correction exactly on the successful retries,
     the samples furthest from π_old (R³L, arXiv 2601.03715). Pivot masks are
@@ -61,25 +49,3 @@ def credit_step(batch: Any, config: Any) -> None:
         batch.advantages = amplify_positive(
             batch.advantages, batch.loss_mask, batch.positive, config.amplify_alpha
         )
-
-
-def importance_weighted(batch: Any, config: Any) -> Tensor:
-    """The advantages the loss takes: × min(π_old/μ, C) per token with `tis_cap: C`, else unchanged.
-
-    The weight corrects each token for having been sampled from μ (truncated IS as
-    V-trace's ρ̄, arXiv 1802.01561 eq. 1). It is applied to each micro-batch right
-    before its loss, where π_old exists on every path (a separate no-grad pass, or
-    the training forward itself when fully on-policy), and never stored: the
-    batch's advantages, and what the step logs of them, stay the estimator's.
-    """
-    adv: Tensor = batch.advantages
-    if getattr(config, "tis_cap", None) is None:
-        return adv
-    w = truncated_is_weight(
-        batch.old_logprobs,
-        batch.sampler_logprobs,
-        batch.loss_mask,
-        batch.has_sampler_logprobs,
-        config.tis_cap,
-    )
-    return adv * w

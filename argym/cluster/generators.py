@@ -2,8 +2,8 @@
 in transformers or in a vLLM engine (`rollout.backend: vllm`), on the CPUs and GPUs each reserves.
 
 The rollout engine still drives every episode from the trainer's process; what moves out is
-the one expensive call of a turn, `generate`. `RayGenerators` is a token policy whose
-`generate` cuts the turn's prompts into chunks of `rollout.generate_batch` (each chunk seeded
+the one expensive call of a turn, `generate`. `RayGenerators` is a run's `Generator` (agents/policy.py)
+whose `generate` cuts the turn's prompts into chunks of `rollout.generate_batch` (each chunk seeded
 ``seed + start``, exactly as `HFPolicy.generate` seeds its own chunks in process) and spreads the
 chunks over its `GeneratorWorker` actors, so a run samples the same tokens with any number of
 generators. vLLM engines take one equal share of a turn each (an engine batches continuously);
@@ -79,7 +79,7 @@ class GeneratorWorker:
 
 
 class RayGenerators:
-    """`workers` GeneratorWorker actors behind one token policy (see the module docstring)."""
+    """`workers` GeneratorWorker actors behind one `Generator` (see the module docstring)."""
 
     def __init__(
         self,
