@@ -28,11 +28,9 @@ if TYPE_CHECKING:
     from accelerate import Accelerator
     from argym.agents.program import ProgramRunner
     from argym.agents.rollout import RolloutEngine
+    from argym.algorithms.cluster_config import Cluster, RemoteLearner
     from argym.algorithms.learner import Learner
     from torch import nn
-
-    from argym.cluster import Cluster
-    from argym.cluster.learner import RayLearner
 
 
 def seed_everything(seed: int) -> None:
@@ -104,7 +102,7 @@ def build_generator(
     return generator
 
 
-def train_on_sampler_grid(cfg: TrainConfig, generator: Generator, learner: Learner | RayLearner) -> bool:
+def train_on_sampler_grid(cfg: TrainConfig, generator: Generator, learner: Learner | RemoteLearner) -> bool:
     """Whether the learner trains the weights the generator samples with, rounded to its narrower dtype (a bf16
     vLLM engine, a float32 learner), on float32 master weights (algorithms/weight_grid.py); it is set up now.
 
@@ -205,7 +203,7 @@ def build_learner(
     accelerator: Accelerator,
     cluster: Cluster | None,
     ref_model: nn.Module | None,
-) -> Learner | RayLearner:
+) -> Learner | RemoteLearner:
     """The run's learner over `policy`: in this process, or in a Ray actor (`cluster.learner`: the updates
     there, `policy` kept in sync); with VAPO's critic, a value model on the policy's architecture with its own
     weights and lr, when the advantage estimator needs values."""

@@ -1,10 +1,20 @@
-"""The `cluster` section of a recipe: where the training envs, generators and learner run (docs/scaling.md)."""
+"""The `cluster` section of a recipe: where the training envs, generators and learner run (docs/scaling.md),
+and what the trainer asks of a cluster (`Cluster`). The Ray cluster itself is argym/cluster/, above the
+learners: it registers in `CLUSTERS`, and `connect` reaches it there."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from argym.errors import ConfigError
+from argym.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+    from argym.agents.policy import Generator
 
 
 @dataclass
@@ -85,3 +95,50 @@ class ClusterConfig:
                 f"cluster.env_timeout_s and cluster.start_timeout_s must be > 0, got "
                 f"{self.env_timeout_s} and {self.start_timeout_s}."
             )
+
+
+class RemoteLearner(Protocol):
+    """A learner in a Ray actor (`argym.cluster.learner.RayLearner`), as the trainer drives it."""
+
+    model: Any
+    """The trainer's copy of the policy, which the actor's updates are sent to."""
+    fsdp: bool
+    sample_advantages: list[float | None]
+
+    def update(self, trajectories: list[Any], pad_id: int) -> dict[str, float]: ...
+
+    def keep_weights_on(self, dtype: torch.dtype) -> bool: ...
+
+    def fit_values(self, trajectories: list[Any], pad_id: int) -> dict[str, float]: ...
+
+    def checkpoint(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Cluster(Protocol):
+    """A run's cluster (`argym.cluster.connect.Cluster`): its env workers (`envs.make` builds a training env
+    there), `generators` and `learner` in actors, their `metrics`; `close` ends the env workers."""
+
+    envs: Any
+
+    def generators(self, policy: Any, checkpoint: Path, vllm: Any = None) -> Generator: ...
+
+    def learner(
+        self, model: Any, config: Any, mixed_precision: str, ref_model: Any, value_model: Any
+    ) -> RemoteLearner: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
+
+
+CLUSTERS: Registry[Callable[[ClusterConfig], Cluster]] = Registry("cluster", {"ray": "argym.cluster.connect"})
+"""``ray``: Ray's cluster (argym/cluster/connect.py registers it; imported on first use)."""
+
+
+def connect(config: ClusterConfig) -> Cluster | None:
+    """The run's cluster, or None for ``cluster.address: null`` (everything in this process, nothing of Ray imported)."""
+    return None if config.address is None else CLUSTERS.get("ray")(config)

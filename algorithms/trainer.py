@@ -43,6 +43,7 @@ from argym.algorithms.build import (
 )
 from argym.algorithms.callbacks import Callback, Callbacks
 from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
+from argym.algorithms.cluster_config import connect
 from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.host_memory import keep_freed_memory
 from argym.algorithms.metrics import (
@@ -61,7 +62,6 @@ from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
 from argym.algorithms.strategies import STRATEGIES, combine_metrics, release
 
-from argym.cluster import connect
 from argym.seeding import seed_for
 from argym.types import Trajectory
 

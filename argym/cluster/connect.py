@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from argym.algorithms.cluster_config import CLUSTERS, ClusterConfig
 from argym.cluster.ray_runtime import import_ray
 from argym.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from argym.algorithms.cluster_config import ClusterConfig
     from argym.cluster.envs import RayEnvPool
     from argym.cluster.generators import RayGenerators
     from argym.cluster.learner import RayLearner
 
 
+@CLUSTERS.register("ray")
 class Cluster:
     """A run's Ray connection, its env workers, generators (`generators`) and learner (`learner`); `close` ends
     the env workers, and Ray if this run started it (the generators and the learner are the trainer's to close).
