@@ -39,10 +39,6 @@ BELOW = {
 """What each layer may import besides itself: core ← rewards ← envs ← agents ← algorithms ← wiring,
 and core ← leaderboards ← wiring."""
 
-PENDING: set[str] = set()
-"""The breaks not mended yet; a new break fails, and a mended one must leave this list
-(`test_what_is_pending_is_still_broken`)."""
-
 
 def modules() -> dict[str, Path]:
     """Every module of the package by its installed name (pyproject's package-dir maps envs/ to argym.envs)."""
@@ -119,18 +115,13 @@ def circles() -> set[str]:
 
 @pytest.mark.parametrize("layer", list(LAYERS))
 def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
-    found = [f"{where} (line {line})" for where, line in upward(layer).items() if where not in PENDING]
+    found = [f"{where} (line {line})" for where, line in upward(layer).items()]
     assert not found, f"the {layer} layer imports only {sorted(BELOW[layer])}:\n" + "\n".join(found)
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:
-    found = sorted(circles() - PENDING)
+    found = sorted(circles())
     assert not found, "modules that import each other:\n" + "\n".join(found)
-
-
-def test_what_is_pending_is_still_broken() -> None:
-    broken = circles().union(*(upward(layer) for layer in LAYERS))
-    assert not PENDING - broken, f"mended, so drop from PENDING: {sorted(PENDING - broken)}"
 
 
 def test_every_module_is_read() -> None:
