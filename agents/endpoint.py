@@ -49,7 +49,6 @@ from argym.agents.episodes import EpisodeRecord, Prompt, normalize_message
 from argym.agents.policy import Completion, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
 from argym.envs.tools.calls import parse_tool_calls
-
 from argym.types import Message
 
 MODEL_NAME = "argym-policy"

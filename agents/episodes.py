@@ -28,7 +28,6 @@ from typing import Any
 
 from argym.agents.policy import Completion
 from argym.agents.renderer import ChatRenderer
-
 from argym.types import Message, Trajectory
 
 

@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from argym.agents.policy import SamplingParams
-
 import argym
+from argym.agents.policy import SamplingParams
 from argym.errors import ConfigError, InfrastructureError
 from argym.stats import pass_at_k, success_interval
 from argym.transcript import transcript

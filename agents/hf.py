@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
 
@@ -79,8 +80,9 @@ class HFPolicy:
 
     @classmethod
     def load(cls, path: str | Path, dtype: str = "float32", device: str = "cpu") -> HFPolicy:
-        from argym.agents.models import resolve_checkpoint
         from transformers import AutoModelForCausalLM
+
+        from argym.agents.models import resolve_checkpoint
 
         path = resolve_checkpoint(path)
         tokenizer = load_tokenizer(path)

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from argym.agents.policy import SamplingParams
-
 from argym.errors import ArgymError, ConfigError
 from argym.types import Message
 

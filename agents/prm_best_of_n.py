@@ -17,9 +17,8 @@ from typing import Any
 
 from argym.agents.policy import SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
-from argym.rewards.steps import render_text
-
 from argym.errors import ConfigError, EnvStateError
+from argym.rewards.steps import render_text
 from argym.seeding import seed_for
 from argym.types import Message
 

@@ -38,14 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import argym
 from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
 from argym.agents.episodes import EpisodeRecord
 from argym.agents.policy import SamplingParams
 from argym.agents.program_api import ProgramTools, answer_text
-from argym.envs.executors import Executors
-
-import argym
 from argym.callables import load_function
+from argym.envs.executors import Executors
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Task, Trajectory
 

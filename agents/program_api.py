@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 from argym.agents.episodes import normalize_message
-
 from argym.types import Message, Task
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any
 
 from argym.envs.tools.calls import format_calls, parse_tool_calls
-
 from argym.errors import ConfigError
 from argym.types import Message
 

@@ -23,11 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import argym
 from argym.agents.policy import Completion, MessageAgent, SamplingParams, TokenPolicy
 from argym.agents.renderer import ChatRenderer
 from argym.envs.executors import Executors
-
-import argym
 from argym.errors import InfrastructureError
 from argym.types import Message, Task, Trajectory
 

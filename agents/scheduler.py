@@ -25,7 +25,6 @@ from typing import Any
 from argym.agents.batching import RequestBatcher
 from argym.agents.policy import Completion, Generator, SamplingParams
 from argym.agents.rollout import Episode, RolloutEngine
-
 from argym.errors import InfrastructureError
 from argym.types import Task, Trajectory
 

@@ -29,7 +29,6 @@ from typing import Any
 
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
-
 from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
 
 

@@ -42,7 +42,6 @@ from typing import Any
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.process_guard import OwnerGuard, descendants
 from argym.agents.renderer import ChatRenderer
-
 from argym.errors import ConfigError, MissingDependencyError
 
 log = logging.getLogger(__name__)

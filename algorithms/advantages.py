@@ -41,8 +41,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from argym.algorithms.registry import ADVANTAGES
 from torch import Tensor
+
+from argym.algorithms.registry import ADVANTAGES
 
 if TYPE_CHECKING:
     from argym.algorithms.batch import TrainBatch

@@ -28,7 +28,6 @@ from argym.agents.renderer import ChatRenderer
 from argym.rewards.prm import ClassifierPRM, bce, roc_auc, train_classifier
 from argym.rewards.prm_data import QTable, discounted_target, mc_q_targets, prefix_labels, step_keys
 from argym.rewards.steps import assistant_turns
-
 from argym.seeding import seed_for
 from argym.types import Message, Trajectory
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
+
 from argym.agents.hf import ADAPTER_DIR, HFPolicy
 from argym.agents.policy import Generator
 from argym.agents.scheduler import StreamingScheduler, VersionedGenerator
@@ -21,16 +22,16 @@ from argym.algorithms.config import TrainConfig
 from argym.algorithms.lora import AdapterOffReference, apply_lora
 from argym.algorithms.off_policy import AheadOfLearner, Batch, Batches, Lockstep
 from argym.algorithms.strategies import PlainRollout, RolloutStrategy, build_strategy
-
 from argym.errors import ConfigError
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
+    from torch import nn
+
     from argym.agents.program import ProgramRunner
     from argym.agents.rollout import RolloutEngine
     from argym.algorithms.cluster_config import Cluster, RemoteLearner
     from argym.algorithms.learner import Learner
-    from torch import nn
 
 
 def seed_everything(seed: int) -> None:

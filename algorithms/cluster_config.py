@@ -14,6 +14,7 @@ from argym.registry import Registry
 
 if TYPE_CHECKING:
     import torch
+
     from argym.agents.policy import Generator
 
 

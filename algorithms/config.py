@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast, get_type_hints
 
 import yaml
+
 from argym.agents.program import ProgramConfig
 from argym.agents.tiny import TinyModelConfig
 from argym.agents.vllm import VLLMConfig
@@ -29,9 +30,8 @@ from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.r3l.retry import R3LConfig
 from argym.algorithms.registry import ADVANTAGES, STRATEGIES
 from argym.algorithms.sampling import SamplingConfig
-from argym.rewards.compose import RewardConfig
-
 from argym.errors import ConfigError, did_you_mean
+from argym.rewards.compose import RewardConfig
 from argym.values import coerce, parse_pair
 
 T = TypeVar("T")

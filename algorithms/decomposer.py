@@ -30,7 +30,6 @@ from typing import Any
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.algorithms.r3l.retry import distill
-
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
 

@@ -7,9 +7,10 @@ micro-batches, so they take the same numerical path (in bf16 they match to the b
 from __future__ import annotations
 
 import torch
+from torch import Tensor, nn
+
 from argym.algorithms.batch import TrainBatch
 from argym.algorithms.prefix import place, plan_shared_prefix, shared_prefix_logits
-from torch import Tensor, nn
 
 
 def token_logprobs(

@@ -29,8 +29,9 @@ from argym.errors import ConfigError
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-    from argym.algorithms.value import Critic
     from torch.distributed.fsdp import FSDPModule
+
+    from argym.algorithms.value import Critic
 
 
 def shard(model: nn.Module, device_type: str) -> None:

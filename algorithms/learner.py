@@ -29,6 +29,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import Tensor, nn
+
 from argym.algorithms import fsdp
 from argym.algorithms.advantages import gae
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows, whole_group_minibatches
@@ -41,13 +43,12 @@ from argym.algorithms.off_policy import importance_weighted
 from argym.algorithms.r3l.credit import credit_step
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from argym.algorithms.weight_grid import SamplerGrid, narrower
-from torch import Tensor, nn
-
 from argym.errors import ConfigError
 from argym.types import Trajectory
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
+
     from argym.algorithms.value import Critic
 
 __all__ = ["Learner", "LearnerConfig", "disable_dropout"]

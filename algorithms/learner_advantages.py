@@ -12,13 +12,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
+from torch import Tensor
+
 from argym.algorithms.advantages import AdvantageInputs, Estimator, level_flat_groups, masked_whiten
 from argym.algorithms.batch import TrainBatch
 from argym.algorithms.registry import ADVANTAGES, KL_ESTIMATORS
-from torch import Tensor
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
+
     from argym.algorithms.learner_config import LearnerConfig
 
 

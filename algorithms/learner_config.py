@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from argym.algorithms.registry import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
-
 from argym.errors import ConfigError
 
 

@@ -11,14 +11,15 @@ import math
 from typing import TYPE_CHECKING
 
 import torch
-from argym.algorithms.advantages import group_moments
-from argym.algorithms.batch import TrainBatch
 from torch import Tensor
 
+from argym.algorithms.advantages import group_moments
+from argym.algorithms.batch import TrainBatch
 from argym.types import Trajectory
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
+
     from argym.algorithms.learner_config import LearnerConfig
 
 SUMS = ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens", "nll")

@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from argym.algorithms.registry import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from torch import Tensor
+
+from argym.algorithms.registry import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 
 if TYPE_CHECKING:
     from argym.algorithms.learner_config import LearnerConfig

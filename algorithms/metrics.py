@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from argym.algorithms.step_log import reward_parts
-
 from argym.types import Trajectory
 
 

@@ -20,8 +20,9 @@ import inspect
 from dataclasses import dataclass
 
 import torch
-from argym.algorithms.batch import TrainBatch
 from torch import Tensor, nn
+
+from argym.algorithms.batch import TrainBatch
 
 
 @dataclass

@@ -25,7 +25,6 @@ from typing import Any
 
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.sampling import SamplingConfig
-
 from argym.registry import Registry
 
 SCALE_FIELDS = ("lr", "micro_batch_size", "temperature", "seed", "shuffle", "max_grad_norm")

@@ -20,6 +20,7 @@ from argym.types import Trajectory
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
+
     from argym.algorithms.config import TrainConfig
 
 

@@ -13,9 +13,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from argym.rewards.overlong import longest_turn, overlong_penalty
-
 from argym.errors import ConfigError
+from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.types import Trajectory
 
 
@@ -92,6 +91,7 @@ def informative_groups(trajectories: Sequence[Trajectory], outcome: Sequence[flo
     carries no gradient. Ids are returned in first-seen order.
     """
     import torch  # here, so that reading a recipe (SamplingConfig) never imports torch
+
     from argym.algorithms.advantages import flat_groups
 
     seen = list(dict.fromkeys(t.group for t in trajectories))

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from argym.agents.renderer import conversation_ids
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scripted import OracleAgent

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from argym.algorithms.registry import STRATEGIES as STRATEGIES  # this module's table, re-exported
-
 from argym.types import Task, Trajectory
 
 if TYPE_CHECKING:

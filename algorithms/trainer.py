@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+
 from argym.agents.evaluate import evaluate
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
@@ -61,7 +62,6 @@ from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
 from argym.algorithms.strategies import STRATEGIES, combine_metrics, release
-
 from argym.seeding import seed_for
 from argym.types import Trajectory
 

@@ -22,14 +22,16 @@ import copy
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch import Tensor, nn
+
 from argym.algorithms.batch import TrainBatch, split_batch, stack_rows
 from argym.algorithms.forward import disable_dropout
-from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-    from argym.algorithms.learner_config import LearnerConfig
     from transformers import PreTrainedModel
+
+    from argym.algorithms.learner_config import LearnerConfig
 
 
 class ValueModel(nn.Module):

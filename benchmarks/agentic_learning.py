@@ -269,9 +269,10 @@ def serve(cfg: Any) -> tuple[subprocess.Popen, str]:
 def run_trl(a: argparse.Namespace, out: Path, policy_dir: Path) -> dict[str, Any]:
     import torch
     from _trl import grpo_trainer
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
     from argym.agents.hf import load_tokenizer
     from argym.agents.trl_rollout import ServedRollout, env_reward
-    from transformers import AutoModelForCausalLM, TrainerCallback
 
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
     cfg = load(a, from_warm(policy_dir))

@@ -53,10 +53,10 @@ from tempfile import TemporaryDirectory
 
 import gymnasium as gym
 import numpy as np
-from argym.envs.code.env import CodeEnv
-from argym.envs.math.env import MathEnv
 
 from algorithms import warm_start
+from argym.envs.code.env import CodeEnv
+from argym.envs.math.env import MathEnv
 
 SLOW_MATH = "argym-bench/SlowMath-v0"
 TIMED_CODE = "argym-bench/TimedCode-v0"
@@ -141,9 +141,10 @@ def workload(args: argparse.Namespace) -> tuple[Path | None, list[str], dict[str
 
 
 def run_mode(name: str, recipe: Path | None, overrides: list[str], out: Path) -> dict:
+    from rich.console import Console
+
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
-    from rich.console import Console
 
     cfg = load_config(recipe, [*overrides, f"out_dir={out / name}"])
     trainer = Trainer(cfg, Console(quiet=True))

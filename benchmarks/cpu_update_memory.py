@@ -35,8 +35,9 @@ def minor_faults() -> int:
 
 
 def child(arm: str, updates: int, out_dir: str) -> None:
-    import argym.algorithms.trainer as trainer_module
     import psutil
+
+    import argym.algorithms.trainer as trainer_module
     from argym.algorithms.config import load_config
 
     if arm == "return":

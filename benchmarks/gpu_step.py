@@ -96,11 +96,12 @@ def run_trl(a: argparse.Namespace, path: str) -> dict:
     import numpy as np
     import torch
     from _trl import TIMED, grpo_trainer
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
     from argym.agents.hf import load_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
 
     tok = load_tokenizer(path)
     if tok.pad_token is None:

@@ -70,6 +70,7 @@ def save_whole(policy, path: Path) -> None:
 def filler_warm_start(out: Path, steps: int, seed: int = 0) -> Path:
     """The tiny policy fine-tuned on oracle answers with 0, 1 or 2 filler steps (50/35/15%)."""
     import numpy as np
+
     from argym.agents.hf import HFPolicy
     from argym.agents.renderer import conversation_ids
     from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
@@ -233,6 +234,8 @@ def train_agent_prm(policy_dir: Path, out: Path, prm_tasks: int, seed: int = 0) 
     non-final attempt's snapshot, a small transformer PRM trained on them. Returns the PRM's dir,
     the samples it cost (rollouts and branch episodes) and its held-out report (BCE, AUC)."""
     import numpy as np
+
+    import argym
     from argym.agents.hf import HFPolicy
     from argym.agents.policy import SamplingParams
     from argym.agents.rollout import RolloutEngine
@@ -240,8 +243,6 @@ def train_agent_prm(policy_dir: Path, out: Path, prm_tasks: int, seed: int = 0) 
     from argym.algorithms.agent_prm import AgentPRMConfig, agent_prm_round, policy_actor
     from argym.envs.executors import Executors
     from argym.rewards.prm import build_classifier
-
-    import argym
 
     env_id, kwargs = AGENTPRM_ENV
     policy = HFPolicy.load(policy_dir)
@@ -403,6 +404,7 @@ def smollm2(a: argparse.Namespace) -> None:
     and best-of-k selection by SAR against a random pick (pass@1) and pass@k.
     """
     import numpy as np
+
     from argym.agents.evaluate import eval_tasks
     from argym.agents.hf import HFPolicy
     from argym.agents.models import resolve_checkpoint

@@ -115,14 +115,14 @@ def feedback_warm_start(out: Path, seed: int, overrides: list[str], steps: int =
     episodes and steps, so that the plain half gets as many updates as the quickstart's whole.
     """
     import numpy as np
+    from process_rewards import save_whole
+
+    import argym
     from argym.agents.hf import HFPolicy
     from argym.agents.renderer import conversation_ids
     from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
     from argym.algorithms.r3l.reflection import RuleReflector
     from argym.algorithms.sft import warm_start as sft
-    from process_rewards import save_whole
-
-    import argym
     from argym.types import Trajectory
 
     path = out / f"warm-seed{seed}" / "checkpoint" / "policy"

@@ -70,8 +70,9 @@ class Clock:
 def save_weights(model: Any, path: Path) -> None:
     """The model's weights under HF names (LoRA merged), bfloat16 (what the evaluating engine runs)."""
     import torch
-    from argym.agents.vllm import hf_state_dict
     from safetensors.torch import save_file
+
+    from argym.agents.vllm import hf_state_dict
 
     tensors = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in hf_state_dict(model).items()}
     save_file(tensors, str(path))
@@ -164,13 +165,14 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     import numpy as np
     import torch
     from _trl import grpo_trainer
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
     from argym.agents.hf import load_tokenizer
     from argym.agents.models import resolve_checkpoint
     from argym.algorithms.config import load_config
     from argym.envs.math.env import math_tasks
     from argym.envs.math.verifier import MathVerifier
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
 
     cfg = load_config(RECIPE, recipe_overrides(a))
     kwargs = cfg.env.kwargs

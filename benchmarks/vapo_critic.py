@@ -52,9 +52,10 @@ def prompt_share(trajs: list) -> float:
 
 def pretrain(seed: int, attempts: int, steps: int, warm: str, out: Path) -> list[dict[str, float]]:
     import torch
+    from rich.console import Console
+
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
-    from rich.console import Console
 
     policy = Path(warm.format(seed=seed)) / f"warm-seed{seed}" / "checkpoint" / "policy"
     cfg = load_config(

@@ -27,11 +27,12 @@ QUESTIONS = ["What is 12+35?", "Say hi.", "Add 10 and 32, then box the result."]
 
 
 def main() -> None:
+    from safetensors.torch import load_file
+
     from argym.agents.hf import HFPolicy
     from argym.agents.models import resolve_checkpoint
     from argym.agents.policy import SamplingParams
     from argym.agents.spec import load_agent
-    from safetensors.torch import load_file
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=12)

@@ -64,11 +64,12 @@ def run_argym(steps: int, warmup: int) -> dict:
 def run_trl(steps: int, warmup: int) -> dict:
     import numpy as np
     from _trl import TIMED, grpo_trainer
+    from datasets import Dataset
+    from transformers import TrainerCallback
+
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     from argym.envs.math.arithmetic import arithmetic_source
     from argym.envs.math.verifier import extract_answer, verify_answer
-    from datasets import Dataset
-    from transformers import TrainerCallback
 
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, TinyModelConfig(), seed=SEED)

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
+
 from argym.envs.executors import Executors
 from argym.envs.spaces import Conversation, UnicodeText
 from argym.envs.tasks import TaskSource, check_split
-
 from argym.errors import ConfigError, EnvStateError
 from argym.types import Message, Task
 

@@ -34,7 +34,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from argym.envs.sandbox.base import Sandbox, make_sandbox
-
 from argym.errors import ArgymError, InfrastructureError
 from argym.registry import Registry
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.tasks import ListSource, parse_source_spec, rows_source
-
 from argym.errors import ConfigError, MissingDependencyError
 from argym.types import Task
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from argym.envs.hf_datasets import hf_source
 from argym.envs.tasks import ListSource, TaskSource, parse_source_spec, read_jsonl
-
 from argym.errors import ConfigError
 from argym.registry import Registry, unknown_name
 from argym.types import Task

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+import argym
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.renderer import ChatRenderer
@@ -31,8 +33,6 @@ from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.losses import aggregate
 from argym.algorithms.registry import ADVANTAGES, POLICY_LOSSES
 from argym.algorithms.sft import oracle_sequences, warm_start
-
-import argym
 from argym.seeding import seed_for
 
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from argym.errors import ConfigError
 from argym.leaderboards.board import Board, Row, parse_date, rank
 from argym.leaderboards.store import ENV_VAR, SCHEMA_VERSION, Store, StoreError, default_path
 from argym.leaderboards.submission import BoardKey, Submission, SubmissionError, validate
-
-from argym.errors import ConfigError
 
 DB = str | os.PathLike[str] | None
 _ABSENT = object()

@@ -29,9 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from argym.leaderboards.submission import Submission, SubmissionError, canonical, validate
-
 from argym.errors import ArgymError
+from argym.leaderboards.submission import Submission, SubmissionError, canonical, validate
 
 SCHEMA_VERSION = 3
 ENV_VAR = "ARGYM_LEADERBOARD"

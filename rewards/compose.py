@@ -31,15 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from argym.callables import load_function
+from argym.errors import ConfigError, InfrastructureError
+from argym.registry import Registry
 from argym.rewards.credit import credit_rewards, token_loo_baseline
 from argym.rewards.custom import Score, TaskLookup, callable_component, is_callable_spec
 from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
-
-from argym.callables import load_function
-from argym.errors import ConfigError, InfrastructureError
-from argym.registry import Registry
 from argym.stats import within_group_correlation
 from argym.types import Trajectory
 

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from argym.rewards.steps import Step, render_text, split_steps, step_prefix
-
 from argym.errors import ConfigError
 from argym.registry import Registry, unknown_name
+from argym.rewards.steps import Step, render_text, split_steps, step_prefix
 from argym.types import Trajectory
 
 

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from argym.rewards.steps import Step, render_text, split_steps, step_prefix
-
 from argym.types import Trajectory
 
 StepSplitter = Callable[[Trajectory], list[Step]]

@@ -13,22 +13,22 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+
+import argym
+from argym import registry
 from argym.agents.evaluate import evaluate
 from argym.agents.spec import AGENT_SPECS, load_agent, register_agent_spec
 from argym.algorithms.config import load_config
 from argym.algorithms.strategies import STRATEGIES, build_strategy, combine_metrics, register_strategy
+from argym.check.corpus import Exploit, exploits, get, register_exploit, register_family
 from argym.envs import ListSource, Reply, TextEnv
 from argym.envs.code.tasks import CODE_SOURCES, code_tasks, functions_source
 from argym.envs.math.env import MATH_SOURCES, MathEnv
 from argym.envs.sandbox.base import SANDBOX_BACKENDS, make_sandbox, register_sandbox_backend
 from argym.envs.sandbox.process import ProcessSandbox
+from argym.errors import ConfigError
 from argym.rewards.compose import REWARD_COMPONENTS, RewardConfig, register_reward
 from argym.rewards.prm import PRMS, load_prm, register_prm
-
-import argym
-from argym import registry
-from argym.check.corpus import Exploit, exploits, get, register_exploit, register_family
-from argym.errors import ConfigError
 from argym.types import Task
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from argym.algorithms.config import load_config
 
 import argym
+from argym.algorithms.config import load_config
 from argym.errors import ConfigError, UnknownEnvError
 
 CLI = [sys.executable, "-m", "argym.cli"]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from argym.algorithms.losses import register_policy_loss
 from torch import Tensor
+
+from argym.algorithms.losses import register_policy_loss
 
 OPMD_TAU = 1.0  # τ of R³L's OPMD loss (the paper's examples/R3L configs)
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from argym.agents.policy import SamplingParams
-
 from argym.types import Message, Trajectory
 
 FALLBACK_GUIDANCE = "Your previous attempt failed. Check each step before you answer."

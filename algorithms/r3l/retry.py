@@ -9,7 +9,6 @@ from typing import Any
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import Resume, RolloutEngine
 from argym.algorithms.r3l.reflection import PolicyReflector, Reflection, RuleReflector
-
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
 

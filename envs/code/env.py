@@ -54,7 +54,6 @@ from argym.envs.code.grader import FEEDBACK_MODES, feedback, grade
 from argym.envs.code.tasks import code_tasks
 from argym.envs.sandbox.base import Sandbox, SandboxName
 from argym.envs.tasks import TaskSource
-
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Message, Task
 

@@ -28,7 +28,6 @@ from typing import Any
 
 from argym.envs.sandbox.base import ExecResult, Limits, Program, Sandbox, SandboxError
 from argym.envs.sandbox.pyharness import counted_asserts
-
 from argym.errors import InfrastructureError
 from argym.types import Task
 

@@ -28,7 +28,6 @@ from typing import Any
 from argym.envs.sandbox.pyharness import counted_asserts
 from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import ListSource, ProceduralSource, TaskSource
-
 from argym.registry import Registry
 from argym.types import Task
 

@@ -9,9 +9,9 @@ index and the knobs, the same in every process and on every machine.
 from __future__ import annotations
 
 import numpy as np
+
 from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.tasks import ProceduralSource, stable_hash
-
 from argym.errors import ConfigError
 from argym.types import Task
 

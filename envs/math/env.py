@@ -42,7 +42,6 @@ from argym.envs.math.verifier import ANSWER_FORMATS, MathVerifier
 from argym.envs.math.word_problems import word_problem_source
 from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import TaskSource
-
 from argym.errors import ConfigError, InfrastructureError
 from argym.registry import Registry
 from argym.types import Message, Task

@@ -28,7 +28,6 @@ from typing import Any
 
 from argym.envs.math.answer import BOXED_INSTRUCTION, strip_math_delimiters
 from argym.envs.tasks import ProceduralSource, TaskSource
-
 from argym.errors import ConfigError, MissingDependencyError, did_you_mean
 from argym.types import Task
 

@@ -26,7 +26,6 @@ from typing import Any, NotRequired, TypedDict
 
 from argym.envs.executors import DeadlineExceeded, WorkerPool, register_pool
 from argym.envs.math.answer import strip_math_delimiters
-
 from argym.errors import InfrastructureError
 
 ANSWER_FORMATS = ("boxed", "final")

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.math.arithmetic import evaluate
 from argym.envs.tasks import ProceduralSource
-
 from argym.errors import ConfigError
 from argym.types import Task
 

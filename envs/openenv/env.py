@@ -35,7 +35,6 @@ from typing import Any
 
 from argym.envs.base import Reply, TextEnv
 from argym.envs.tasks import ProceduralSource, TaskSource
-
 from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
 from argym.types import Message, Task
 

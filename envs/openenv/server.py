@@ -24,8 +24,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from argym.envs.executors import Executors
-from argym.envs.openenv.models import ArgymAction, ArgymObservation, ArgymState, jsonable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
@@ -33,6 +31,8 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
 import argym
+from argym.envs.executors import Executors
+from argym.envs.openenv.models import ArgymAction, ArgymObservation, ArgymState, jsonable
 from argym.errors import ArgymError, ConfigError, EnvStateError
 
 CLOSED = (

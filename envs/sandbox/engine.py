@@ -13,7 +13,6 @@ from typing import Any
 
 from argym.envs.sandbox.base import Limits, SandboxError, SandboxUnavailable
 from argym.envs.sandbox.pool import ContainerPool
-
 from argym.errors import MissingDependencyError
 
 IMAGE = os.environ.get("ARGYM_SANDBOX_IMAGE", "argym-sandbox:latest")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.sandbox.engine import IMAGE, client_from_env
-
 from argym.errors import ConfigError
 
 DEFAULT_BASE = "python:3.11-slim"

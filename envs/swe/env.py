@@ -55,7 +55,6 @@ from argym.envs.swe.tools import TOOLS, ToolBox
 from argym.envs.swe.workspace import DEFAULT_LIMITS, SWE_IMAGE, Workspace, open_workspace
 from argym.envs.tasks import TaskSource
 from argym.envs.tools.calls import ToolCall, check_call, format_calls, parse_tool_calls, tool_message
-
 from argym.errors import ConfigError, EnvStateError, InfrastructureError, MissingDependencyError
 from argym.types import Message, Task
 

@@ -54,7 +54,6 @@ from argym.envs.sandbox.base import SandboxError
 from argym.envs.swe.diffs import APPLY_SCRIPT, is_test_path, unquote
 from argym.envs.swe.instances import Instance
 from argym.envs.swe.workspace import ROOT, Workspace
-
 from argym.errors import InfrastructureError
 
 START, END, EXIT = ">>>>> Start Test Output", ">>>>> End Test Output", ">>>>> Test Exit Code"

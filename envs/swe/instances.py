@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.tasks import ListSource, jsonl_rows, split_of
-
 from argym.errors import ConfigError
 from argym.types import Task
 

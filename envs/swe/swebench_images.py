@@ -34,7 +34,6 @@ from argym.envs.sandbox.base import Limits, Sandbox, SandboxError, SandboxUnavai
 from argym.envs.swe.docker_workspace import DockerWorkspace
 from argym.envs.swe.instances import Instance
 from argym.envs.swe.workspace import BASE_GIT, DEFAULT_LIMITS, ROOT, Workspace
-
 from argym.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -36,7 +36,6 @@ from argym.envs.swe.instances import Instance
 from argym.envs.swe.project import build_repo, git, sdist_tree
 from argym.envs.swe.workspace import DEFAULT_LIMITS, ProcessWorkspace
 from argym.envs.tasks import split_of
-
 from argym.errors import ConfigError
 
 REPOS = {

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, cast
 from argym.envs.sandbox.base import ExecResult, Limits, Sandbox
 from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.project import cache_root
-
 from argym.errors import ConfigError, MissingDependencyError
 from argym.registry import Registry
 

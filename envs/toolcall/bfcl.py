@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.tasks import ListSource
-
 from argym.errors import ConfigError
 from argym.types import Task
 

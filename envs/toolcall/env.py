@@ -73,7 +73,6 @@ from argym.envs.tools.calls import (
     tool_message,
 )
 from argym.envs.tools.mcp import MCPTools, is_mcp_spec
-
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Message, Task
 

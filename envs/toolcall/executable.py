@@ -22,9 +22,9 @@ import datetime as dt
 from typing import Any
 
 import numpy as np
+
 from argym.envs.tasks import ProceduralSource
 from argym.envs.toolcall.tools import TOOLS, documents
-
 from argym.errors import ConfigError
 from argym.types import Task
 

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.executors import WorkerPool, register_pool
-
 from argym.errors import ArgymError
 
 

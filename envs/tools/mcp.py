@@ -29,7 +29,6 @@ from typing import Any
 
 from argym.envs.executors import DeadlineExceeded
 from argym.envs.loop import LoopThread, LoopTimeout
-
 from argym.errors import ConfigError, InfrastructureError, MissingDependencyError
 
 PREFIXES = ("mcp:", "mcp+http://", "mcp+https://")

@@ -49,7 +49,6 @@ from typing import Any
 from argym.envs.base import Reply, TextEnv
 from argym.envs.loop import LoopThread, LoopTimeout
 from argym.envs.tasks import ListSource, TaskSource, split_of
-
 from argym.errors import ConfigError, MissingDependencyError
 from argym.types import Message, Task
 

@@ -39,12 +39,12 @@ import re
 from typing import Any, cast
 
 import gymnasium as gym
+
 from argym.envs.base import Action, EnvState, TextEnv, parse_action, render_messages
 from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.wrappers.checkable import NotCheckable, SubQuestion, check_subquestion, parse_number
-from argym.rewards.credit import min_form_rewards
-
 from argym.errors import ConfigError, EnvStateError
+from argym.rewards.credit import min_form_rewards
 from argym.types import Message, Task
 
 WRAPPER_KEY = "DecomposeReasoner"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from argym.agents.batching import RequestBatcher
 from argym.agents.policy import Completion, SamplingParams
 

@@ -12,6 +12,7 @@ import time
 from urllib.parse import urlparse
 
 import pytest
+
 from argym.agents.endpoint import PolicyEndpoint
 from argym.agents.policy import SamplingParams
 

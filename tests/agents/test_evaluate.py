@@ -6,11 +6,11 @@ import json
 
 import gymnasium as gym
 import pytest
+
+import argym
 from argym.agents.evaluate import EvalResult, evaluate, score
 from argym.agents.policy import SamplingParams
 from argym.envs import ListSource, Reply, TextEnv
-
-import argym
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Task, Trajectory
 

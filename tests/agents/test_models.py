@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from argym.agents.models import MODELS, GGUFModel, find_gguf, prepare, resolve_checkpoint
 
+from argym.agents.models import MODELS, GGUFModel, find_gguf, prepare, resolve_checkpoint
 from argym.errors import ConfigError
 
 CLI = [sys.executable, "-m", "argym.cli"]
@@ -69,9 +69,10 @@ def test_prepared_checkpoint_is_plain_and_equals_the_dequantized_gguf(smollm2_di
 @pytest.mark.slow
 def test_prepared_checkpoint_loads_as_an_instruct_policy(smollm2_dir):
     import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     from argym.agents.hf import HFPolicy
     from argym.agents.policy import SamplingParams
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir)

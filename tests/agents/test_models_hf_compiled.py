@@ -6,6 +6,7 @@ import logging
 
 import pytest
 import torch
+
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer

@@ -15,9 +15,9 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from argym.agents.openai import EndpointError, OpenAIAgent, OpenAIConfig
 from argym.agents.policy import SamplingParams
-
 from argym.errors import ConfigError
 
 CALC_TOOL = {
@@ -44,6 +44,7 @@ def _free_port() -> int:
 def served(tmp_path_factory):
     """`vllm serve` of the tiny model on 127.0.0.1 (one server for the module); yields (base_url, HFPolicy, dir)."""
     import torch
+
     from argym.agents.hf import HFPolicy
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 

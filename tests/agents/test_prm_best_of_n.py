@@ -6,12 +6,12 @@ import random
 import re
 
 import pytest
+
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.prm_best_of_n import PRMBestOfN
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-
 from argym.errors import ConfigError
 
 ENV = "argym/Math-v0"

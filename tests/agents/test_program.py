@@ -13,6 +13,7 @@ import numpy as np
 import openai  # a dev dependency (the `program` extra): missing, the test fails rather than skips
 import pytest
 import torch
+
 from argym.agents.endpoint import PolicyEndpoint
 from argym.agents.evaluate import evaluate
 from argym.agents.hf import HFPolicy
@@ -22,7 +23,6 @@ from argym.agents.spec import load_agent
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
-
 from argym.callables import load_function
 from argym.errors import ConfigError
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+
+import argym
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.envs import ListSource, Reply, TextEnv
-
-import argym
 from argym.errors import InfrastructureError
 from argym.types import Task
 
@@ -174,6 +174,7 @@ def _unstarted(traj) -> bool:
 
 def test_a_reset_that_fails_is_an_infra_failure_the_learner_drops_and_counts():
     from accelerate import Accelerator
+
     from argym.algorithms.learner import Learner, LearnerConfig
 
     tok = build_tiny_tokenizer()

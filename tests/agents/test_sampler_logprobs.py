@@ -7,6 +7,7 @@ reference (conftest.py: softmax(logits / T) on the top-p nucleus, renormalised).
 from __future__ import annotations
 
 import torch
+
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer

@@ -7,13 +7,13 @@ import threading
 
 import gymnasium as gym
 import pytest
+
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scheduler import StreamingScheduler, VersionedGenerator
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.envs import ListSource, Reply, TextEnv
-
 from argym.types import Task
 
 PACED_ID = "argym-test/Paced-v0"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-
 from argym.errors import ConfigError, MissingDependencyError
 
 from ..tiny_run import VLLM_SYNC_RUN
@@ -164,6 +164,7 @@ def test_weights_reload_in_place(engine):
 @pytest.mark.slow
 def test_rollouts_feed_the_learner_with_near_zero_mismatch(engine):
     from accelerate import Accelerator
+
     from argym.agents.rollout import RolloutEngine
     from argym.algorithms.learner import Learner, LearnerConfig
 
@@ -201,9 +202,9 @@ def test_agent_program_through_the_vllm_backend(engine, record_generations, asse
     from pathlib import Path
 
     from accelerate import Accelerator
+
     from argym.agents.program import ProgramRunner
     from argym.algorithms.learner import Learner, LearnerConfig
-
     from argym.callables import load_function
 
     policy, hf = engine
@@ -388,8 +389,9 @@ def test_bad_vllm_spec_options_are_config_errors(tmp_path):
 
 
 def test_weights_sent_to_vllm_are_the_merged_lora_weights():
-    from argym.agents.vllm import hf_state_dict
     from peft import LoraConfig, get_peft_model
+
+    from argym.agents.vllm import hf_state_dict
 
     tok = build_tiny_tokenizer()
     base = build_tiny_model(tok, TINY, seed=2)

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from argym.algorithms.advantages import (
     ADVANTAGES,
     AdvantageInputs,
@@ -14,7 +15,6 @@ from argym.algorithms.advantages import (
     group_normalized,
 )
 from argym.algorithms.learner import LearnerConfig
-
 from argym.errors import ConfigError
 
 
@@ -85,7 +85,6 @@ from argym.algorithms.advantages import (  # noqa: E402
     masked_whiten,
 )
 from argym.algorithms.batch import make_batch  # noqa: E402
-
 from argym.types import Trajectory  # noqa: E402
 
 CFG = LearnerConfig()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.agent_prm import AgentPRMConfig, agent_prm_round, branch_q_targets, play_out
 from argym.envs.base import Reply, TextEnv
 from argym.envs.tasks import ListSource
 from argym.rewards.prm import build_classifier
 from argym.rewards.prm_data import mc_q_targets, step_keys
-
 from argym.types import Task, Trajectory
 
 

@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 import torch
+
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
-
 from argym.errors import ConfigError
 
 SMALL = [

@@ -4,6 +4,7 @@ and a callback stops the run cleanly (a checkpoint at that step, from which the 
 from __future__ import annotations
 
 import torch
+
 from argym.algorithms.callbacks import TrainerCallback
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+
 from argym.algorithms.checkpoint import find_checkpoint, load_state, save_checkpoint
 
 

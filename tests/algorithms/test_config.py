@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+
 from argym.algorithms import registry
 from argym.algorithms.config import load_config
-
 from argym.errors import ConfigError
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"

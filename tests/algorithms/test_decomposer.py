@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.rollout import RolloutEngine
@@ -15,7 +16,6 @@ from argym.algorithms.decomposer import (
     decomposer_messages,
     with_hints,
 )
-
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_POLICY

@@ -14,10 +14,10 @@ import textwrap
 import pytest
 import torch
 from accelerate import Accelerator
-from argym.algorithms.batch import make_batch, split_batch, whole_group_minibatches
-from argym.algorithms.learner import Learner, LearnerConfig
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from argym.algorithms.batch import make_batch, split_batch, whole_group_minibatches
+from argym.algorithms.learner import Learner, LearnerConfig
 from argym.errors import ConfigError
 from argym.types import Trajectory
 

@@ -4,6 +4,7 @@ naming env, algorithm and model, a legend that says what each line is."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+
 from argym.algorithms.config import load_config
 from argym.algorithms.metrics import curve_title, learning_curve_figure, plot_learning_curve
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.losses import (
     AGGREGATIONS,
@@ -15,7 +16,6 @@ from argym.algorithms.losses import (
     kl_k3,
     ppo_clip_loss,
 )
-
 from argym.errors import ConfigError
 
 RATIOS = torch.tensor([0.5, 0.9, 1.1, 1.5])

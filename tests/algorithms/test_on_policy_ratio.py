@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 from accelerate import Accelerator
+
 from argym.algorithms.learner import Learner, LearnerConfig
 from argym.algorithms.value import Critic, ValueModel
 

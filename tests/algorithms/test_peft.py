@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from accelerate import Accelerator
+
 from argym.algorithms.learner import Learner, LearnerConfig
 
 from .test_learner import PAD, grads, random_trajs, tiny_model

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from argym.algorithms.prefix import plan_shared_prefix
 
+from argym.algorithms.prefix import plan_shared_prefix
 from argym.types import Trajectory
 
 from .test_learner import PAD, grads, learner

@@ -6,10 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from argym.algorithms.config import TrainConfig, load_config
 from argym.algorithms.learner import LearnerConfig
 from argym.algorithms.presets import DAPO, GSPO, PRESETS, SCALE_FIELDS, get_preset
-
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN
@@ -51,6 +51,7 @@ def test_dapo_weight_decay_reaches_the_optimizer():
     """DAPO's AdamW weight decay 0.1 (verl's DAPO recipe; the paper states none) is the algorithm's, not the
     scale's: `algo=dapo` writes it over a recipe, and the learner's AdamW takes it."""
     from accelerate import Accelerator
+
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     from argym.algorithms.learner import Learner
 

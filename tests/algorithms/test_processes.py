@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from argym.algorithms.config import load_config
 from argym.algorithms.processes import check_processes
-
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN

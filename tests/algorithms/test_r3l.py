@@ -6,6 +6,8 @@ import pickle
 
 import pytest
 import torch
+
+import argym
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
@@ -21,8 +23,6 @@ from argym.algorithms.r3l import (
 )
 from argym.algorithms.r3l.reflection import FALLBACK_GUIDANCE, PolicyReflector
 from argym.algorithms.r3l.retry import R3LConfig, R3LRollout, distill, mask_before, retry_start, turn_start
-
-import argym
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN
@@ -236,6 +236,7 @@ def test_positive_amplification_against_hand_computed_advantages():
 
 def test_learner_applies_amplification_at_step_five(policy, failed):
     from accelerate import Accelerator
+
     from argym.algorithms.learner import Learner, LearnerConfig
 
     trajs = [failed[0], failed[1]]

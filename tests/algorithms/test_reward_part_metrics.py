@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from argym.algorithms.metrics import reward_part_metrics
 
+from argym.algorithms.metrics import reward_part_metrics
 from argym.types import Trajectory
 
 

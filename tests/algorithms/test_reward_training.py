@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
-
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from argym.algorithms.sampling import (
     SamplingConfig,
     apply_overlong,
@@ -11,7 +12,6 @@ from argym.algorithms.sampling import (
     longest_turn,
     overlong_penalty,
 )
-
 from argym.errors import ConfigError
 from argym.types import Trajectory
 

@@ -9,13 +9,13 @@ import json
 import pytest
 import torch
 from accelerate import Accelerator
+from rich.console import Console
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
 from argym.algorithms.config import LearnerConfig, LogConfig, load_config
 from argym.algorithms.learner import Learner
 from argym.algorithms.metrics import MetricsLog
 from argym.algorithms.step_log import StepLog
-from rich.console import Console
-from transformers import Qwen2Config, Qwen2ForCausalLM
-
 from argym.errors import ConfigError
 from argym.types import Trajectory
 

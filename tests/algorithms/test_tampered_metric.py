@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from argym.algorithms.metrics import tampered_rate
-
 from argym.types import Trajectory
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.config import TrainConfig, load_config
 from argym.algorithms.trainer import Trainer
-
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN

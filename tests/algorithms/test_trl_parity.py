@@ -25,9 +25,9 @@ import pytest
 import torch
 import trl  # pinned in the dev extra; a missing or other trl must fail, not skip
 from accelerate import Accelerator
+
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.learner import Learner, LearnerConfig
-
 from argym.types import Trajectory
 
 TRL_VERSION = "1.16.0"

@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+
 from argym.agents.hf import HFPolicy
 from argym.algorithms.config import load_config
 from argym.algorithms.weight_grid import SamplerGrid, narrower
@@ -144,6 +145,7 @@ def test_updates_below_a_bf16_step_accumulate_in_the_masters():
 
 def test_the_masters_survive_a_resume_and_fit_only_wider_weights():
     from accelerate import Accelerator
+
     from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     from argym.algorithms.learner import Learner, LearnerConfig
 

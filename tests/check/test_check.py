@@ -19,12 +19,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from argym.envs.base import Reply, TextEnv
-from argym.envs.tasks import ListSource
 
 import argym
 from argym.check import CheckConfig, Exploit, register_exploit, run_checks
 from argym.check.corpus import unregister_exploit
+from argym.envs.base import Reply, TextEnv
+from argym.envs.tasks import ListSource
 from argym.types import Task
 
 HERE = Path(__file__).parent

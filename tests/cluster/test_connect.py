@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from argym.algorithms.config import ClusterConfig, load_config
 
+from argym.algorithms.config import ClusterConfig, load_config
 from argym.cluster import connect
 from argym.errors import ConfigError, MissingDependencyError
 

@@ -20,19 +20,19 @@ import psutil
 import pytest
 import ray
 import torch
+from rich.console import Console
+
+import argym
 from argym.agents.hf import HFPolicy
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
-from argym.envs.sandbox.process import ProcessSandbox
-from rich.console import Console
-
-import argym
 from argym.cluster import RayEnvPool, RemoteEnv
 from argym.cluster.generators import RayGenerators
 from argym.cluster.learner import RayLearner
+from argym.envs.sandbox.process import ProcessSandbox
 from argym.errors import ConfigError
 
 from ..tiny_run import TINY_RUN, VLLM_SYNC_RUN

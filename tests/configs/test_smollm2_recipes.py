@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
 

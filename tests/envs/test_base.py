@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 import pytest
-from argym.envs import EnvState, ListSource, Reply, TextEnv, parse_action
 from gymnasium.utils.env_checker import check_env
 
 import argym
+from argym.envs import EnvState, ListSource, Reply, TextEnv, parse_action
 from argym.registration import own_ids
 
 

@@ -12,12 +12,12 @@ import subprocess
 import sys
 
 import pytest
+
+import argym
 from argym.envs.code.env import CodeEnv
 from argym.envs.code.grader import extract_code, program_for
 from argym.envs.code.tasks import code_task, code_tasks, functions_source, humaneval_source
 from argym.envs.sandbox import SandboxError
-
-import argym
 
 CODE = "argym/Code-v0"
 

@@ -3,9 +3,8 @@ solved by its reference in the real sandbox and failed by a one-step answer."""
 
 from __future__ import annotations
 
-from argym.agents.evaluate import eval_tasks
-
 import argym
+from argym.agents.evaluate import eval_tasks
 
 SOURCE = {"tasks": "composed(test_size=200)"}
 

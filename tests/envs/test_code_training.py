@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from argym.algorithms.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import threading
 import time
 
 import pytest
-from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
 
 import argym
+from argym.envs.executors import DeadlineExceeded, Executors, WorkerPool
 
 
 def test_call_runs_in_a_lazily_started_worker() -> None:

@@ -9,10 +9,10 @@ import warnings
 
 import datasets
 import pytest
-from argym.envs.code.tasks import code_tasks
-from argym.envs.math.env import math_tasks
 
 import argym
+from argym.envs.code.tasks import code_tasks
+from argym.envs.math.env import math_tasks
 
 QA = [{"problem": f"What is {i} + {i}?", "solution": str(2 * i)} for i in range(40)]
 

@@ -11,12 +11,12 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import argym
 from argym.envs.executors import Executors, WorkerPool
 from argym.envs.math.arithmetic import arithmetic_source, evaluate
 from argym.envs.math.env import RETRY_MESSAGE, MathEnv, math_tasks
 from argym.envs.math.verifier import GRADE_FN, MathVerifier, _last_boxed, extract_answer, verifier_pool
-
-import argym
 
 MATH = "argym/Math-v0"
 DEADLINE_S = 2.0  # the bad-input tests' pool deadline: math-verify's own timeout is then 1 s
@@ -419,7 +419,6 @@ def test_reasoning_gyms_version_is_in_the_board_key() -> None:
 
 def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure(executors: Executors) -> None:
     from argym.envs.tasks import ListSource
-
     from argym.types import Task
 
     scorer = {"kind": "reasoning_gym", "dataset": "no_such_dataset", "config": {}, "seed": 0}

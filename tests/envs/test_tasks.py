@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+
+import argym
 from argym.envs.tasks import (
     ListSource,
     ProceduralSource,
@@ -15,8 +17,6 @@ from argym.envs.tasks import (
     split_of,
     stable_hash,
 )
-
-import argym
 
 
 def toy_make(index: int) -> argym.Task:

@@ -12,8 +12,9 @@ import os
 import shutil
 from pathlib import Path
 
-import argym.leaderboards as lb
 import pytest
+
+import argym.leaderboards as lb
 from argym.leaderboards.server import serve_in_thread
 
 pytestmark = pytest.mark.slow
@@ -122,8 +123,9 @@ def test_board_page_in_headless_chromium(driver, artifacts, result, lb_db):
 
 
 def test_static_export_detail_opens_offline(driver, artifacts, result, tmp_path):
-    from argym.leaderboards.render import write_html
     from selenium.webdriver.common.by import By
+
+    from argym.leaderboards.render import write_html
 
     lb.submit(result([True] * 7 + [False] * 3, agent="tiny:runs/quickstart"))
     found = lb.boards()

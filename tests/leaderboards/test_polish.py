@@ -7,9 +7,10 @@ import json
 import subprocess
 import sys
 
+from rich.console import Console
+
 import argym.leaderboards as lb
 from argym.leaderboards.render import board_table, print_boards
-from rich.console import Console
 
 LONG_AGENT = "tiny:runs/a-rather-long-experiment-name/checkpoint-step-0100"
 

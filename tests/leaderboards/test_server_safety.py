@@ -9,8 +9,9 @@ import logging
 import socket
 from urllib.parse import urlparse
 
-import argym.leaderboards as lb
 import pytest
+
+import argym.leaderboards as lb
 from argym.leaderboards.server import serve_in_thread
 
 SCRIPT = "<script>alert(1)</script>"

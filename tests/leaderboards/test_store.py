@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sqlite3
 
-import argym.leaderboards as lb
 import pytest
-from argym.leaderboards.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreError, default_path
 
+import argym.leaderboards as lb
 from argym.errors import ConfigError
+from argym.leaderboards.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreError, default_path
 
 
 def test_eval_submit_board_round_trip(lb_db):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-import argym.leaderboards as lb
 import pytest
+
+import argym.leaderboards as lb
 from argym.leaderboards import store as store_mod
 from argym.leaderboards.store import Store
 

@@ -8,7 +8,6 @@ import urllib.request
 import argym.leaderboards as lb
 from argym.leaderboards.server import serve_in_thread
 from argym.leaderboards.store import Store
-
 from argym.transcript import HEAD_CHARS, TAIL_CHARS
 
 

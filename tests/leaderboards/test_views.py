@@ -7,8 +7,9 @@ import re
 import urllib.error
 import urllib.request
 
-import argym.leaderboards as lb
 import pytest
+
+import argym.leaderboards as lb
 from argym.leaderboards.render import boards_html, print_boards, write_html, write_plot
 from argym.leaderboards.server import serve_in_thread
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.batch import make_batch
+from argym.errors import ConfigError, InfrastructureError
 from argym.rewards.compose import RewardComposer, RewardConfig, format_reward
 from argym.rewards.credit import min_form_rewards
 from argym.rewards.prm import RuleBasedPRM, load_prm
 from argym.rewards.steps import split_steps
-
-from argym.errors import ConfigError, InfrastructureError
 from argym.types import Trajectory
 
 

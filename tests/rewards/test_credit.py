@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from argym.rewards.credit import (
     credit_rewards,
     min_form_returns,

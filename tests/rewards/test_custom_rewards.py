@@ -5,12 +5,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from argym.algorithms.config import load_config
-from argym.rewards.compose import RewardComposer, RewardConfig
-from argym.rewards.custom import env_tasks
 
 import argym
+from argym.algorithms.config import load_config
 from argym.errors import ConfigError
+from argym.rewards.compose import RewardComposer, RewardConfig
+from argym.rewards.custom import env_tasks
 from argym.types import Task, Trajectory
 
 USER_REWARDS = """

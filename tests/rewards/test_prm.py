@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.rewards.prm import RuleBasedPRM, bce, build_classifier, load_prm, roc_auc
 from argym.rewards.steps import render_text, split_steps, step_prefix
-
 from argym.types import Trajectory
 
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
+
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.rewards.sar import continuation_logprobs, last_turn_split, sar_rewards, self_aligned_reward
-
 from argym.types import Trajectory
 
 

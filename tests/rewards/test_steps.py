@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from argym.agents.renderer import ChatRenderer, conversation_ids
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.rewards.steps import render_text, split_steps, split_text, step_prefix
-
 from argym.types import Trajectory
 
 

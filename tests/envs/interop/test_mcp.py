@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from argym.envs.tools.mcp import MCPTools, parse_spec
 
 import argym
+from argym.envs.tools.mcp import MCPTools, parse_spec
 from argym.errors import ConfigError, InfrastructureError
 
 SERVER = Path(__file__).with_name("mcp_server.py")

@@ -13,14 +13,14 @@ import urllib.request
 from typing import Any
 
 import pytest
-from argym.envs.executors import Executors
-from argym.envs.openenv.models import jsonable
 from openenv.core import GenericEnvClient
 from websockets.asyncio.client import connect as ws_connect_async
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 import argym
+from argym.envs.executors import Executors
+from argym.envs.openenv.models import jsonable
 
 
 def in_process(

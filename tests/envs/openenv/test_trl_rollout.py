@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from argym.agents.trl_rollout import ServedRollout, env_reward
-
 from argym.errors import ConfigError
 
 TOOLCALL = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from argym.envs.sandbox import Limits, SandboxUnavailable, make_sandbox
 
 BACKENDS = ["process", "docker"]

@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from argym.envs.sandbox import Limits
 
 LEAVE_BEHIND = """

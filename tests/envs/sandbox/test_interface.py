@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from argym.envs.sandbox import Limits, SandboxUnavailable, make_sandbox
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from argym.envs.sandbox import Limits
 from argym.envs.sandbox.process import ProcessSandbox
 

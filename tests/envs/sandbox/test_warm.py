@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from argym.envs.code.grader import grade, grade_many
 from argym.envs.code.tasks import code_task
 from argym.envs.sandbox import Limits, Program

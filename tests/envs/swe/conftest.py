@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from argym.envs.swe.instances import SHIPPED, read_instances
 
 import argym
+from argym.envs.swe.instances import SHIPPED, read_instances
 
 BACKENDS = ["process", "docker"]
 FULL = os.environ.get("ARGYM_TEST_FULL") == "1"

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from argym.envs.sandbox.disk import BoundedDir
 from argym.envs.swe.docker_workspace import DockerWorkspace, _tar_of
 from argym.envs.swe.project import cache_root

@@ -9,10 +9,10 @@ import pickle
 import shlex
 
 import pytest
-from argym.envs.swe.instances import instance_of
 from gymnasium.utils.env_checker import check_env
 
 import argym
+from argym.envs.swe.instances import instance_of
 
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import argym
 from argym.envs.swe.diffs import header_path, is_test_path, split_diff
 from argym.envs.swe.grading import (
     END,
@@ -17,8 +18,6 @@ from argym.envs.swe.grading import (
     resolve,
 )
 from argym.envs.swe.instances import SHIPPED, Instance, read_instances
-
-import argym
 
 INST = Instance(
     instance_id="x",

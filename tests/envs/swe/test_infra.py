@@ -8,9 +8,8 @@ import shutil
 import subprocess
 import sys
 
-from argym.envs.swe.project import cache_root
-
 import argym
+from argym.envs.swe.project import cache_root
 
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from argym.envs.swe.instances import DATA_DIR, SHIPPED, Instance, read_instances, swe_tasks
 from argym.envs.swe.project import base_repo, git
-
 from argym.errors import ConfigError
 
 FIELDS = (

@@ -15,13 +15,13 @@ import subprocess
 import sys
 
 import pytest
+
+import argym
 from argym.envs.swe.docker_workspace import _tar_of
 from argym.envs.swe.instances import SHIPPED, read_instances
 from argym.envs.swe.project import base_repo, git
 from argym.envs.swe.swebench_images import prepared_name, published_image
 from argym.envs.swe.workspace import SWE_IMAGE
-
-import argym
 
 IMAGE = "argym-test/sweb.eval.x86_64.pytoolz_1776_toolz-local:latest"
 HIDDEN = "toolz/tests/test_argym_hidden.py"

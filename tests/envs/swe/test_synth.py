@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from argym.envs.swe.instances import DATA_DIR, read_instances
-from argym.envs.swe.synth import mutations
 
 import argym
+from argym.envs.swe.instances import DATA_DIR, read_instances
+from argym.envs.swe.synth import mutations
 
 SOURCE = """
 def f(xs, n=2):

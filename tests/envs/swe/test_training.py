@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from argym.agents.renderer import ChatRenderer
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.config import load_config

@@ -16,11 +16,11 @@ import sys
 import types
 
 import pytest
+
+import argym
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
 from argym.envs.tools.calls import ToolCall, format_calls
-
-import argym
 
 FULL = os.environ.get("ARGYM_TEST_FULL") == "1"
 PER_CATEGORY = None if FULL else 60

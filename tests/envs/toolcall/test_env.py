@@ -12,13 +12,13 @@ import signal
 import time
 
 import pytest
+
+import argym
 from argym.agents.scripted import OracleAgent, RandomAgent
 from argym.envs.executors import Executors
 from argym.envs.sandbox.base import Sandbox, SandboxError
 from argym.envs.toolcall.executable import KINDS, executable_source, make_task
 from argym.envs.toolcall.tools import tool_pool
-
-import argym
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None and os.environ.get("CI") != "true",

@@ -6,6 +6,7 @@ import sys
 import time
 
 import pytest
+
 from argym.envs.toolcall.tools import TOOLS, ToolContext, ToolError, calculate, convert, documents, search
 
 

@@ -7,12 +7,12 @@ import warnings
 from fractions import Fraction
 
 import pytest
-from argym.agents.scripted import OracleAgent
-from argym.envs.wrappers import DecomposeReasoner, NotCheckable, check_subquestion, safe_eval
-from argym.envs.wrappers.decompose import FINAL_PROMPT
 from gymnasium.utils.env_checker import check_env
 
 import argym
+from argym.agents.scripted import OracleAgent
+from argym.envs.wrappers import DecomposeReasoner, NotCheckable, check_subquestion, safe_eval
+from argym.envs.wrappers.decompose import FINAL_PROMPT
 
 TASKS = "arithmetic(digits=2,ops=+*,terms=3)"
 
@@ -194,7 +194,6 @@ def test_wrapper_kwargs_are_checked():
 
 def test_oracle_decomposition_asks_a_repeated_step_once():
     from argym.envs.math.arithmetic import evaluation_steps
-
     from argym.types import Task
 
     steps = evaluation_steps([8, 4, 8, 4], ["*", "+", "*"])

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+
+import argym
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.word_problems import TEMPLATES, word_problem_source
 from argym.envs.wrappers import safe_eval
-
-import argym
 
 
 @pytest.mark.parametrize(
