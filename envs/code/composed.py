@@ -13,10 +13,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from argym.envs.code.spec import Family, draw_spec
+
 _NAMES = ("f", "g", "h", "solve", "compute", "fn", "run", "calc", "task", "answer", "go", "work")
 
 
-def _families(r: random.Random) -> list[tuple[str, str, str, Any, Any]]:
+def _families(r: random.Random) -> list[Family]:
     """(signature args, docstring, body, reference, input maker) for one draw of constants."""
     k, j = r.randint(2, 19), r.randint(-5, 9)
     c = r.choice("abcdexyz")
@@ -122,12 +124,4 @@ def composed_function(index: int, n_tests: int = 5) -> tuple[str, str, str, str]
     """Task number `index` as ``(stub, tests, entry point, reference body)``: a two-step function spec and
     `n_tests` generated asserts (`argym.envs.code.tasks` makes it a task; this module imports nothing of it)."""
     r = random.Random(f"argym-code-composed-{index}")
-    fams = _families(r)
-    args, doc, body, ref, inputs = fams[r.randrange(len(fams))]
-    name = r.choice(_NAMES)
-    stub = f'def {name}({args}):\n    """{doc}"""\n'
-    lines = ["def check(candidate):"]
-    for _ in range(n_tests):
-        xs = inputs()
-        lines.append(f"    assert candidate({', '.join(map(repr, xs))}) == {ref(*xs)!r}")
-    return stub, "\n".join(lines) + "\n", name, f"    {body}\n"
+    return draw_spec(r, _families(r), _NAMES, n_tests)

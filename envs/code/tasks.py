@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from argym.envs.code.spec import Family, draw_spec
 from argym.envs.sandbox.pyharness import counted_asserts
 from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import ListSource, ProceduralSource, TaskSource
@@ -78,7 +79,7 @@ def humaneval_source() -> ListSource:
 _NAMES = ("f", "g", "h", "solve", "compute", "fn")
 
 
-def _families(r: random.Random) -> list[tuple[str, str, str, Any, Any]]:
+def _families(r: random.Random) -> list[Family]:
     """(signature args, docstring, body, reference, input maker) for one draw of constants."""
     k = r.randint(1, 9)
     c = r.choice("abcxyz")
@@ -128,15 +129,8 @@ def _families(r: random.Random) -> list[tuple[str, str, str, Any, Any]]:
 def make_function_task(index: int, n_tests: int = 5) -> Task:
     """The procedural task number `index`: a tiny function spec with `n_tests` generated asserts."""
     r = random.Random(f"argym-code-functions-{index}")
-    fams = _families(r)
-    args, doc, body, ref, inputs = fams[r.randrange(len(fams))]
-    name = r.choice(_NAMES)
-    stub = f'def {name}({args}):\n    """{doc}"""\n'
-    lines = ["def check(candidate):"]
-    for _ in range(n_tests):
-        xs = inputs()
-        lines.append(f"    assert candidate({', '.join(map(repr, xs))}) == {ref(*xs)!r}")
-    return code_task("", stub, "\n".join(lines) + "\n", name, f"    {body}\n", split="train")
+    stub, tests, name, body = draw_spec(r, _families(r), _NAMES, n_tests)
+    return code_task("", stub, tests, name, body, split="train")
 
 
 @CODE_SOURCES.register("functions")
