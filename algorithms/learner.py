@@ -34,13 +34,13 @@ from torch import Tensor, nn
 from argym.algorithms import fsdp
 from argym.algorithms.advantages import gae
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows, whole_group_minibatches
+from argym.algorithms.credit import credit_step
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages, has_signal
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
 from argym.algorithms.off_policy import importance_weighted
-from argym.algorithms.r3l.credit import credit_step
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from argym.algorithms.weight_grid import SamplerGrid, narrower
 from argym.errors import ConfigError
@@ -262,7 +262,7 @@ class Learner:
             batch.values = self.critic.values(batch)
         if not given:
             batch.advantages = compute_advantages(batch, self.config, self.accelerator)
-        credit_step(batch, self.config)  # step 5: R³L's positive amplification (its IS weight: `backward`)
+        credit_step(batch, self.config)  # step 5: credit (R³L's amplification); the IS weight acts in `backward`
         return batch
 
     @property

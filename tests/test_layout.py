@@ -124,6 +124,15 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
     assert not found, "modules that import each other:\n" + "\n".join(found)
 
 
+def test_the_learner_imports_no_rollout_strategy() -> None:
+    """The learner's step order is every preset's: a strategy (R³L, the Decomposer) may use its parts
+    (credit, off-policy correction), never the other way round."""
+    learner_side = ("argym.algorithms.learner", "argym.algorithms.credit", "argym.algorithms.off_policy")
+    strategies = ("argym.algorithms.r3l", "argym.algorithms.decomposer")
+    found = [f"{m} imports {t}" for m in learner_side for t in GRAPH[m] if t.startswith(strategies)]
+    assert not found, "\n".join(found)
+
+
 def test_every_module_is_read() -> None:
     """The map covers the package: each top-level folder's modules, the wiring at the top."""
     assert {"argym.envs.base", "argym.cli.app", "argym.leaderboards.store", "argym.rewards.compose"} <= set(

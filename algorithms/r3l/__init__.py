@@ -37,10 +37,10 @@ as in Espeholt et al. 2018's V-trace ρ̄ and verl's TIS), computed from the
 sampler's log-probs, which the rollout engine keeps.
 
 Modules: `retry` (`R3LConfig`, `R3LRollout`, pivotal credit: `mask_before`,
-`retry_start`, `distill`), `reflection` (prompt, parse, reflectors), `credit`
-(step 5 and the OPMD loss; imported by the learner without the rollout engine). The truncated
-importance weight is the learner's general off-policy correction (`argym.algorithms.off_policy`),
-named here too as R³L's knob. Those need torch and load on first use of one of their names here,
+`retry_start`, `distill`), `reflection` (prompt, parse, reflectors), `credit` (the OPMD loss).
+The credit rule is the learner's step 5 (`argym.algorithms.credit`) and the truncated importance
+weight its general off-policy correction (`argym.algorithms.off_policy`), both named here too as
+R³L's knobs. Those need torch and load on first use of one of their names here,
 so the config (`R3LConfig`) reads without torch.
 """
 
@@ -69,8 +69,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "amplify_positive": "argym.algorithms.r3l.credit",
-    "credit_step": "argym.algorithms.r3l.credit",
+    "amplify_positive": "argym.algorithms.credit",
+    "credit_step": "argym.algorithms.credit",
     "opmd_loss": "argym.algorithms.r3l.credit",
     "importance_weighted": "argym.algorithms.off_policy",
     "truncated_is_weight": "argym.algorithms.off_policy",
