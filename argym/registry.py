@@ -29,6 +29,7 @@ BUILTIN_MODULES = (
     "argym.envs.math.env",
     "argym.envs.code.tasks",
     "argym.envs.toolcall.tools",
+    "argym.envs.toolcall.env",
     "argym.envs.swe.workspace",
     "argym.agents.spec",
     "argym.rewards.compose",

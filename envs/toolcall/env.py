@@ -58,7 +58,7 @@ from typing import Any
 from argym.envs.base import Reply, TextEnv
 from argym.envs.executors import DeadlineExceeded, WorkerPool
 from argym.envs.sandbox.base import Sandbox, SandboxName, SandboxUnavailable
-from argym.envs.task_specs import resolve_source
+from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import ListSource, TaskSource
 from argym.envs.toolcall import bfcl
 from argym.envs.toolcall.bfcl_checker import check_calls
@@ -74,6 +74,7 @@ from argym.envs.tools.calls import (
 )
 from argym.envs.tools.mcp import MCPTools, is_mcp_spec
 from argym.errors import ConfigError, InfrastructureError
+from argym.registry import Registry
 from argym.types import Message, Task
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -89,34 +90,31 @@ FINISH_EXECUTABLE = "When you know the answer, reply with it in plain text and n
 FINISH_BFCL = "Reply with the call(s) that answer the request; if no tool fits it, reply in plain text."
 
 
+TOOLCALL_SOURCES: Registry[SourceFactory] = Registry("ToolCall task source")
+"""The named specs of ``tasks=``: source name → factory; `@TOOLCALL_SOURCES.register("mine")` adds one."""
+TOOLCALL_SOURCES.add("executable", executable_source)
+
+
+@TOOLCALL_SOURCES.register("bfcl")
+def bfcl_tasks(categories: str | list[str] | None = None, per_category: int | None = None) -> TaskSource:
+    """BFCL's single-turn categories: ``bfcl`` (all), ``bfcl/CATEGORY`` or ``bfcl(categories=a+b, per_category=N)``."""
+    return bfcl.bfcl_source(
+        categories.split("+") if isinstance(categories, str) else categories, per_category
+    )
+
+
 def toolcall_tasks(tasks: Any, tools: list[dict[str, Any]] | None = None) -> TaskSource:
     """The `tasks=` kwarg: ``executable(...)``, ``bfcl``, ``bfcl/CATEGORY``, ``bfcl(categories=..., per_category=N)``;
     with an MCP server's `tools`, a JSONL file or a list of `Task` (each task gets those tools)."""
     if tools is not None:
         return _mcp_tasks(tasks, tools)
 
-    def named(name: str, kwargs: dict[str, Any]) -> TaskSource:
-        if name == "executable":
-            return executable_source(**kwargs)
-        if name == "bfcl" or name.startswith("bfcl/"):
-            cats = kwargs.pop("categories", None) or (name.split("/", 1)[1] if "/" in name else None)
-            if isinstance(cats, str):
-                cats = cats.split("+")
-            unknown = set(kwargs) - {"per_category"}
-            if unknown:
-                raise ConfigError(f"bfcl takes categories= and per_category=, not {sorted(unknown)}.")
-            return bfcl.bfcl_source(cats, kwargs.get("per_category"))
-        raise ConfigError(
-            f"Unknown ToolCall task source {name!r}; use executable(test_size=N), bfcl, "
-            f"bfcl/CATEGORY (one of {', '.join(bfcl.CATEGORIES)}) or bfcl(categories=a+b)."
-        )
-
     def row(row: dict[str, Any], default_id: str) -> Task:
         raise ConfigError(
             "ToolCall tasks come from `executable` or `bfcl`; JSONL task files are not supported."
         )
 
-    return resolve_source(tasks, row_to_task=row, named=named, kind="ToolCall")
+    return resolve_source(tasks, row_to_task=row, named=TOOLCALL_SOURCES, kind="ToolCall")
 
 
 ANSWER_TYPES = ("number", "weekday", "text")

@@ -317,6 +317,34 @@ def test_unknown_kinds_and_sources_are_clear_errors():
         argym.make("argym/ToolCall-v0", tasks="nope")
 
 
+def test_a_users_task_source_is_registered_and_listed():
+    """ToolCall's named sources are a Registry table, as Math's and Code's: a user's source is a name away."""
+    from dataclasses import replace
+
+    from argym import registry
+    from argym.envs.tasks import ListSource
+    from argym.envs.toolcall.env import TOOLCALL_SOURCES
+
+    TOOLCALL_SOURCES.add(
+        "two_totals",
+        lambda: ListSource(
+            [replace(make_task(i, ("order_total",)), split="test") for i in range(2)], name="two"
+        ),
+    )
+    try:
+        env = argym.make("argym/ToolCall-v0", tasks="two_totals")
+        try:
+            obs, _ = env.reset(seed=0)
+            assert obs
+        finally:
+            env.close()
+        assert {"executable", "bfcl", "two_totals"} <= set(registry.catalog()["ToolCall task source"])
+        with pytest.raises(argym.ConfigError, match="Task source bfcl takes categories, per_category"):
+            argym.make("argym/ToolCall-v0", tasks="bfcl(foo=1)")
+    finally:
+        TOOLCALL_SOURCES.remove("two_totals")
+
+
 def test_snapshot_restores_the_key_value_store_into_a_fresh_env(env):
     env.reset(options={"task": _task("order_total")})
     env.step(_call("kv_set", key="note", value="7"))
