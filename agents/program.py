@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import argym
+from argym.agents.configs import ProgramConfig
 from argym.agents.endpoint import EPISODE_HEADER, PolicyEndpoint
 from argym.agents.episodes import EpisodeRecord
 from argym.agents.policy import SamplingParams
@@ -47,26 +48,6 @@ from argym.callables import load_function
 from argym.envs.executors import Executors
 from argym.errors import ConfigError, InfrastructureError
 from argym.types import Task, Trajectory
-
-
-@dataclass
-class ProgramConfig:
-    """The agent program a `rollout.strategy: program` run trains (the `agent` section)."""
-
-    program: str = ""
-    """``module:function`` (or ``path/to/file.py:function``): ``solve(task, client, tools) -> answer``."""
-    reward: str = ""
-    """Optional ``module:function``, ``reward(task, answer) -> float``, grading the answer instead of the env."""
-    deadline_s: float = 300.0
-    """Seconds one episode's program may run; past it the episode scores 0 and the step goes on."""
-    concurrency: int = 64
-    """Programs running at once."""
-
-    def __post_init__(self) -> None:
-        if self.deadline_s <= 0:
-            raise ConfigError(f"agent.deadline_s must be > 0, got {self.deadline_s}.")
-        if self.concurrency < 1:
-            raise ConfigError(f"agent.concurrency must be >= 1, got {self.concurrency}.")
 
 
 @dataclass

@@ -104,7 +104,8 @@ def _hf(arg: str, seed: int) -> Any:
 
 @register_agent_spec("vllm")
 def _vllm(arg: str, seed: int) -> Any:
-    from argym.agents.vllm import VLLMConfig, VLLMPolicy
+    from argym.agents.configs import VLLMConfig
+    from argym.agents.vllm import VLLMPolicy
 
     _needs_arg("vllm", arg, "path")
     path, options = split_options(arg)

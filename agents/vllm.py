@@ -35,10 +35,10 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from argym.agents.configs import VLLMConfig
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.process_guard import OwnerGuard, descendants
 from argym.agents.renderer import ChatRenderer
@@ -76,28 +76,6 @@ def _version_tuple(version: str) -> tuple[int, ...]:
         digits = "".join(ch for ch in piece if ch.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
-
-
-@dataclass
-class VLLMConfig:
-    """Engine settings (vLLM's own names where they exist)."""
-
-    dtype: str = "auto"
-    """Weights' dtype in the engine: auto (the checkpoint's), bfloat16, float32."""
-    max_model_len: int | None = None
-    """Longest context; None: the model's."""
-    kv_cache_gb: float = 1.0
-    """CPU: memory for the KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE)."""
-    gpu_memory_utilization: float = 0.4
-    """GPU: fraction of the device for the engine; the rest is the colocated learner's."""
-    enforce_eager: bool = False
-    """Skip torch.compile / CUDA graphs: much faster start, slower steps."""
-    enable_sleep_mode: bool = False
-    """GPU: allow `sleep()` to release weights and KV cache during learner updates."""
-    seed: int = 0
-    """Engine seed (each request also gets its own seed)."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Any other `vllm.LLM` keyword argument, passed as is."""
 
 
 class WeightSync:

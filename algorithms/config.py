@@ -21,15 +21,13 @@ from typing import Any, TypeVar, cast, get_type_hints
 
 import yaml
 
-from argym.agents.program import ProgramConfig
+from argym.agents.configs import ProgramConfig, VLLMConfig
 from argym.agents.tiny import TinyModelConfig
-from argym.agents.vllm import VLLMConfig
 from argym.algorithms.cluster_config import ClusterConfig
-from argym.algorithms.decomposer import DecomposerConfig
 from argym.algorithms.learner_config import LearnerConfig
-from argym.algorithms.r3l.retry import R3LConfig
 from argym.algorithms.registry import ADVANTAGES, STRATEGIES
 from argym.algorithms.sampling import SamplingConfig
+from argym.algorithms.strategy_configs import DecomposerConfig, R3LConfig
 from argym.errors import ConfigError, did_you_mean
 from argym.rewards.compose import RewardConfig
 from argym.values import coerce, parse_pair

@@ -24,38 +24,17 @@ utility is the mean success difference rather than a pass@k estimate.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.algorithms.r3l.retry import distill
+from argym.algorithms.strategy_configs import DecomposerConfig
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
 
 DECOMPOSER_PROMPT = "Do not solve it. Write the sub-questions that solve it, one per line."
 HINT_HEADER = "Hints:"
-
-
-@dataclass
-class DecomposerConfig:
-    """Utility mode (`rollout.strategy: decomposer`); verified mode is the env `argym/DecomposeReasoner-v0`."""
-
-    hint_sets: int = 2
-    """Hint lists the decomposer writes per task (its GRPO group)."""
-    hint_samples: int = 4
-    """Reasoner rollouts per hint list; the utility is their success rate minus the unhinted one."""
-    adaptive: bool = True
-    """A²D's adaptive trigger: write hints only for tasks the reasoner did not always solve."""
-    max_hint_tokens: int = 64
-    """Token budget of one hint list."""
-    distill: bool = True
-    """Train the reasoner on hint-guided successes with the hints removed (A²D's IDL)."""
-
-    def __post_init__(self) -> None:
-        for name in ("hint_sets", "hint_samples", "max_hint_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"decomposer.{name} must be >= 1, got {getattr(self, name)}.")
 
 
 def decomposer_messages(task: Task) -> list[Message]:

@@ -262,7 +262,7 @@ class Learner:
             batch.values = self.critic.values(batch)
         if not given:
             batch.advantages = compute_advantages(batch, self.config, self.accelerator)
-        credit_step(batch, self.config)  # step 5: credit (R³L's amplification); the IS weight acts in `backward`
+        credit_step(batch, self.config)  # step 5: credit; the IS weight acts in `backward`
         return batch
 
     @property

@@ -84,7 +84,8 @@ def bench_model(name: str, path: Path, batch: int, new_tokens: int, backends: li
         )
     del hf
     if "vllm" in backends:
-        from argym.agents.vllm import VLLMConfig, VLLMPolicy
+        from argym.agents.configs import VLLMConfig
+        from argym.agents.vllm import VLLMPolicy
 
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # the same cores as the transformers runs
         t0 = time.perf_counter()

@@ -3,46 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from argym.agents.policy import SamplingParams
 from argym.agents.rollout import Resume, RolloutEngine
 from argym.algorithms.r3l.reflection import PolicyReflector, Reflection, RuleReflector
+from argym.algorithms.strategy_configs import R3LConfig
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
-
-
-@dataclass
-class R3LConfig:
-    """R³L's rollout side (the credit rule is `algorithm.amplify_alpha`, the off-policy weight `algorithm.tis_cap`)."""
-
-    reflector: str = "rule"
-    """`rule` (pivot and guidance from the env's verdicts) or `policy` (the policy writes a JSON reflection)."""
-    retry_fraction: float = 0.5
-    """Share of each group spent on retries (the paper: half); the rest are ordinary rollouts."""
-    guidance_role: str = "user"
-    """Role of the inserted guidance message (the paper uses a system message; some templates
-    only render a system message first, so `user` is the portable default)."""
-    reflection_max_tokens: int = 256
-    """Token budget of one reflection (`reflector: policy`)."""
-    train_reflections: bool = False
-    """Also train on the reflections, rewarded 1 when the retry improved on the original (paper §3)."""
-    train_failed_original: bool = True
-    """Keep a retried failure in the batch, masked before its pivot (the paper's `_adjust_action_mask_for_retry`);
-    False leaves it out."""
-
-    def __post_init__(self) -> None:
-        if self.reflector not in ("rule", "policy"):
-            raise ConfigError(f"r3l.reflector must be 'rule' or 'policy', got {self.reflector!r}.")
-        if not 0 < self.retry_fraction < 1:
-            raise ConfigError(
-                f"r3l.retry_fraction must be in (0, 1), got {self.retry_fraction}; the paper uses 0.5."
-            )
-        if self.guidance_role not in ("user", "system"):
-            raise ConfigError(f"r3l.guidance_role must be 'user' or 'system', got {self.guidance_role!r}.")
-        if self.reflection_max_tokens < 8:
-            raise ConfigError(f"r3l.reflection_max_tokens must be >= 8, got {self.reflection_max_tokens}.")
 
 
 def turn_start(traj: Trajectory, k: int) -> int:

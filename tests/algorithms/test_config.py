@@ -31,6 +31,23 @@ def test_reading_a_recipe_imports_no_torch(recipe):
     assert out.stdout.strip() == "torch modules: []"
 
 
+def test_reading_a_recipe_imports_none_of_the_code_it_configures():
+    """The config reads the strategies' and engines' sections as plain dataclasses (agents/configs.py,
+    algorithms/strategy_configs.py): the rollout engine, the endpoint, vLLM's wrapper stay unloaded."""
+    code = (
+        "import sys\n"
+        "from argym.algorithms.config import load_config\n"
+        f"load_config({str(CONFIGS / 'r3l_math.yaml')!r}, [])\n"
+        "load_config(None, ['rollout.strategy=decomposer'])\n"
+        "heavy = ('argym.agents.rollout', 'argym.agents.endpoint', 'argym.agents.program', 'argym.agents.vllm',\n"
+        "         'argym.algorithms.r3l.retry', 'argym.algorithms.decomposer')\n"
+        "print('loaded:', [m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "loaded: []"
+
+
 def test_a_config_names_an_unknown_part_without_torch():
     code = (
         "import sys\n"
