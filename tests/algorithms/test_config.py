@@ -16,6 +16,13 @@ from argym.errors import ConfigError
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
 
 
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter (what it imports is what the test reads); it must exit 0."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 @pytest.mark.parametrize("recipe", ["dapo.yaml", "drgrpo.yaml", "grpo_math.yaml"])
 def test_reading_a_recipe_imports_no_torch(recipe):
     code = (
@@ -26,8 +33,7 @@ def test_reading_a_recipe_imports_no_torch(recipe):
         "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
         "print('torch modules:', loaded)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert out.stdout.strip() == "torch modules: []"
 
 
@@ -43,8 +49,7 @@ def test_reading_a_recipe_imports_none_of_the_code_it_configures():
         "         'argym.algorithms.r3l.retry', 'argym.algorithms.decomposer')\n"
         "print('loaded:', [m for m in heavy if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert out.stdout.strip() == "loaded: []"
 
 
@@ -59,8 +64,7 @@ def test_a_config_names_an_unknown_part_without_torch():
         "    print(e)\n"
         "print('torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert "Did you mean: gspo_token" in out.stdout and out.stdout.strip().endswith("False")
 
 
@@ -87,8 +91,7 @@ def test_a_built_in_name_cannot_be_taken_before_its_module_loads():
         "    print('refused:', e)\n"
         "print(ADVANTAGES.get('grpo').__module__)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert "refused: A advantage estimator named 'grpo' is already registered" in out.stdout
     assert out.stdout.strip().endswith("argym.algorithms.advantages")
 
