@@ -258,8 +258,11 @@ class Trainer:
     def collect(
         self, step: int | None = None, purpose: str = "rollout"
     ) -> tuple[list[Trajectory], dict[str, float]]:
-        """Roll out this step's groups and score them (docs/design.md "score → update", steps 1 and 3)."""
-        trajs, metrics = self._draw_batch(self.step if step is None else step, purpose)
+        """This step's groups, scored (docs/design.md "score → update", steps 1 and 3): for training, the batch
+        `batches` holds (rolled out now, or collected ahead of the learner); for another purpose, drawn afresh.
+        Scored here, where the policy is not being updated (SAR reads it), also when collected ahead."""
+        step = self.step if step is None else step
+        trajs, metrics = self.batches.take(step) if purpose == "rollout" else self._draw_batch(step, purpose)
         # reward components on the kept groups (the filter reads the outcome only, so scoring after it is
         # the same and cheaper); a component's harness fault marks its trajectory an infra failure
         trajs, reward_metrics = self.rewards(trajs)
@@ -304,10 +307,7 @@ class Trainer:
         """One RL step: take the step's batch (rolled out now, or collected ahead of the learner), score it, update
         the learner and hand the new weights on to the generator."""
         t0 = time.perf_counter()
-        trajs, sampling_metrics = self.batches.take(self.step)
-        # scored here, where the policy is not being updated (SAR reads it), also when collected ahead
-        trajs, reward_metrics = self.rewards(trajs)
-        sampling_metrics = {**sampling_metrics, **reward_metrics}
+        trajs, sampling_metrics = self.collect()
         t1 = time.perf_counter()
         metrics = self.learner.update(trajs, self.policy.pad_id)
         # every rank's samples and metrics, for the logs (one process: as they are)

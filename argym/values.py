@@ -47,7 +47,7 @@ def parse_pair(text: str, example: str = "max_attempts=3", dotted: bool = False)
     key, sep, raw = text.partition("=")
     key = key.strip()
     path, colon, function = key.partition(":") if dotted else (key, "", "")
-    parts = path.split(".") + ([function] if colon else [])
+    parts = (path.split(".") if dotted else [path]) + ([function] if colon else [])
     if not sep or not all(p.isidentifier() for p in parts):
         raise ConfigError(f"expected key=value (e.g. {example}), got {text!r}.")
     return key, parse_value(raw)
