@@ -30,6 +30,7 @@ from argym.algorithms.sampling import SamplingConfig
 from argym.algorithms.strategy_configs import DecomposerConfig, R3LConfig
 from argym.errors import ConfigError, did_you_mean
 from argym.rewards.compose import RewardConfig
+from argym.rewards.label_free_config import check_label_free
 from argym.values import coerce, parse_pair
 
 T = TypeVar("T")
@@ -243,6 +244,7 @@ class TrainConfig:
                 f"Set both."
             )
         STRATEGIES.check(self.rollout.strategy, "rollout.strategy")
+        check_label_free(self)  # pseudo-label components: no label may reach the update (docs/label_free.md)
         if self.rollout.group_size == 1:
             _check_group_of_one(self.algorithm.advantage)
         if self.rollout.mode == "async":

@@ -35,5 +35,9 @@ AGGREGATIONS: Registry[Any] = Registry(
     _builtins("losses", "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"),
 )
 STRATEGIES: Registry[Any] = Registry(  # `argym.algorithms.strategies.StrategyEntry`s
-    "rollout strategy", _builtins("strategies", "plain", "r3l", "decomposer", "program")
+    "rollout strategy",
+    {
+        **_builtins("strategies", "plain", "r3l", "decomposer", "program"),
+        **_builtins("paired_rollout", "paired"),
+    },
 )

@@ -9,7 +9,10 @@ Components (`REWARD_COMPONENTS`, a registry: `@register_reward("mine")` adds one
 - ``overlong``: DAPO's soft overlong penalty (arXiv 2503.14476 eq. 13) of the longest turn, in policy tokens;
 - ``process``: a PRM's step rewards, credited by `credit` (PURE's min-form by
   default) and placed on each step's last token;
-- ``sar``: the Self-Aligned Reward from the policy's own log-probs (arXiv 2509.05489).
+- ``sar``: the Self-Aligned Reward from the policy's own log-probs (arXiv 2509.05489);
+- ``majority``, ``co_reward_data``, ``co_reward_teacher``: pseudo-labels without gold answers (TTRL's
+  majority vote, Co-rewarding I and II), and ``reward_model``: a classifier refit on the policy's samples
+  with a label budget (CoRLHF); argym.algorithms.pseudo_labels and co_trained_rm, docs/label_free.md.
 
 A component is registered as a builder `(RewardContext) -> scorer`: the scorer maps a
 batch of trajectories to one float each (`SequenceComponent`), built once per run from
@@ -36,6 +39,7 @@ from argym.errors import ConfigError, InfrastructureError
 from argym.registry import Registry
 from argym.rewards.credit import credit_rewards, token_loo_baseline
 from argym.rewards.custom import Score, TaskLookup, callable_component, is_callable_spec
+from argym.rewards.label_free_config import LabelFreeConfig, RewardModelConfig
 from argym.rewards.overlong import longest_turn, overlong_penalty
 from argym.rewards.prm import ProcessRewardModel
 from argym.rewards.steps import DEFAULT_SEPARATOR, Step, split_steps
@@ -43,7 +47,8 @@ from argym.stats import within_group_correlation
 from argym.types import Trajectory
 
 SequenceComponent = Callable[[list[Trajectory]], Sequence[Score]]
-"""Scores each trajectory with one float (format, overlong, SAR); may raise InfrastructureError."""
+"""Scores each trajectory with one float (format, overlong, SAR); may raise InfrastructureError. A scorer with a
+`report()` method has its returned metrics logged after each call (a pseudo-label's vote share)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,15 @@ class RewardContext:
 ComponentBuilder = Callable[[RewardContext], SequenceComponent | None]
 """`(context) -> scorer`; None for the composer's own components (outcome, process)."""
 
-REWARD_COMPONENTS: Registry[ComponentBuilder] = Registry("reward component")
+REWARD_COMPONENTS: Registry[ComponentBuilder] = Registry(
+    "reward component",  # built-ins whose builders need the policy or the env: registered on first use
+    {
+        **dict.fromkeys(
+            ("majority", "co_reward_data", "co_reward_teacher"), "argym.algorithms.pseudo_labels"
+        ),
+        "reward_model": "argym.algorithms.co_trained_rm",
+    },
+)
 register_reward = REWARD_COMPONENTS.register
 OWN_COMPONENTS = ("outcome", "process")
 """Scored by the composer itself (the env's reward; the PRM's step rewards on their tokens)."""
@@ -81,6 +94,10 @@ class RewardConfig:
     """none | token_loo: PURE's per-token leave-one-out baseline on the step rewards, within each group."""
     separator: str = DEFAULT_SEPARATOR
     """Splits a single-turn answer into steps (multi-turn: one step per assistant turn)."""
+    label_free: LabelFreeConfig = field(default_factory=LabelFreeConfig)
+    """Pseudo-label components (majority, co_reward_data, co_reward_teacher): EMA teacher, collapse check."""
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    """The co-trained ``reward_model`` component: refit schedule and label budget."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, dict):
@@ -271,9 +288,13 @@ class RewardComposer:
 
         if not live:
             return vals
+        scorer = self.sequence[name]
         try:
-            for i, v in zip(live, self.sequence[name]([trajs[i] for i in live])):
+            for i, v in zip(live, scorer([trajs[i] for i in live])):
                 put(i, v)
+            report = getattr(scorer, "report", None)
+            if report is not None:
+                metrics.update(report())
         except InfrastructureError:
             for i in live:
                 try:

@@ -58,10 +58,20 @@ def arithmetic_source(
                 "ops": ops,
                 "terms": terms,
                 "steps": evaluation_steps(operands, operators),
+                "rephrasings": (rephrase(operands, operators),),
             },
         )
 
     return ProceduralSource(f"arithmetic(digits={digits},ops={ops},terms={terms})", make, test_size=test_size)
+
+
+def rephrase(operands: list[int], operators: list[str]) -> str:
+    """The question reworded, same answer (Co-rewarding-I's second view, argym.envs.rephrase): a sum or a
+    product alone has its terms reversed (commutative), a mixed expression keeps its order."""
+    if len(set(operators)) == 1 and operators[0] in "+*":
+        operands, operators = operands[::-1], operators[::-1]
+    expr = " ".join([str(operands[0])] + [f"{op} {x}" for op, x in zip(operators, operands[1:])])
+    return f"Compute {expr}. {BOXED_INSTRUCTION}"
 
 
 def evaluation_steps(operands: list[int], operators: list[str]) -> list[dict[str, int | str]]:

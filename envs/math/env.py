@@ -15,7 +15,8 @@ attempts run out. Tasks (``tasks=``):
   dataset's own ``score_answer`` (its score in [0, 1] is the reward; see
   `argym.envs.math.reasoning_gym` for where argym differs from reasoning-gym's evaluation);
 - a path to a JSONL file of ``{"question", "answer"}`` rows, with optional
-  ``id`` (default ``<file stem>#<line>``) and ``split`` (default: by hash of the id);
+  ``id`` (default ``<file stem>#<line>``), ``split`` (default: by hash of the id) and
+  ``rephrasings`` (questions with the same answer, for Co-rewarding-I: argym.envs.rephrase);
 - a `TaskSource`, or a list of `Task`.
 
 Example::
@@ -175,8 +176,15 @@ def _jsonl_task(row: dict[str, Any], default_id: str) -> Task:
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
         raise ValueError("each row needs an 'answer' (a non-empty string or a number)")
     content = question if "\\boxed" in question else f"{question}\n{BOXED_INSTRUCTION}"
+    rephrasings = row.get("rephrasings", [])  # Co-rewarding-I's second views (argym.envs.rephrase)
+    rephrasings = [rephrasings] if isinstance(rephrasings, str) else rephrasings
+    if not isinstance(rephrasings, list) or not all(isinstance(r, str) and r.strip() for r in rephrasings):
+        raise ValueError("'rephrasings', where given, must be a non-empty string or a list of them")
     return Task(
         id=str(row.get("id", default_id)),
         prompt=({"role": "user", "content": content},),
         answer=str(answer).strip(),
+        meta={"rephrasings": tuple(r if "\\boxed" in r else f"{r}\n{BOXED_INSTRUCTION}" for r in rephrasings)}
+        if rephrasings
+        else {},
     )

@@ -34,6 +34,8 @@ class Template:
 
     name: str
     text: str
+    retold: str
+    """The same story told another way, same numbers and answer (Co-rewarding-I's second view)."""
     steps: tuple[Step, ...]
     letters: str = "abc"
     fits: Callable[[dict[str, int]], bool] = lambda v: True
@@ -44,23 +46,27 @@ TEMPLATES: tuple[Template, ...] = (
     Template(
         "apples",
         "Ann buys {a} bags of {b} apples and eats {c}. How many apples are left?",
+        "Ann eats {c} of the apples from {a} bags that hold {b} apples each. How many apples remain?",
         (("apples bought", "a * b"), ("apples left", "a * b - c")),
         fits=lambda v: v["c"] <= v["a"] * v["b"],
     ),
     Template(
         "bus",
         "A bus has {a} rows of {b} seats and {c} people sit down. How many seats are free?",
+        "{c} people take seats on a bus with {b} seats in each of its {a} rows. How many seats are empty?",
         (("seats", "a * b"), ("free seats", "a * b - c")),
         fits=lambda v: v["c"] <= v["a"] * v["b"],
     ),
     Template(
         "coins",
         "Tom has {a} coins and earns {b} coins a day for {c} days. How many coins does he have?",
+        "For {c} days Tom earns {b} coins a day. He had {a} coins before. How many coins does he have now?",
         (("coins earned", "b * c"), ("coins in all", "a + b * c")),
     ),
     Template(
         "pens",
         "{a} boxes hold {b} pens each and {c} boxes hold {d} pens each. How many pens are there?",
+        "There are {c} boxes of {d} pens and {a} boxes of {b} pens. How many pens are there in all?",
         (
             ("pens in the first boxes", "a * b"),
             ("pens in the other boxes", "c * d"),
@@ -71,17 +77,20 @@ TEMPLATES: tuple[Template, ...] = (
     Template(
         "farm",
         "A farm has {a} hens and {b} cows. How many legs do they have?",
+        "On a farm live {b} cows and {a} hens. How many legs do the animals have in total?",
         (("hen legs", "2 * a"), ("cow legs", "4 * b"), ("legs in all", "2 * a + 4 * b")),
         letters="ab",
     ),
     Template(
         "pages",
         "Sam reads {a} pages a day for {b} days, then {c} more pages. How many pages did he read?",
+        "For {b} days Sam reads {a} pages each day, and then he reads {c} pages more. How many pages in all?",
         (("pages in the first days", "a * b"), ("pages in all", "a * b + c")),
     ),
     Template(
         "cakes",
         "A baker makes {a} trays of {b} cakes, sells {c} and bakes {d} more. How many cakes are left?",
+        "A baker bakes {a} trays with {b} cakes on each, sells {c} cakes, then bakes {d} more. How many cakes does she have?",
         (("cakes baked", "a * b"), ("cakes after selling", "a * b - c"), ("cakes left", "a * b - c + d")),
         letters="abcd",
         fits=lambda v: v["c"] <= v["a"] * v["b"],
@@ -116,7 +125,11 @@ def word_problem_source(max_number: int = 12, test_size: int = 500) -> Procedura
             id="",
             prompt=({"role": "user", "content": f"{question} {BOXED_INSTRUCTION}"},),
             answer=str(steps[-1]["value"]),
-            meta={"template": tpl.name, "steps": steps},
+            meta={
+                "template": tpl.name,
+                "steps": steps,
+                "rephrasings": (f"{tpl.retold.format(**numbers)} {BOXED_INSTRUCTION}",),
+            },
         )
 
     distinct = len(TEMPLATES) * (max_number - 1) ** 3

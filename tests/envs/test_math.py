@@ -206,6 +206,7 @@ def test_arithmetic_prompt_and_answer() -> None:
         "ops": "+",
         "terms": 2,
         "steps": [{"expr": f"{a} + {b}", "value": a + b}],
+        "rephrasings": (f"Compute {b} + {a}. Put the final answer in \\boxed{{}}.",),
     }
 
 
