@@ -198,6 +198,14 @@ def _band(ax, x: list[float], per_seed: list[list[float]], label: str | None = N
     )
 
 
+def _diagnostic(mechanism: dict[str, list[float]], name: str) -> list[float]:
+    """A run's series of `name`; ``*/suffix``: the first metric ending in ``/suffix`` (arms whose component
+    differs, e.g. ``majority/label_accuracy`` beside ``co_reward_data/label_accuracy``)."""
+    if name.startswith("*/"):
+        name = next((k for k in mechanism if k.endswith(name[1:])), name)
+    return mechanism.get(name, [])
+
+
 def plot(results: list[dict], path: Path, title: str = TITLE, diagnostic: str | None = None) -> None:
     """Every preset's mean curve over seeds (band: min–max over seeds), vs. samples and vs. wall-clock;
     with `diagnostic` (a metric the runs logged per step), a third panel of it per RL step: the mechanism
@@ -218,7 +226,7 @@ def plot(results: list[dict], path: Path, title: str = TITLE, diagnostic: str | 
             x = [statistics.fmean(c[i][key] for c in curves) for i in range(n)]
             _band(ax, x, acc, f"{name} (n={len(curves)})")
         if diagnostic:
-            logged = [r["mechanism"].get(diagnostic, []) for r in runs]
+            logged = [_diagnostic(r["mechanism"], diagnostic) for r in runs]
             steps = min(len(v) for v in logged)
             if steps:
                 _band(

@@ -24,6 +24,13 @@ with the same seeds and sample budget:
   what that data cost, so both arms end at about the same samples.
 - `pure`: a gameable PRM (filler steps score 0.9) under sum- vs min-form credit
   (PURE, arXiv 2504.15275), GRPO beside, from a warm start that already pads.
+- `label-free`: Math without labels (docs/label_free.md): labelled GRPO vs TTRL's majority vote
+  (arXiv 2504.16084) vs Co-rewarding-I (a question labelled by its rephrasing's vote) and -II (an EMA
+  teacher's greedy answer, arXiv 2508.00410), at equal samples (the paired arm draws 16 tasks and their
+  16 rephrasings). The labelled arm logs the majority vote at weight 0, so every arm reports how often a
+  pseudo-label would have been right (`*/label_accuracy`), and the collapse flag.
+- `corlhf`: a reward model refit on the policy's samples every 5 steps vs the same model frozen after
+  its first fit, at the same label budget (256 verified outcomes), labelled GRPO beside.
 - `decomposer`: `argym/DecomposeReasoner-v0` on word problems with known
   intermediates: sparse (λ = 0) vs dense min-form vs dense mean-form step reward,
   from the recipe's full warm start (33 min here), trained once and shared by the
@@ -52,6 +59,9 @@ from algorithms import plot, run_preset, summarise, t_half, warm_start
 REPO = Path(__file__).resolve().parents[1]
 R3L = str(REPO / "configs" / "r3l_math.yaml")
 DECOMPOSER = str(REPO / "configs" / "decomposer_verified.yaml")
+CORLHF = str(REPO / "configs" / "corlhf_math.yaml")
+# no label reaches a label-free arm's update: the outcome is logged (weight 0), the pseudo-label trains
+LABEL_FREE = ("reward.weights.outcome=0.0",)
 # PURE (arXiv 2504.15275 §5): the filler-loving PRM of benchmarks/process_rewards.py (registered when
 # the filler warm start imports it) scores filler steps 0.9 and the answer ±1; answers up to 80 tokens
 PURE_COMMON = (
@@ -236,6 +246,39 @@ EXPERIMENTS = {
         ("reward/process", "train/response_tokens", "train/success"),
         plotted="train/response_tokens",
         own_warm_start=filler_warm_start,
+    ),
+    "label-free": Experiment(
+        "Math without labels: labelled GRPO vs majority vote vs Co-rewarding I and II, same warm start per seed",
+        (),
+        (
+            Arm("grpo", None, ("reward.weights.majority=0.0",)),
+            Arm("majority", None, (*LABEL_FREE, "reward.weights.majority=1.0")),
+            Arm(
+                "co-data",
+                None,
+                (
+                    *LABEL_FREE,
+                    "reward.weights.co_reward_data=1.0",
+                    "rollout.strategy=paired",
+                    "rollout.tasks_per_step=16",  # 16 tasks + their 16 rephrasings: the others' 32 groups
+                ),
+            ),
+            Arm("co-teacher", None, (*LABEL_FREE, "reward.weights.co_reward_teacher=1.0")),
+        ),
+        ("majority/", "co_reward_data/", "co_reward_teacher/", "train/success", "train/entropy"),
+        plotted="*/label_accuracy",
+    ),
+    "corlhf": Experiment(
+        "A reward model refit on the policy's samples vs frozen after its first fit (256 labels each), Math",
+        (),
+        (
+            Arm("grpo", None, ("reward.weights.outcome=1.0", "reward.weights.reward_model=0.0")),
+            Arm("co-trained", None, ("reward.reward_model.refit_every=5",)),
+            Arm("frozen", None, ("reward.reward_model.refit_every=0",)),
+        ),
+        ("reward_model/", "train/success"),
+        plotted="reward_model/accuracy",
+        recipe=CORLHF,
     ),
     "decomposer": Experiment(
         "Sparse vs dense (verified Decomposer–Reasoner) reward, min- and mean-form, word problems (numbers ≤ 8)",
