@@ -115,6 +115,14 @@ class WeightSync:
         return len(names)
 
 
+class _NoChunkedPrefillWarning(logging.Filter):
+    """Drops vLLM's generic warning about disabling chunked prefill, which argym does on purpose on the CPU
+    (`VLLMPolicy`); the greedy and log-prob parity tests with transformers check the outputs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "disabling chunked prefill" not in record.getMessage()
+
+
 class VLLMPolicy:
     """A Hugging Face checkpoint served by vLLM's offline engine, as a token-in, token-out policy.
 
@@ -150,6 +158,12 @@ class VLLMPolicy:
         )
         if _on_cpu():
             kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_gb * 2**30)
+            # Whole prompts per step: with chunked prefill, a request cut between two chunks has its sampled token
+            # discarded and vLLM rewinds the request's seeded generator, which a CPU generator cannot do (the
+            # engine dies: "CPU Generator does not use offset") once a step's prompts pass the CPU's 4,096-token
+            # prefill budget, as a multi-turn step of 64 episodes does from its second turn.
+            kwargs["enable_chunked_prefill"] = False
+            logging.getLogger("vllm.engine.arg_utils").addFilter(_NoChunkedPrefillWarning())
         else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
         kwargs.update(cfg.extra)

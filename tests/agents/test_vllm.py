@@ -136,6 +136,23 @@ def test_stop_token_ends_the_turn_and_is_kept(engine):
 
 
 @pytest.mark.slow
+def test_seeded_sampling_of_a_batch_longer_than_one_prefill_chunk(engine):
+    """A step's prompts together past vLLM's CPU prefill budget (4,096 tokens): with chunked prefill a request
+    cut between two chunks has its first sampled token discarded, and vLLM rewinds that request's seeded CPU
+    generator, which CPU generators cannot do ("CPU Generator does not use offset": the engine died). A
+    multi-turn step of 64 episodes passes that budget from its second turn on."""
+    policy, _ = engine
+    prompt = _prompts(policy)[2]
+    long = (prompt * (450 // len(prompt) + 1))[-450:]  # a 450-token prompt ending in the assistant header
+    prompts = [long[i:] + long[:i] for i in range(12)]  # 5,400 prompt tokens, no prefix shared (no cache hit)
+    params = SamplingParams(temperature=1.0, max_new_tokens=8)
+    first = policy.generate(prompts, params, seed=3)
+    again = policy.generate(prompts, params, seed=3)
+    assert all(c.token_ids for c in first)
+    assert [c.token_ids for c in first] == [c.token_ids for c in again]  # seeded: reproducible
+
+
+@pytest.mark.slow
 def test_weights_reload_in_place(engine):
     policy, hf = engine
     prompts = _prompts(policy)
