@@ -135,13 +135,15 @@ def build_batches(
     versions: VersionedGenerator,
     model: nn.Module,
     streaming: StreamingScheduler | None,
+    restored: dict[int, Batch] | None = None,
 ) -> Batches:
     """Where each step's batch comes from (`rollout.mode`): rolled out when the learner asks for it (sync), or
-    collected ahead of the learner by at most `rollout.max_staleness` versions (async)."""
+    collected ahead of the learner by at most `rollout.max_staleness` versions (async); `restored`: the batches a
+    checkpoint holds, collected ahead before the run stopped."""
     r = cfg.rollout
     if r.mode == "sync":
         return Lockstep(draw, versions, model)
-    return AheadOfLearner(draw, versions, model, r.max_staleness, cfg.steps, r.partial, streaming)
+    return AheadOfLearner(draw, versions, model, r.max_staleness, cfg.steps, r.partial, streaming, restored)
 
 
 def evaluation_agent(cfg: TrainConfig, policy: HFPolicy, versions: VersionedGenerator, strategy: Any) -> Any:

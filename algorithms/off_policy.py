@@ -53,6 +53,11 @@ class Batches(Protocol):
         """The learner has made `version` (in the model the batches were given)."""
         ...
 
+    def pending(self) -> dict[int, Batch]:
+        """The batches collected ahead of the learner and not yet taken, by step, once each is complete: what a
+        checkpoint holds so that a resume trains them rather than drawing others (docs/async.md)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -69,6 +74,10 @@ class Lockstep:
 
     def updated(self, version: int) -> None:
         self.generator.publish(self.model, version)
+
+    def pending(self) -> dict[int, Batch]:
+        """Nothing is drawn ahead."""
+        return {}
 
     def close(self) -> None:
         """Nothing runs between two steps."""
@@ -91,6 +100,10 @@ class AheadOfLearner:
     It is the "one step off-policy" pipeline at staleness 1 (the learner trains step j while the
     generator samples step j + 1), without partial rollouts. `streaming`, the scheduler the batches'
     episodes run through (partial rollouts), is closed first on `close`, so batches in flight fail fast.
+
+    A checkpoint holds the batches collected ahead (`pending`), and a resumed run gets them back (`restored`):
+    it trains them, sampled by the weights that sampled them, instead of drawing new ones, and admits the
+    first step after them, so the run goes on as if never stopped (docs/async.md, "Exact resume").
     """
 
     def __init__(
@@ -102,13 +115,20 @@ class AheadOfLearner:
         last: int,
         partial: bool = True,
         streaming: StreamingScheduler | None = None,
+        restored: dict[int, Batch] | None = None,
     ):
         self.draw, self.generator, self.model = draw, generator, model
         self.max_staleness, self.last, self.partial = max_staleness, last, partial
         self.streaming = streaming
         self.first: int | None = None
+        self._taken: int | None = None  # the last step taken: the version the generator holds
         self._stop = threading.Event()
         self._futures: dict[int, Future[Batch]] = {}
+        for step, batch in (restored or {}).items():
+            done: Future[Batch] = Future()
+            done.set_result(batch)
+            self._futures[step] = done
+        self._next = max(self._futures) + 1 if self._futures else None  # the first step `_admit` admits
         self._admitted = threading.Condition()
         workers = max_staleness + 1 if partial else 1  # one worker runs the batches in the order admitted
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="argym-batch")
@@ -121,6 +141,7 @@ class AheadOfLearner:
         else:
             self._settle(step)
         self.generator.publish(self.model, step)
+        self._taken = step
         if self._thread.ident is None:
             self._thread.start()
         future = self._future(step)
@@ -130,6 +151,17 @@ class AheadOfLearner:
 
     def updated(self, version: int) -> None:
         """Nothing yet: the next `take` publishes it."""
+
+    def pending(self) -> dict[int, Batch]:
+        """Every batch admitted and not taken, once collected. Which they are is fixed by the version published
+        (the steps after the last taken, up to it + `max_staleness`), not by how far the admitting thread has
+        got, and none after them is admitted before the next `take`: a checkpoint written now holds them all
+        and the task sampler's position right after their draws. Waiting for them to finish (rather than
+        cutting episodes short) is what makes it exact: an episode's env cannot be saved mid-way in general."""
+        if self._taken is None:  # nothing admitted yet: the batches restored, if any
+            return {step: future.result() for step, future in self._futures.items()}
+        steps = range(self._taken + 1, min(self._taken + self.max_staleness, self.last - 1) + 1)
+        return {step: self._future(step).result() for step in steps}
 
     def close(self) -> None:
         """Stop admitting batches and wait for those in flight (their results are dropped)."""
@@ -142,7 +174,7 @@ class AheadOfLearner:
 
     def _admit(self) -> None:
         assert self.first is not None
-        step = self.first
+        step = self.first if self._next is None else self._next
         while step < self.last and self.generator.wait_for(step - self.max_staleness, self._stop):
             with self._admitted:
                 self._futures[step] = self._workers.submit(self.draw, step)

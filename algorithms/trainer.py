@@ -43,7 +43,17 @@ from argym.algorithms.build import (
     train_on_sampler_grid,
 )
 from argym.algorithms.callbacks import Callback, Callbacks
-from argym.algorithms.checkpoint import find_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
+from argym.algorithms.checkpoint import (
+    WARM_STATE,
+    find_checkpoint,
+    find_warm_start,
+    load_state,
+    remove_warm_start,
+    rng_state,
+    save_checkpoint,
+    save_warm_start,
+    set_rng_state,
+)
 from argym.algorithms.cluster_config import connect
 from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.host_memory import keep_freed_memory
@@ -61,6 +71,7 @@ from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
+from argym.algorithms.warm_start_log import WarmStartLog
 from argym.algorithms.strategies import STRATEGIES, combine_metrics, release
 from argym.seeding import seed_for
 from argym.types import Trajectory
@@ -94,7 +105,9 @@ class Trainer:
         ckpt = find_checkpoint(self.run_dir)
         state = load_state(ckpt) if ckpt is not None else None
         seed_everything(cfg.seed)
-        self.policy = build_policy(cfg, ckpt)
+        # a warm start stopped part-way (and no RL checkpoint yet): its weights, and it goes on from there
+        warm = find_warm_start(self.run_dir) if ckpt is None and cfg.warm_start.steps > 0 else None
+        self.policy = build_policy(cfg, ckpt or warm)
         self.policy.model.to(self.accelerator.device)
         if cfg.policy.gradient_checkpointing:
             self.policy.model.gradient_checkpointing_enable(
@@ -103,7 +116,7 @@ class Trainer:
         self.step = 0
         self.value_pretrained = 0  # VAPO's value-pretraining steps done (a checkpoint records them)
         if state is None and cfg.warm_start.steps > 0:
-            self._warm_start()
+            self._warm_start(load_state(warm, WARM_STATE) if warm is not None else None)
         ref_model = (
             build_reference(
                 cfg, self.policy, self.run_dir, self.accelerator, self.console, resumed=state is not None
@@ -118,10 +131,12 @@ class Trainer:
             self._resume(state, needs_values)
         else:
             self._write_checkpoint()  # the run's start: a vLLM or Ray generator starts from it
+            if self.main:
+                remove_warm_start(self.run_dir)  # the checkpoint holds the warm-started weights now
         logs = self.run_dir if self.main else None  # the main process logs the whole (gathered) step
         self.metrics = MetricsLog(logs, resume_step=self.step, tensorboard=self.main)
         self.log = StepLog(logs, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step)
-        self._build_rollouts()
+        self._build_rollouts(state.get("pending_batches") if state is not None else None)
         if needs_values and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
             self._pretrain_value()  # from where a killed run stopped, so a resume ends where a straight run does
 
@@ -137,11 +152,12 @@ class Trainer:
             )
         self.console.print(f"[bold]Resuming[/] {self.run_dir} from step {self.step}.")
 
-    def _build_rollouts(self) -> None:
+    def _build_rollouts(self, pending: dict[int, Any] | None = None) -> None:
         """Who generates, what a step's groups are sampled by and where each step's batch comes from: each choice
         between ways of doing one thing is made here once (algorithms/build.py), so `train_step` and `evaluate`
         read the same for all of them. Every rollout samples through `versions`, which records the version of
-        the weights on each token."""
+        the weights on each token. `pending`: the batches a checkpoint holds, collected ahead of the learner
+        (async) before the run stopped."""
         cfg = self.cfg
         self.sampling = SamplingParams(
             temperature=cfg.rollout.temperature,
@@ -165,30 +181,45 @@ class Trainer:
         self.rewards = build_composer(cfg, self.policy)  # the reward components, by name (rewards/compose.py)
         self._task_lock = threading.Lock()  # batches running ahead draw tasks from one sampler
         self.strategy, self.scheduler = build_rollout_strategy(cfg, self.engine, self.policy)
-        self.batches = build_batches(cfg, self._draw_batch, self.versions, self.policy.model, self.scheduler)
+        self.batches = build_batches(
+            cfg, self._draw_batch, self.versions, self.policy.model, self.scheduler, pending
+        )
         self.evaluator = evaluation_agent(cfg, self.policy, self.versions, self.strategy)
 
     def _check_config(self) -> None:
         """A run dir belongs to one config (`check_run_config`); then this run's config is written there."""
-        check_run_config(self.cfg, self.run_dir, resumable=find_checkpoint(self.run_dir) is not None)
+        resumable = find_checkpoint(self.run_dir) is not None or find_warm_start(self.run_dir) is not None
+        check_run_config(self.cfg, self.run_dir, resumable=resumable)
         self.accelerator.wait_for_everyone()  # every rank has read the old config before it is replaced
         if self.main:
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
 
-    def _warm_start(self) -> None:
+    def _warm_start(self, resume: dict[str, Any] | None) -> None:
+        """Supervised steps on oracle trajectories (algorithms/sft.py), with their progress shown and a
+        checkpoint (`run_dir/warm_start/`) every `warm_start.checkpoint_every` steps and on Ctrl-C or SIGTERM;
+        `resume`: such a checkpoint's state, to go on from. Once the RL checkpoint that follows is written,
+        that holds the warm-started weights and the warm start's own checkpoint is removed."""
         cfg = self.cfg
         t0 = time.perf_counter()
         seqs = oracle_sequences(
             cfg.env.id, cfg.env.kwargs, self.policy.renderer, cfg.warm_start.tasks, seed=cfg.seed + 1
         )
-        losses = warm_start(
-            self.policy,
-            seqs,
-            cfg.warm_start.steps,
-            cfg.warm_start.batch_size,
-            cfg.warm_start.lr,
-            seed=cfg.seed + 2,
-        )
+        start = int(resume["step"]) if resume is not None else 0
+        log_dir = self.run_dir if self.main else None
+        console = self.console
+        with WarmStartLog(console, log_dir, cfg.warm_start.steps, start, len(seqs)) as log:
+            losses = warm_start(
+                self.policy,
+                seqs,
+                cfg.warm_start.steps,
+                cfg.warm_start.batch_size,
+                cfg.warm_start.lr,
+                seed=cfg.seed + 2,
+                log=log,
+                resume=resume,
+                save=(lambda st: save_warm_start(self.run_dir, self.policy, st)) if self.main else None,
+                save_every=cfg.warm_start.checkpoint_every,
+            )
         self.console.print(
             f"Warm start: {cfg.warm_start.steps} steps on {len(seqs)} oracle trajectories, "
             f"loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)."
@@ -222,8 +253,12 @@ class Trainer:
         self.callbacks("checkpoint")
 
     def _write_checkpoint(self) -> None:
+        # async: the batches collected ahead of the learner, completed first, so that the task sampler's
+        # position below is the one after their draws and a resume trains them (none before rollouts exist)
+        pending = self.batches.pending() if hasattr(self, "batches") else {}
         state = {
             "step": self.step,
+            "pending_batches": pending,
             "rng_ranks": all_ranks(
                 self.accelerator, rng_state(self.task_rng)
             ),  # each rank's, for an exact resume
