@@ -47,8 +47,9 @@ def boards(
     since: Any = None,
     until: Any = None,
 ) -> list[Board]:
-    """Every board, each with its ranked rows; optionally only those of one env, split, key prefix, or
-    whose env kwargs include `env_kwargs` (``{"max_attempts": 2}`` keeps the boards with max_attempts=2)."""
+    """Every board, each with its ranked rows; optionally only those of one env, split, key prefix (a key
+    the board had before the store was migrated finds it too), or whose env kwargs include `env_kwargs`
+    (``{"max_attempts": 2}`` keeps the boards with max_attempts=2)."""
     since, until = parse_date(since, "since"), parse_date(until, "until")  # a bad date fails even on no rows
     with Store(db) as store:
         out = []
@@ -56,7 +57,7 @@ def boards(
             if (
                 (env_id and b["env_id"] != env_id)
                 or (split and b["split"] != split)
-                or (key and not b["key"].startswith(key))
+                or (key and not any(k.startswith(key) for k in (b["key"], *b["aliases"])))
                 or any(
                     b["kwargs"].get(k, _ABSENT) != v for k, v in (env_kwargs or {}).items() if k != "split"
                 )
@@ -74,6 +75,7 @@ def boards(
                     spec=b["spec"],
                     env_kwargs=b["kwargs"],
                     rows=rows,
+                    aliases=b["aliases"],
                 )
             )
         return out
@@ -91,7 +93,7 @@ def board(
     """The ranked rows of `env_id`'s board on `split`.
 
     An env has one board per board key (env kwargs, task set, graders,
-    sampling, ...). When several match, narrow it with `env_kwargs=` (the
+    samples per task, ...; not the sampling settings, which each row shows). When several match, narrow it with `env_kwargs=` (the
     boards whose kwargs include these) or a `key=` prefix (the error lists them). `filters`: ``best_per_agent``,
     ``agent``, ``since``, ``until``.
     """

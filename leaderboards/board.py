@@ -41,12 +41,26 @@ class Row:
     argym_version: str = ""
     git_commit: str | None = None
     wall_s: float | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """How the agent decoded: ``{"temperature", "top_p", "max_new_tokens"}``."""
 
     @property
     def display_agent(self) -> str:
         """The agent, with the training step when the submission names one."""
         step = self.training_run.get("step")
         return self.agent if step is None else f"{self.agent} (step {step})"
+
+    @property
+    def display_sampling(self) -> str:
+        """The sampling settings in a few characters: ``T=0 max=16`` (top-p only when it cuts)."""
+        s = self.sampling
+        if not s:
+            return ""
+        temp = s.get("temperature", "?")
+        out = f"T={temp:g}" if isinstance(temp, (int, float)) else f"T={temp}"
+        if s.get("top_p", 1.0) != 1.0:
+            out += f" top_p={s['top_p']:g}"
+        return out + (f" max={s['max_new_tokens']}" if "max_new_tokens" in s else "")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +78,8 @@ class Board:
     env_kwargs: dict[str, Any]
     """The env kwargs, with the env's defaults filled in (as first submitted)."""
     rows: list[Row]
+    aliases: list[str] = field(default_factory=list)
+    """Keys this board had in an older store (schema 3 keyed boards by sampling too); they still find it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +90,7 @@ class Board:
             "spec": self.spec,
             "env_kwargs": self.env_kwargs,
             "rows": [r.to_dict() for r in self.rows],
+            "aliases": self.aliases,
         }
 
 
@@ -144,6 +161,7 @@ def rank(
                 argym_version=r["argym_version"],
                 git_commit=r["git_commit"],
                 wall_s=r["wall_s"],
+                sampling=r["sampling"],
             )
         )
     return out

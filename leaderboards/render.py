@@ -75,7 +75,7 @@ def board_table(b: Board, link: Callable[[Row], str]) -> str:
     head = (
         '<tr><th class="num">#</th><th>agent</th><th class="num">score</th><th class="num">95% interval</th>'
         '<th title="the score (dark mark) and its 95% interval (band) on a 0 to 1 scale">interval (0&ndash;1)</th><th class="num">n</th><th class="num">tasks &times; k</th><th class="num">mean reward</th>'
-        "<th>pass@k</th><th>submitted</th></tr>"
+        "<th>pass@k</th><th>sampling</th><th>submitted</th></tr>"
     )
     full = " ".join(f"{k}={v}" for k, v in sorted(b.env_kwargs.items()))  # every kwarg, on hover
     rows = []
@@ -87,7 +87,8 @@ def board_table(b: Board, link: Callable[[Row], str]) -> str:
             f'<td><a class="row-link" href="{_e(link(r))}">{_e(r.display_agent)}</a></td>'
             f'<td class="num">{r.score:.3f}</td><td class="num">{fmt_ci(r)}</td><td>{_bar(r)}</td>'
             f'<td class="num">{r.n}</td><td class="num">{r.n_tasks} &times; {r.samples_per_task}</td>'
-            f'<td class="num">{r.mean_reward:.3f}</td><td>{pk}</td><td>{_e(r.submitted_at[:16].replace("T", " "))}</td>'
+            f'<td class="num">{r.mean_reward:.3f}</td><td>{pk}</td><td>{_e(r.display_sampling)}</td>'
+            f"<td>{_e(r.submitted_at[:16].replace('T', ' '))}</td>"
             f"</tr>"
         )
     return (
@@ -120,7 +121,7 @@ def detail_html(sub: dict[str, Any], anchor: str = "", back: str = "") -> str:
         "task set (split)": board["task_set"],
         "tasks evaluated": sub.get("task_hash", ""),
         "graders": json.dumps(board["grader_versions"]),
-        "sampling": json.dumps(board["sampling"]),
+        "sampling": json.dumps(sub.get("sampling") or board.get("sampling", {})),
         "seed": sub["seed"],
         "argym": sub["argym_version"],
         "git commit": sub.get("git_commit") or "",
@@ -263,7 +264,7 @@ def write_plot(path: str | Path, boards: list[Board], top: int = 15) -> Path:
         plt.close(fig)
 
 
-DROP_ORDER = ("date", "id", "pass@k", "tasks×k", "reward", "n")
+DROP_ORDER = ("date", "id", "sampling", "pass@k", "tasks×k", "reward", "n")
 """Columns left out, in this order, when a board does not fit the terminal (an agent name never wraps)."""
 
 
@@ -310,7 +311,7 @@ def _board_table(b: Board, dropped: list[str]) -> Any:
     cols = (
         [("#", "right"), ("agent", "left"), ("score", "right"), ("95% interval", "right"), ("n", "right")]
         + ([("tasks×k", "right"), ("pass@k", "left")] if has_k else [])
-        + [("reward", "right"), ("date", "left"), ("id", "right")]
+        + [("reward", "right"), ("sampling", "left"), ("date", "left"), ("id", "right")]
     )
     for col, just in cols:
         if col not in dropped:
@@ -332,6 +333,7 @@ def _board_table(b: Board, dropped: list[str]) -> Any:
             "tasks×k": pk[0],
             "pass@k": pk[1],
             "reward": f"{r.mean_reward:.3f}",
+            "sampling": r.display_sampling,
             "date": r.submitted_at[:10],
             "id": str(r.id),
         }

@@ -9,10 +9,14 @@ Concurrency: WAL journal (readers never block the writer), every write is one
 together or not at all), a busy timeout, and a retry with backoff when SQLite
 still reports the database as locked.
 
-Schema versions live in ``PRAGMA user_version``. Version 1 (argym's first
-layout: one ``submissions`` table with the whole result as a JSON blob) is
-migrated to version 2 on open, in one transaction, after a copy of the file is
-kept beside it (``*.v1.bak``).
+Schema versions live in ``PRAGMA user_version``. An older file is migrated on
+open, in one transaction, after a copy of it is kept beside it (``*.vN.bak``):
+version 1 (argym's first layout: one ``submissions`` table with the whole
+result as a JSON blob) is split into tables; version 2 gains the episodes'
+transcripts; up to version 3 a board's key held the sampling settings, so one
+task set had a board per ``max_new_tokens`` — version 4 re-keys those boards
+(the sampling moves onto each row), merges the ones that meet, and keeps every
+old key as an alias, so a saved link or ``--key`` still finds its board.
 """
 
 from __future__ import annotations
@@ -30,9 +34,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from argym.errors import ArgymError
-from argym.leaderboards.submission import Submission, SubmissionError, canonical, validate
+from argym.leaderboards.submission import (
+    Submission,
+    SubmissionError,
+    board_key,
+    canonical,
+    submission_uid,
+    validate,
+)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 ENV_VAR = "ARGYM_LEADERBOARD"
 T = TypeVar("T")
 
@@ -76,6 +87,9 @@ CREATE TABLE episodes (
 
 # Schema 2 → 3: each episode may keep its transcript (JSON, bounded by argym.transcript).
 SCHEMA_V3 = "ALTER TABLE episodes ADD COLUMN transcript TEXT"
+
+# Schema 3 → 4: boards are keyed without the sampling settings; an old key names its board still.
+SCHEMA_V4 = "CREATE TABLE board_aliases (old_key TEXT PRIMARY KEY, key TEXT NOT NULL REFERENCES boards(key))"
 
 
 class StoreError(ArgymError):
@@ -169,8 +183,8 @@ class Store:
                 f"{self.path} was written by a newer argym (schema {version}; this argym reads up "
                 f"to {SCHEMA_VERSION}). Upgrade argym: pip install -U argym."
             )
-        backup = self.path.with_name(self.path.name + ".v1.bak")
-        if version == 1 and not backup.exists():  # SQLite's backup API: consistent even with a WAL
+        backup = self.path.with_name(f"{self.path.name}.v{version}.bak")
+        if version >= 1 and not backup.exists():  # SQLite's backup API: consistent even with a WAL
             with contextlib.closing(sqlite3.connect(backup)) as dst:
                 self._conn.backup(dst)
         with self._write() as db:
@@ -183,10 +197,14 @@ class Store:
                     )
                 _run_script(db, SCHEMA_V2)
                 db.execute(SCHEMA_V3)
+                db.execute(SCHEMA_V4)
             elif version == 1:
                 _migrate_v1(db)
-            elif version == 2:
-                db.execute(SCHEMA_V3)
+            elif version in (2, 3):
+                if version == 2:
+                    db.execute(SCHEMA_V3)
+                db.execute(SCHEMA_V4)
+                _rekey_without_sampling(db)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # ---- writes ---------------------------------------------------------------------
@@ -204,12 +222,24 @@ class Store:
 
     # ---- reads ----------------------------------------------------------------------
     def boards(self) -> list[dict[str, Any]]:
-        """Every board: ``{"key", "env_id", "split", "label", "spec", "kwargs", "submissions"}``."""
+        """Every board: ``{"key", "env_id", "split", "label", "spec", "kwargs", "submissions", "aliases"}``
+        (``aliases``: the keys this board had under schema 3 or older)."""
         rows = self._conn.execute(
             "SELECT b.key, b.env_id, b.split, b.label, b.spec, b.kwargs, COUNT(s.id) AS submissions FROM boards b "
             "LEFT JOIN submissions s ON s.board_key = b.key GROUP BY b.key ORDER BY b.env_id, b.split, b.label"
         ).fetchall()
-        return [{**dict(r), "spec": json.loads(r["spec"]), "kwargs": json.loads(r["kwargs"])} for r in rows]
+        aliases: dict[str, list[str]] = {}
+        for old, new in self._conn.execute("SELECT old_key, key FROM board_aliases ORDER BY old_key"):
+            aliases.setdefault(new, []).append(old)
+        return [
+            {
+                **dict(r),
+                "spec": json.loads(r["spec"]),
+                "kwargs": json.loads(r["kwargs"]),
+                "aliases": aliases.get(r["key"], []),
+            }
+            for r in rows
+        ]
 
     def rows(self, board_key: str) -> list[dict[str, Any]]:
         """The submissions of one board, unranked, without episodes."""
@@ -331,6 +361,7 @@ def _row(r: sqlite3.Row) -> dict[str, Any]:
     d["board"] = prov["board"]
     d["env_kwargs"] = prov.get("env_kwargs", prov["board"]["env_kwargs"])
     d["task_hash"] = prov.get("task_hash", "")
+    d["sampling"] = prov.get("sampling", {})
     return d
 
 
@@ -345,6 +376,7 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE submissions RENAME TO submissions_v1")
     _run_script(db, SCHEMA_V2)
     db.execute(SCHEMA_V3)
+    db.execute(SCHEMA_V4)
     for r in old:
         result = json.loads(r["result"])
         result.setdefault("grader_versions", {})
@@ -357,3 +389,66 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
             ) from e
         _insert(db, sub, r["created"])
     db.execute("DROP TABLE submissions_v1")
+
+
+def _stored_episodes(db: sqlite3.Connection, sub_id: int) -> list[dict[str, Any]]:
+    """A submission's episodes as `validate` built them (what its content hash covers)."""
+    out = []
+    for e in db.execute(
+        "SELECT task_id, sample, success, reward, turns, tokens, infra_failure, transcript "
+        "FROM episodes WHERE submission_id = ? ORDER BY idx",
+        (sub_id,),
+    ):
+        episode = {
+            "task_id": e["task_id"],
+            "sample": e["sample"],
+            "success": bool(e["success"]),
+            "reward": float(e["reward"]),
+            "turns": e["turns"],
+            "tokens": e["tokens"],
+            "infra_failure": bool(e["infra_failure"]),
+        }
+        if e["transcript"] is not None:
+            episode["transcript"] = json.loads(e["transcript"])
+        out.append(episode)
+    return out
+
+
+def _rekey_without_sampling(db: sqlite3.Connection) -> None:
+    """Schema 3 → 4: a board's key leaves out the sampling settings, which move onto each submission.
+
+    Boards that differed only in sampling merge (their rows rank together); each old key is kept in
+    ``board_aliases``. A row's content hash is recomputed as `validate` now computes it, so resubmitting
+    a result already on the board still stores nothing new.
+    """
+    boards = db.execute(
+        "SELECT key, env_id, split, label, spec, kwargs FROM boards ORDER BY rowid"
+    ).fetchall()
+    for b in boards:
+        spec = json.loads(b["spec"])
+        if "sampling" not in spec:
+            continue
+        sampling = spec.pop("sampling")
+        new = board_key(spec)
+        parts = b["label"].split(" | ")
+        label = " | ".join(parts[:-1] if len(parts) > 1 and parts[-1].startswith("T=") else parts)
+        db.execute(
+            "INSERT OR IGNORE INTO boards (key, env_id, split, label, spec, kwargs) VALUES (?, ?, ?, ?, ?, ?)",
+            (new, b["env_id"], b["split"], label, canonical(spec), b["kwargs"]),
+        )
+        subs = db.execute(
+            "SELECT id, provenance FROM submissions WHERE board_key = ?", (b["key"],)
+        ).fetchall()
+        for s in subs:
+            prov = json.loads(s["provenance"])
+            prov["board"] = spec
+            prov.setdefault("sampling", sampling)
+            uid = submission_uid(prov, _stored_episodes(db, s["id"]))
+            db.execute(
+                "UPDATE submissions SET board_key = ?, provenance = ?, uid = ? WHERE id = ?",
+                (new, canonical(prov), uid, s["id"]),
+            )
+        if new != b["key"]:
+            db.execute("UPDATE board_aliases SET key = ? WHERE key = ?", (new, b["key"]))
+            db.execute("INSERT OR REPLACE INTO board_aliases (old_key, key) VALUES (?, ?)", (b["key"], new))
+            db.execute("DELETE FROM boards WHERE key = ?", (b["key"],))

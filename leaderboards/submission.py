@@ -2,9 +2,13 @@
 
 docs/design.md, "Leaderboards": two results are comparable only when they share the
 board key — env id (its ``-vN`` suffix is the env version), env kwargs, the
-task-set hash, split, grader versions, metric and sampling settings. Beside
+task-set hash, split, grader versions, metric and samples per task: the same
+tasks graded the same way. How the agent decoded (temperature, top-p, max new
+tokens) is the agent's, not the board's: it is kept on the row, so a trained
+run's own evaluation (``max_new_tokens`` of its rollouts) and ``argym eval`` of
+the same checkpoint meet on one board. Beside
 the key a submission carries the score and its interval, the mean shaped
-reward, the episode counts, the agent (spec, kind, model path, a cheap weights
+reward, the sampling settings, the episode counts, the agent (spec, kind, model path, a cheap weights
 fingerprint), the training run it came from, seed, argym version and git
 commit, wall time and every episode (with its transcript, when the result has
 one, cut again to the bounds of `argym.transcript` so a hand-made file
@@ -61,7 +65,6 @@ class BoardKey:
     grader_versions: dict[str, str]
     metric: str
     samples_per_task: int
-    sampling: dict[str, Any]
     display_kwargs: dict[str, Any] = field(default_factory=dict, compare=False)
     """The kwargs as submitted (tasks included) with the env's defaults, for display only; not part of the key."""
     default_kwargs: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -76,12 +79,11 @@ class BoardKey:
             "grader_versions": self.grader_versions,
             "metric": self.metric,
             "samples_per_task": self.samples_per_task,
-            "sampling": self.sampling,
         }
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(canonical(self.spec()).encode()).hexdigest()[:12]
+        return board_key(self.spec())
 
     @property
     def env_version(self) -> int | None:
@@ -89,18 +91,14 @@ class BoardKey:
         return int(m.group(1)) if m else None
 
     def label(self) -> str:
-        """One line for a human: env, the kwargs not at their defaults, split, metric, sampling."""
+        """One line for a human: env, the kwargs not at their defaults, split, metric."""
         shown = self.display_kwargs or self.env_kwargs
         changed = {
             k: v for k, v in shown.items() if k not in self.default_kwargs or self.default_kwargs[k] != v
         }
         kw = " ".join(f"{k}={v}" for k, v in sorted(changed.items()))
-        s = self.sampling
-        samp = f"T={s.get('temperature', '?')}" + (
-            f" top_p={s['top_p']}" if s.get("top_p", 1.0) != 1.0 else ""
-        )
         k = f" k={self.samples_per_task}" if self.samples_per_task > 1 else ""
-        return f"{self.env_id} {kw}".strip() + f" | split={self.split} | {self.metric}{k} | {samp}"
+        return f"{self.env_id} {kw}".strip() + f" | split={self.split} | {self.metric}{k}"
 
 
 @dataclass
@@ -110,6 +108,8 @@ class Submission:
     key: BoardKey
     env_kwargs: dict[str, Any]
     task_hash: str
+    sampling: dict[str, Any]
+    """How the agent decoded (temperature, top_p, max_new_tokens): shown on its row, not part of the key."""
     agent: str
     agent_info: dict[str, Any]
     score: float
@@ -134,6 +134,7 @@ class Submission:
             "board": self.key.spec(),
             "env_kwargs": self.env_kwargs,
             "task_hash": self.task_hash,
+            "sampling": self.sampling,
             "agent": self.agent,
             "agent_info": self.agent_info,
             "score": self.score,
@@ -155,11 +156,21 @@ class Submission:
     @property
     def uid(self) -> str:
         """A content hash: submitting the same result twice stores it once."""
-        return hashlib.sha256(canonical([self.provenance(), self.episodes]).encode()).hexdigest()[:24]
+        return submission_uid(self.provenance(), self.episodes)
 
 
 def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def board_key(spec: dict[str, Any]) -> str:
+    """The short hash that names a board (`BoardKey.spec`); the store re-keys old boards with it."""
+    return hashlib.sha256(canonical(spec).encode()).hexdigest()[:12]
+
+
+def submission_uid(provenance: dict[str, Any], episodes: list[dict[str, Any]]) -> str:
+    """A submission's content hash (`Submission.uid`); the store recomputes it when it migrates a row."""
+    return hashlib.sha256(canonical([provenance, episodes]).encode()).hexdigest()[:24]
 
 
 # ---- field checks ----------------------------------------------------------------------
@@ -307,7 +318,6 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         grader_versions=grader_versions,
         metric=METRIC,
         samples_per_task=k,
-        sampling=sampling,
         display_kwargs=shown,
         default_kwargs=defaults,
     )
@@ -394,6 +404,7 @@ def validate(result: Any, *, check_env: bool = True) -> Submission:
         key=key,
         env_kwargs=env_kwargs,
         task_hash=task_hash,
+        sampling=sampling,
         agent=_str(result, "agent"),
         agent_info=agent_info,
         score=mean,

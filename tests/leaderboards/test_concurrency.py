@@ -69,4 +69,4 @@ def test_first_open_under_contention(tmp_path):
     ]
     outs = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert all(rc == 0 for rc, _, _ in outs), [e for _, _, e in outs]
-    assert {o.strip() for _, o, _ in outs} == {"3"}
+    assert {o.strip() for _, o, _ in outs} == {"4"}  # SCHEMA_VERSION

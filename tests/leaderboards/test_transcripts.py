@@ -65,6 +65,6 @@ def test_a_schema_2_file_gains_the_transcript_column(result, lb_db):
     db.commit()
     db.close()
     with Store(lb_db) as store:
-        assert store.schema_version() == 3
+        assert store.schema_version() == 4  # SCHEMA_VERSION
         sub_id = store.submit(result([True]))["id"]
         assert store.submission(sub_id)["episodes"][0]["transcript"] is None
