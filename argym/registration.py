@@ -57,6 +57,12 @@ ENVS: tuple[EnvEntry, ...] = (
         "(default) or BFCL (tasks=bfcl/CATEGORY).",
     ),
     EnvEntry(
+        "argym/Support-v0",
+        "argym.envs.support.env:SupportEnv",
+        "Serve a simulated customer (scripted, or user=SPEC) through tools on an SQLite shop, under a written "
+        "policy; outcome plus per-turn compliance parts (τ-bench style).",
+    ),
+    EnvEntry(
         "argym/OpenEnv-v0",
         "argym.envs.openenv.env:OpenEnvEnv",
         "A running OpenEnv server (url=) as a text env: its observations as user messages, its reward as outcome "

@@ -14,6 +14,7 @@ KWARGS = {
     "argym/DecomposeReasoner-v0": {},
     "argym/SWE-v0": {"max_turns": 2, "command_timeout_s": 20},
     "argym/ToolCall-v0": {"max_turns": 3},
+    "argym/Support-v0": {"max_turns": 6},
     "argym/OpenEnv-v0": {},
     "argym/Verifiers-v0": {},
 }

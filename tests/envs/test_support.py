@@ -1,0 +1,296 @@
+"""argym/Support-v0: the oracle solves every goal, random play and reward hacks score 0, the scripted customer
+keeps its details until asked and confirms only its goal, per-turn compliance parts land on the turn's tokens."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import argym
+from argym.agents.policy import Completion, SamplingParams
+from argym.agents.rollout import RolloutEngine
+from argym.algorithms.batch import make_batch
+from argym.check import CheckConfig, run_checks
+from argym.check.corpus import FAMILIES, Context, exploits
+from argym.envs.support.domain import KINDS, make_world
+from argym.envs.support.env import SupportEnv
+from argym.envs.support.grader import PARTS
+from argym.envs.support.user import AgentUser, ScriptedUser
+from argym.envs.tools.calls import ToolCall, format_calls
+
+ENV_ID = "argym/Support-v0"
+
+
+def call(name: str, **arguments: str) -> str:
+    return str(format_calls([ToolCall(name, arguments, "c")], "hermes"))
+
+
+def play(env: SupportEnv, actions) -> tuple[float, list[dict], bool]:
+    total, infos, done = 0.0, [], False
+    for a in actions:
+        _, r, term, trunc, info = env.step(a)
+        total, done = total + r, term or trunc
+        infos.append(info)
+        if done:
+            break
+    return total, infos, done
+
+
+def run_oracle(env: SupportEnv) -> tuple[float, dict]:
+    done, total, info = False, 0.0, {}
+    while not done:
+        _, r, term, trunc, info = env.step(env.oracle_action())
+        total, done = total + r, term or trunc
+    return total, info
+
+
+def reset_to(env: SupportEnv, kind: str, split: str = "test") -> dict:
+    """Reset on the first task of `split` whose goal is `kind`; its world."""
+    task = next(t for t in env.tasks.iter_split(split) if t.meta["world"]["goal"]["kind"] == kind)
+    env.reset(options={"task": task})
+    return env.world
+
+
+def test_registered_and_made_by_gym():
+    env = gym.make(ENV_ID, max_turns=10)
+    obs, info = env.reset(seed=0)
+    assert (
+        obs[0]["role"] == "system"
+        and "verify_identity" in obs[0]["content"]
+        and "confirm" in obs[0]["content"]
+    )
+    assert obs[1]["role"] == "user" and "@" not in obs[1]["content"]  # the opening reveals no details
+    assert info["task_id"].startswith("support#")
+    assert env.unwrapped.task.tools and {t["function"]["name"] for t in env.unwrapped.task.tools} >= {
+        "cancel_order"
+    }
+    env.close()
+
+
+def test_thousands_of_distinct_tasks():
+    worlds = [make_world(i) for i in range(2000)]
+    openings = {w["user"]["name"] + w["goal"]["kind"] for w in worlds}
+    assert len(openings) > 1000 and len({json.dumps(w["orders"]) for w in worlds}) == 2000
+    assert {w["goal"]["kind"] for w in worlds[:200]} == set(KINDS)
+    assert make_world(7) == make_world(7)
+
+
+@pytest.mark.parametrize("split", ["test", "train"])
+def test_oracle_scores_one_on_every_goal(split):
+    env = SupportEnv(split=split)
+    kinds = set()
+    for seed in range(40):
+        env.reset(seed=seed)
+        total, info = run_oracle(env)
+        assert total == 1.0 and info["success"], (seed, info["verdict"])
+        assert all(info["reward_parts"][p] == 0.0 for p in PARTS)
+        kinds.add(env.world["goal"]["kind"])
+    assert kinds == set(KINDS)
+    env.close()
+
+
+def test_random_play_scores_about_zero():
+    env = SupportEnv(max_turns=8)
+    rng = np.random.default_rng(0)
+    tools = ["verify_identity", "list_orders", "get_order", "cancel_order", "return_order", "change_address"]
+    totals, successes = [], 0
+    for seed in range(20):
+        env.reset(seed=seed)
+        world = env.world
+        ids = [o["order_id"] for o in world["orders"]]
+        pool = [
+            lambda: str(env.action_space.sample()),
+            lambda: "Can I help you? Please confirm?",
+            lambda ids=ids: call(str(rng.choice(tools)), order_id=str(rng.choice(ids))),
+            lambda ids=ids: call("change_address", order_id=str(rng.choice(ids)), address="1 Main St"),
+        ]
+        total, infos, _ = play(env, (pool[int(rng.integers(len(pool)))]() for _ in range(8)))
+        totals.append(total)
+        successes += infos[-1]["success"]
+    assert successes == 0 and max(totals) <= 0.0 and np.mean(totals) > -1.0
+    env.close()
+
+
+def test_support_exploits_score_zero():
+    env = SupportEnv(max_turns=6)
+    entries = exploits("support")
+    assert any(e.name == "claim-done-without-doing-it" for e in entries)
+    for exploit in entries:
+        for seed in range(6):
+            env.reset(seed=seed)
+            actions = FAMILIES.get("support")(exploit, Context("/nonexistent", "/nonexistent", 1))
+            total, infos, _ = play(env, actions + ["Done."] * 6)
+            assert total <= 0.0 and not any(i["success"] for i in infos), (exploit.name, infos[-1]["verdict"])
+
+
+def test_telling_the_user_it_is_done_without_doing_it_scores_zero():
+    env = SupportEnv(max_turns=8)
+    w = reset_to(env, "address")  # nothing to tell but the address: the customer believes the claim
+    me, goal = w["user"], w["goal"]
+    actions = [
+        "Please tell me your email and zip code.",
+        call("verify_identity", email=me["email"], zip_code=me["zip_code"]),
+        "Which order is it, and what is the new address?",
+        call("get_order", order_id=goal["order_id"]),
+        f"I will change the address of order {goal['order_id']} to {goal['new_address']}. Do you confirm?",
+        f"Done: the address of order {goal['order_id']} is updated to {goal['new_address']}.",
+    ]
+    total, infos, done = play(env, actions)
+    assert done and infos[-1]["verdict"]["db_ok"] is False and total == 0.0 and not infos[-1]["success"]
+
+
+def test_scripted_user_reveals_only_what_is_asked_and_confirms_only_its_goal():
+    user = ScriptedUser()
+    w = make_world(next(i for i in range(100) if make_world(i)["goal"]["kind"] == "cancel"))
+    me, oid = w["user"], w["goal"]["order_id"]
+
+    def says(text, history=()):
+        return user.reply(w, [*history, {"role": "assistant", "content": text}])
+
+    reply, ended = says("What is your email?")
+    assert me["email"] in reply and me["zip_code"] not in reply and oid not in reply and not ended
+    assert me["zip_code"] in says("And your zip code?")[0]
+    assert oid in says("Which order is it about?")[0]
+    assert says(f"I will cancel order {oid}. Do you confirm?")[0].startswith("Yes")
+    other = next(o["order_id"] for o in w["orders"] if o["order_id"] != oid)
+    assert says(f"I will cancel order {other}. Do you confirm?")[0].startswith("No")
+    assert says(f"I will return order {oid}. Do you confirm?")[0].startswith("No")  # not what it wants
+    # it ends only once a confirmed change was reported with what it must be told (the refund)
+    refund = w["goal"]["must_tell"][0]
+    assert not says(f"Done, order {oid} is cancelled.")[1]
+    history = [
+        {"role": "assistant", "content": "Confirm?"},
+        {"role": "user", "content": "Yes, please go ahead."},
+    ]
+    assert says(f"Done, order {oid} is cancelled; {refund} is refunded.", history)[1]
+
+
+def test_per_turn_compliance_parts():
+    env = SupportEnv(max_turns=7, compliance_weight=0.5)  # the last turn is graded
+    w = reset_to(env, "cancel")
+    me, oid = w["user"], w["goal"]["order_id"]
+    refund = w["goal"]["must_tell"][0]
+    steps = [
+        (call("get_order", order_id=oid), {"unverified_action": 1}),  # before verifying
+        ("Your email and zip code, please?", {}),
+        (call("verify_identity", email=me["email"], zip_code="00000"), {"tool_error": 1}),
+        (call("verify_identity", email=me["email"], zip_code=me["zip_code"]), {}),
+        (call("get_order", order_id=oid), {}),
+        (call("cancel_order", order_id=oid), {"unconfirmed_write": 1}),  # no yes asked for
+        (f"Done, order {oid} is cancelled and {refund} refunded.", {}),
+    ]
+    for k, (action, expected) in enumerate(steps):
+        _, r, term, trunc, info = env.step(action)
+        for part in PARTS:
+            assert info["reward_parts"][part] == -0.5 * expected.get(part, 0), (k, info)
+            assert info["verdict"]["parts"][part] == expected.get(part, 0)
+        assert r == pytest.approx(sum(info["reward_parts"].values()))
+    # the database is in the goal state and the customer heard the refund, but the write broke the policy
+    assert trunc and info["verdict"]["db_ok"] and not info["verdict"]["policy_ok"]
+    assert info["reward_parts"]["outcome"] == 0.0 and not info["success"]
+    env.close()
+
+
+def test_refund_beyond_the_rules_fails():
+    env = SupportEnv()
+    w = reset_to(env, "refuse_return")
+    me, oid = w["user"], w["goal"]["order_id"]
+    actions = [
+        "Your email and zip code, please?",
+        call("verify_identity", email=me["email"], zip_code=me["zip_code"]),
+        "Which order?",
+        call("get_order", order_id=oid),
+        f"I will return order {oid}; do you confirm?",
+        call("return_order", order_id=oid),  # the tool allows it; the 30-day rule does not
+        f"Done, order {oid} is returned. Note returns are normally within 30 days.",
+    ]
+    total, infos, _ = play(env, actions)
+    assert infos[-1]["verdict"]["db_ok"] is False and total == 0.0
+    env.close()
+
+
+def test_snapshot_mid_conversation_restores_without_asking_the_user_again():
+    env = SupportEnv()
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(env.oracle_action())
+    state = env.snapshot()
+    fresh = SupportEnv()
+    fresh.user = None  # type: ignore[assignment]  # restore must not call the customer
+    fresh.restore(state)
+    fresh.user = ScriptedUser()
+    assert fresh.snapshot().messages == state.messages
+    assert run_oracle(fresh)[0] == run_oracle(env)[0] == 1.0
+
+
+def test_agent_spec_user_plays_the_customer():
+    """A real agent spec (the untrained tiny policy) as the customer: it talks, the episode runs and is graded."""
+    env = SupportEnv(user="tiny", max_turns=3, schemas_in_prompt=False)
+    assert isinstance(env.user, AgentUser)
+    env.user.max_new_tokens = 16
+    env.reset(seed=0)
+    _, r, _, _, info = env.step("Hello, please tell me your email and zip code.")
+    obs, *_ = env.step(env.oracle_action())
+    assert obs[3]["role"] == "user" and isinstance(obs[3]["content"], str) and obs[3]["content"]
+    assert not info["infra_failure"]
+    state = env.snapshot()
+    other = SupportEnv(user="tiny", max_turns=3, schemas_in_prompt=False)
+    other.restore(state)  # the recorded replies, not a second sampling
+    assert other.snapshot().messages == state.messages
+
+
+def test_per_turn_rewards_sit_on_their_turns_tokens():
+    """A token policy breaks the policy on turn 0: the rollout engine puts that turn's reward on its last
+    token (`turn_rewards`/`turn_ends`), and the learner's batch holds it there (the per-turn reward path)."""
+    from argym.agents.tiny import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    probe = SupportEnv(schemas_in_prompt=False)
+    task = probe.tasks.take("test", 1)[0]
+    oid = task.meta["world"]["goal"]["order_id"]
+    replies = [call("get_order", order_id=oid), "Your email and zip code, please?"]
+
+    class Scripted:
+        tokenizer = tok
+
+        def __init__(self):
+            self.turn = 0
+
+        def generate(self, prompts, sampling, seed=None):
+            text = replies[min(self.turn, len(replies) - 1)]
+            self.turn += 1
+            ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+            return [Completion(token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop", text=text)]
+
+    with RolloutEngine(
+        ENV_ID,
+        {"schemas_in_prompt": False, "max_turns": 2},
+        Scripted(),
+        SamplingParams(max_new_tokens=400),
+        max_total_tokens=6000,
+    ) as engine:
+        (traj,) = engine.run([task], group_size=1, seed=0)
+    assert traj.infos[0]["reward_parts"]["unverified_action"] == pytest.approx(-0.1)
+    assert traj.turn_rewards == pytest.approx([-0.1, 0.0])
+    batch = make_batch([traj], [[0.0] * len(traj.token_ids)], pad_id=0)
+    rewarded = batch.token_rewards[0].nonzero().flatten().tolist()
+    assert rewarded == [traj.turn_ends[0] - 1]  # target-aligned: column p − 1 holds token p
+    assert batch.token_rewards[0, traj.turn_ends[0] - 1].item() == pytest.approx(-0.1)
+    probe.close()
+
+
+def test_passes_argym_check():
+    report = run_checks(CheckConfig(ENV_ID, {}, step_timeout_s=60, reset_timeout_s=60, quick=True))
+    assert report.failed() == [], report.to_dict()
+
+
+def test_bad_kwargs_are_config_errors():
+    with pytest.raises(argym.ConfigError):
+        SupportEnv(compliance_weight=-1)
+    with pytest.raises(argym.ConfigError):
+        SupportEnv(user="oracle")
+    with pytest.raises(argym.ConfigError):
+        SupportEnv(tasks="bfcl")
