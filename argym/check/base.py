@@ -41,6 +41,9 @@ class CheckConfig:
     only: tuple[str, ...] = ()
     """Run only these checks (by name); all when empty."""
     seed: int = 0
+    tokens: str | None = None
+    """A model whose tokenizer and chat template the tokens check uses (``tiny``, ``smollm2``, ``hf:PATH``);
+    without one that check does not run."""
 
     def __post_init__(self) -> None:
         if self.step_timeout_s <= 0 or self.reset_timeout_s <= 0:

@@ -6,15 +6,26 @@ import time
 from collections.abc import Callable
 
 from argym.callables import import_modules
-from argym.check import bad_input, contract, determinism, exploits, isolation, resources, snapshot, timing
+from argym.check import (
+    bad_input,
+    contract,
+    determinism,
+    exploits,
+    isolation,
+    resources,
+    snapshot,
+    timing,
+    tokens,
+)
 from argym.check.base import FAIL, CheckConfig, Outcome, Subject, short
 from argym.check.report import Report
 
 CHECKS: dict[str, Callable[[Subject], Outcome]] = {
     m.NAME: m.check
-    for m in (contract, determinism, isolation, snapshot, bad_input, resources, exploits, timing)
+    for m in (contract, determinism, isolation, snapshot, bad_input, resources, exploits, tokens, timing)
 }
-"""Every check by name, in the order they run (timing last: it judges every call the others made)."""
+"""Every check by name, in the order they run (timing last: it judges every call the others made); tokens runs
+only when a model is given (`CheckConfig.tokens`) or it is named in `only`."""
 
 
 def run_checks(
@@ -28,7 +39,11 @@ def run_checks(
     unknown = [n for n in config.only if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {unknown}; the checks are {list(CHECKS)}.")
-    names = [n for n in CHECKS if not config.only or n in config.only]  # --quick: the costly ones say n/a
+    names = [  # --quick: the costly ones say n/a
+        n
+        for n in CHECKS
+        if (n in config.only if config.only else n != tokens.NAME or config.tokens is not None)
+    ]
     subject = Subject(config)
     report = Report(config.env_id, config.kwargs)
     try:

@@ -40,6 +40,14 @@ def doctor(as_json: bool) -> None:
 @click.option("--quick", is_flag=True, help="Cheap checks only (no child processes, no exploit corpus).")
 @click.option("--only", multiple=True, help="Run only this check (repeatable).")
 @click.option(
+    "--tokens",
+    "tokens_model",
+    default=None,
+    metavar="MODEL",
+    help="Also check token exactness with MODEL's tokenizer and chat template (tiny, smollm2, hf:PATH); "
+    "with --only tokens, only that.",
+)
+@click.option(
     "--step-timeout", type=float, default=60.0, show_default=True, help="Bound on one step, seconds."
 )
 @click.option(
@@ -53,6 +61,7 @@ def check(
     json_path: str | None,
     quick: bool,
     only: tuple[str, ...],
+    tokens_model: str | None,
     step_timeout: float,
     reset_timeout: float,
 ) -> None:
@@ -77,6 +86,7 @@ def check(
                 reset_timeout,
                 quick=quick,
                 only=tuple(only),
+                tokens=tokens_model,
             )
             report = run_checks(
                 config,
