@@ -294,3 +294,55 @@ def test_bad_kwargs_are_config_errors():
         SupportEnv(user="oracle")
     with pytest.raises(argym.ConfigError):
         SupportEnv(tasks="bfcl")
+
+
+def test_openai_spec_user_over_http():
+    """``user=openai:URL``: a Chat Completions server plays the customer from the persona it is sent (a stdlib
+    server standing in for a strong simulator); the oracle serves it and the episode is graded 1."""
+    import re
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Customer(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            persona = body["messages"][0]["content"]
+            email, zip_code, oid = re.search(
+                r"email (\S+), zip code (\d+), order id (#W\d+)", persona
+            ).groups()
+            agent = body["messages"][-1]["content"].lower()
+            if "email" in agent:
+                text = f"My email is {email} and my zip code is {zip_code}."
+            elif "which order" in agent:
+                text = f"It is order {oid}."
+            elif "confirm" in agent:
+                text = "Yes."
+            else:
+                text = "Thanks, that helps. ###STOP###"
+            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Customer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = SupportEnv(user=f"openai:http://127.0.0.1:{server.server_address[1]}/v1?model=sim")
+        for kind in ("status", "cancel"):
+            reset_to(env, kind)
+            total, info = run_oracle(env)
+            assert total == 1.0 and info["success"], info["verdict"]
+        first = seen[0]["messages"]
+        assert first[0]["role"] == "system" and "###STOP###" in first[0]["content"]
+        assert first[-1]["role"] == "user" and "email" in first[-1]["content"]  # the agent's line, flipped
+        assert first[-2]["role"] == "assistant"  # the customer's own opening
+        env.close()
+    finally:
+        server.shutdown()
