@@ -4,6 +4,7 @@ keeps its details until asked and confirms only its goal, per-turn compliance pa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -11,8 +12,12 @@ import pytest
 
 import argym
 from argym.agents.policy import Completion, SamplingParams
+from argym.agents.renderer import ChatRenderer
 from argym.agents.rollout import RolloutEngine
+from argym.agents.tiny import build_tiny_tokenizer
 from argym.algorithms.batch import make_batch
+from argym.algorithms.config import load_config
+from argym.algorithms.sft import oracle_sequences
 from argym.check import CheckConfig, run_checks
 from argym.check.corpus import FAMILIES, Context, exploits
 from argym.envs.support.domain import KINDS, make_world
@@ -22,6 +27,7 @@ from argym.envs.support.user import AgentUser, ScriptedUser
 from argym.envs.tools.calls import ToolCall, format_calls
 
 ENV_ID = "argym/Support-v0"
+RECIPE = Path(__file__).resolve().parents[2] / "configs" / "grpo_support.yaml"
 
 
 def call(name: str, **arguments: str) -> str:
@@ -245,8 +251,6 @@ def test_agent_spec_user_plays_the_customer():
 def test_per_turn_rewards_sit_on_their_turns_tokens():
     """A token policy breaks the policy on turn 0: the rollout engine puts that turn's reward on its last
     token (`turn_rewards`/`turn_ends`), and the learner's batch holds it there (the per-turn reward path)."""
-    from argym.agents.tiny import build_tiny_tokenizer
-
     tok = build_tiny_tokenizer()
     probe = SupportEnv(schemas_in_prompt=False)
     task = probe.tasks.take("test", 1)[0]
@@ -346,3 +350,59 @@ def test_openai_spec_user_over_http():
         env.close()
     finally:
         server.shutdown()
+
+
+def test_episodes_are_isolated():
+    """A change the last episode made is gone in the next: each episode gets a fresh database."""
+    env = SupportEnv()
+    w = reset_to(env, "cancel")
+    assert run_oracle(env)[0] == 1.0
+    reset_to(env, "cancel")
+    me, oid = w["user"], w["goal"]["order_id"]
+    env.step(call("verify_identity", email=me["email"], zip_code=me["zip_code"]))
+    obs, *_ = env.step(call("get_order", order_id=oid))
+    assert json.loads(obs[-1]["content"])["status"] == "pending"
+    env.close()
+
+
+def test_recipe_warm_start_trains_on_the_agent_turns_only():
+    """The recipe's oracle conversations: calls and messages to the customer are trained on; the policy,
+    the customer's replies and the tool results are not."""
+    tok = build_tiny_tokenizer()
+    cfg = load_config(RECIPE)
+    assert cfg.env.id == ENV_ID and cfg.env.kwargs["compliance_weight"] > 0
+    seqs = oracle_sequences(cfg.env.id, cfg.env.kwargs, ChatRenderer(tok), n_tasks=3, seed=0)
+    assert len(seqs) == 3
+    for ids, mask in seqs:
+        policy = tok.decode([i for i, m in zip(ids, mask) if m])
+        env_text = tok.decode([i for i, m in zip(ids, mask) if not m])
+        assert "<tool_call>" in policy and "verify_identity" in policy and "email and zip code" in policy
+        assert "<|im_start|>tool" in env_text and "My email is" in env_text and "My email is" not in policy
+        assert env_text.startswith("<|im_start|>system\nYou are a customer-support agent")
+
+
+@pytest.mark.slow
+@pytest.mark.full(reason="two GRPO steps of the recipe with a warm start: minutes on a CPU")
+def test_two_grpo_steps_of_the_recipe(tmp_path, fit_two_steps):
+    tiny = [
+        "policy.tiny.hidden_size=64",
+        "policy.tiny.num_layers=2",
+        "policy.tiny.intermediate_size=128",
+        "policy.tiny.num_heads=2",
+        "warm_start.steps=5",
+        "warm_start.tasks=8",
+        "warm_start.batch_size=4",
+        "rollout.tasks_per_step=2",
+        "rollout.group_size=2",
+        "rollout.max_new_tokens=64",
+        "eval.episodes=2",
+        "eval.every=0",
+        "algorithm.micro_batch_size=4",
+        "steps=2",
+        "checkpoint_every=2",
+        f"out_dir={tmp_path}",
+    ]
+    _, seen, _ = fit_two_steps(load_config(RECIPE, tiny), "You are a customer-support agent")
+    for t in seen:  # every turn logs every part by name, and the turn rewards are the env's
+        assert all(set(i["reward_parts"]) == {"outcome", *PARTS} for i in t.infos)
+        assert t.turn_rewards == pytest.approx([sum(i["reward_parts"].values()) for i in t.infos])
