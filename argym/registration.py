@@ -84,9 +84,18 @@ ENTRY_POINT_GROUP = "argym.envs"
 _entry_points_loaded = False
 
 
+GYMNASIUM_ADAPTER = EnvEntry(
+    "argym/Gymnasium-v0",
+    "argym.envs.gym_text:GymTextEnv",
+    "Any Gymnasium env whose actions are text (env=ID, its kwargs beside): string or message observations, "
+    "the step's reward; `argym.make` of such an env's own id runs it through this adapter.",
+)
+"""Not an env of its own (it needs ``env=``), so not in `ENVS`: the one that runs a plain Gymnasium text env."""
+
+
 def register_envs() -> None:
     """Register every argym env, then those of installed packages (`ENTRY_POINT_GROUP`); idempotent."""
-    for entry in ENVS:
+    for entry in (*ENVS, GYMNASIUM_ADAPTER):
         if entry.id not in gym.registry:
             # No TimeLimit: a TextEnv truncates by its own `max_turns`.
             gym.register(
@@ -133,7 +142,7 @@ def _is_gymnasiums(spec: Any) -> bool:
 
 def description(env_id: str) -> str:
     """The one-line description `argym envs` shows: argym's own, else the entry point's docstring."""
-    for entry in ENVS:
+    for entry in (*ENVS, GYMNASIUM_ADAPTER):
         if entry.id == env_id:
             return entry.description
     try:
@@ -172,14 +181,31 @@ def creator(env_id: str) -> Any:
     return load_env_creator(entry) if isinstance(entry, str) else entry
 
 
+def speaks_argym(make: Any) -> bool:
+    """Whether `make` (an env's entry point) builds an argym text env: a class with `TextEnv`'s hooks, or a
+    factory that takes argym's runtime kwargs (``executors``, or ``**kwargs``). Anything else is a plain
+    Gymnasium env, which `make` runs through `GYMNASIUM_ADAPTER`. (Duck-typed: this layer imports no env.)"""
+    if inspect.isclass(make):
+        return all(hasattr(make, hook) for hook in ("load_tasks", "respond", "snapshot"))
+    try:
+        params = inspect.signature(make).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "executors" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
 def make(env_id: str, **kwargs: Any) -> gym.Env:
     """`gym.make`, after checking `kwargs` against the env's constructor (`argym.envargs.check_kwargs`).
 
     An unknown id names the close matches; an unknown kwarg, a value of the wrong type or an unknown
-    choice (``sandbox=dockr``) is a `ConfigError` here, before the env is built.
+    choice (``sandbox=dockr``) is a `ConfigError` here, before the env is built. A plain Gymnasium env
+    (not an argym `TextEnv`) is made inside `GYMNASIUM_ADAPTER`, so the engine runs it as a text env.
     """
-    env_id = resolve(env_id)
-    return gym.make(env_id, **checked_kwargs(env_id, kwargs))
+    name = resolve(env_id)
+    adapter = GYMNASIUM_ADAPTER.id
+    if name != adapter and not speaks_argym(creator(name)):
+        return gym.make(adapter, **checked_kwargs(adapter, {**kwargs, "env": env_id}))
+    return gym.make(name, **checked_kwargs(name, kwargs))
 
 
 def checked_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
