@@ -76,6 +76,11 @@ class SupportState(EnvState):
 class SupportEnv(TextEnv):
     """Customer support under a written policy, with a simulated customer (see the module docstring).
 
+    Kwargs: ``user`` (``scripted`` or an agent spec playing the customer), ``compliance_weight`` (the size
+    of each per-turn penalty; 0 = outcome only), ``max_turns``, ``schemas_in_prompt`` (False: the system
+    message names the tools without their schemas), ``test_size`` (tasks in the test split), ``user_seed``
+    (an agent-played customer's sampling seed), ``tasks`` (``support`` or a `TaskSource` of such tasks).
+
     `info["verdict"]` keys: ``calls`` (the tools called this turn), ``errors``, ``tool_errors``,
     ``parts`` (each part unweighted: counts of violations, the outcome) and ``weights``; on the
     last turn also ``goal``, ``db_ok``, ``missing`` (outputs not yet told), ``looked_up``,
@@ -93,7 +98,7 @@ class SupportEnv(TextEnv):
         compliance_weight: float = 0.1,
         schemas_in_prompt: bool = True,
         test_size: int = 100,
-        seed: int = 0,
+        user_seed: int = 0,
         render_mode: str | None = None,
         executors: Any = None,
     ):
@@ -103,7 +108,7 @@ class SupportEnv(TextEnv):
         self.schemas_in_prompt = bool(schemas_in_prompt)
         self.test_size = int(test_size)
         self.user_spec = str(user)
-        self.user: User = make_user(self.user_spec, seed=int(seed))
+        self.user: User = make_user(self.user_spec, seed=int(user_seed))
         self.limits = CallLimits(max_calls=8)
         self._db: sqlite3.Connection | None = None
         self._compliance = Compliance()

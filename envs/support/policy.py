@@ -1,8 +1,8 @@
 """The written policy a Support-v0 agent works under, given in the system message.
 
-Its rules are the ones the grader (`argym.envs.support.grader`) checks per turn:
-identity before any account tool, an explicit "yes" before each write, and the
-refund rules (cancel only pending orders, return only within 30 days of delivery).
+The grader (`argym.envs.support.grader`) checks its rules: identity before any
+account tool and an explicit "yes" before each write (per turn), the refund rules
+and what the customer must be told (in the outcome).
 """
 
 from __future__ import annotations
@@ -19,5 +19,5 @@ POLICY = f"""You are a customer-support agent for an online shop. Follow this po
    rule instead.
 4. A cancellation or return refunds the order total: tell the customer the amount (e.g. $12.50).
 5. Tell the customer what they asked for (for example the order's status), and only what the tools returned.
-6. Make one tool call at a time; talk to the customer in plain text without a tool call."""
+6. Talk to the customer in plain text, in a message without a tool call: the customer sees no tool calls."""
 """The policy text (part of the system message of every task)."""
