@@ -46,7 +46,7 @@ from typing import Any
 
 from argym.agents.batching import RequestBatcher
 from argym.agents.episodes import EpisodeRecord, Prompt, normalize_message
-from argym.agents.policy import Completion, SamplingParams, TokenPolicy
+from argym.agents.policy import Completion, SamplingParams, TokenPolicy, generate_versioned
 from argym.agents.renderer import ChatRenderer
 from argym.envs.tools.calls import parse_tool_calls
 from argym.types import Message
@@ -90,7 +90,7 @@ class PolicyEndpoint:
         self._calls = 0  # numbers tool-call ids
         self._batcher = (
             RequestBatcher(
-                lambda prompts, sampling, seed: (agent.generate(prompts, sampling, seed=seed), -1),
+                lambda prompts, sampling, seed: generate_versioned(agent, prompts, sampling, seed),
                 self.renderer.decode,
                 expected=lambda: len(self._episodes),  # the other live episodes, while they keep coming
                 gap_s=batch_gap_s,
@@ -199,11 +199,11 @@ class PolicyEndpoint:
                 "context_length_exceeded",
             )
         sampling = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, room))
-        completions = self._generate(prompt.ids, sampling, n, key)
+        completions, version = self._generate(prompt.ids, sampling, n, key)
         choices = []
         for i, c in enumerate(completions):
             reply, finish = self._reply(c, record.key if record else "", i)
-            if record is not None and not record.record(prompt, c, reply):
+            if record is not None and not record.record(prompt, c, reply, version):
                 raise RequestError(410, f"Episode {key!r} closed while generating.", "episode_closed")
             choices.append(_choice(i, reply, finish))
         return _response(choices, body, len(prompt.ids), sum(len(c.token_ids) for c in completions))
@@ -263,8 +263,9 @@ class PolicyEndpoint:
 
     def _generate(
         self, prompt: list[int], sampling: SamplingParams, n: int, key: str | None
-    ) -> list[Completion]:
-        """`n` completions of `prompt`, generated in a batch with the other programs' requests."""
+    ) -> tuple[list[Completion], int]:
+        """`n` completions of `prompt`, generated in a batch with the other programs' requests, and the policy
+        version that sampled them (-1: unknown)."""
         assert self._batcher is not None
 
         def closed() -> RequestError | None:
@@ -275,12 +276,12 @@ class PolicyEndpoint:
             )
 
         try:
-            completions, _ = self._batcher.submit(prompt, sampling, n, cancelled=closed).result()
+            completions, version = self._batcher.submit(prompt, sampling, n, cancelled=closed).result()
         except RequestError:
             raise
         except Exception as e:  # reported to the request as a 500
             raise RequestError(500, f"Generation failed: {type(e).__name__}: {e}", "generation_failed") from e
-        return completions
+        return completions, version
 
     def close(self) -> None:
         self._server.shutdown()

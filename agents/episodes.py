@@ -100,6 +100,8 @@ class Segment:
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    """the policy version that sampled each id (-1: context, or unknown)"""
     turn_ends: list[int] = field(default_factory=list)
     finish_reason: str = ""
 
@@ -159,8 +161,9 @@ class EpisodeRecord:
         with self._lock:
             self.open = False
 
-    def record(self, prompt: Prompt, completion: Completion, reply: Message) -> bool:
-        """Add one sampled completion (False if the episode closed meanwhile: it is not part of it).
+    def record(self, prompt: Prompt, completion: Completion, reply: Message, version: int = -1) -> bool:
+        """Add one sampled completion, sampled at policy `version`, (False if the episode closed meanwhile: it is
+        not part of it).
 
         It extends its parent segment if that is still where the prompt left it.
         """
@@ -177,6 +180,7 @@ class EpisodeRecord:
             seg.ids = seg.ids + rest + list(completion.token_ids)
             seg.mask = seg.mask + [0] * len(rest) + [1] * len(completion.token_ids)
             seg.logprobs = seg.logprobs + [0.0] * len(rest) + list(completion.logprobs)
+            seg.versions = seg.versions + [-1] * len(rest) + [version] * len(completion.token_ids)
             seg.turn_ends = seg.turn_ends + [len(seg.ids) - 1]
             seg.finish_reason = completion.finish_reason
             seg.messages = list(prompt.messages) + [reply]
@@ -208,6 +212,7 @@ class EpisodeRecord:
                     token_ids=list(seg.ids),
                     loss_mask=list(seg.mask),
                     sampler_logprobs=list(seg.logprobs),
+                    policy_versions=list(seg.versions),
                     turn_rewards=[0.0] * (turns - 1) + [template.reward],
                     turn_ends=list(seg.turn_ends),
                     group=template.group,

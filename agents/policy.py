@@ -120,3 +120,17 @@ class Generator(TokenPolicy, Protocol):
     def close(self) -> None:
         """Release what it holds (an engine's processes, Ray actors)."""
         ...
+
+
+def generate_versioned(
+    policy: Any, prompts: list[list[int]], sampling: SamplingParams, seed: int | None = None
+) -> tuple[list[Completion], int]:
+    """`policy`'s completions and the policy version that sampled them: the one a `VersionedGenerator`
+    reports (a training run's generator), else -1 (unknown). What samples outside the rollout engine (R³L's
+    reflections, the Decomposer's hints, an agent program's requests) records it on its tokens through this,
+    so their staleness is accounted for per token as the engine's is (docs/async.md)."""
+    versioned = getattr(policy, "generate_versioned", None)
+    if versioned is not None:
+        completions, version = versioned(prompts, sampling, seed=seed)
+        return list(completions), int(version)
+    return list(policy.generate(prompts, sampling, seed=seed)), -1

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from argym.agents.policy import SamplingParams
+from argym.agents.policy import SamplingParams, generate_versioned
 from argym.agents.rollout import RolloutEngine
 from argym.algorithms.r3l.retry import distill
 from argym.algorithms.strategy_configs import DecomposerConfig
@@ -83,7 +83,7 @@ class UtilityDecomposer:
         hint_params = SamplingParams(
             temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=cfg.max_hint_tokens
         )
-        hints = self.decomposer.generate(prompts, hint_params, seed=seed + 31)
+        hints, version = generate_versioned(self.decomposer, prompts, hint_params, seed + 31)
         hinted_tasks = [with_hints(tasks[chosen[h // cfg.hint_sets]], c.text) for h, c in enumerate(hints)]
         guided = self.engine.run(hinted_tasks, group_size=cfg.hint_samples, seed=seed + 53, sampling=sampling)
         out = list(plain)
@@ -94,7 +94,7 @@ class UtilityDecomposer:
             utility = _rate(mine) - base_rate[g]  # Δ success: with the hints − without
             utilities.append(utility)
             if self.trains_decomposer:
-                out.append(_sample(prompt, completion, utility, tasks[g].id, group=len(tasks) + g))
+                out.append(_sample(prompt, completion, utility, tasks[g].id, len(tasks) + g, version))
             if cfg.distill:
                 plain_prompt = renderer.prompt_ids([m.copy() for m in tasks[g].prompt], tools=tasks[g].tools)
                 guided_prompt = len(renderer.prompt_ids([m.copy() for m in task.prompt], tools=task.tools))
@@ -121,8 +121,11 @@ def _regroup(traj: Trajectory, group: int) -> Trajectory:
     return dataclasses.replace(traj, group=group)
 
 
-def _sample(prompt: list[int], completion: Any, reward: float, task_id: str, group: int) -> Trajectory:
-    """The decomposer's turn as a one-turn trajectory rewarded with its utility."""
+def _sample(
+    prompt: list[int], completion: Any, reward: float, task_id: str, group: int, version: int
+) -> Trajectory:
+    """The decomposer's turn as a one-turn trajectory rewarded with its utility; `version`: the policy version
+    that sampled it (-1: unknown)."""
     return Trajectory(
         task_id=f"{task_id}#decomposer",
         messages=[],
@@ -134,6 +137,7 @@ def _sample(prompt: list[int], completion: Any, reward: float, task_id: str, gro
         token_ids=prompt + completion.token_ids,
         loss_mask=[0] * len(prompt) + [1] * len(completion.token_ids),
         sampler_logprobs=[0.0] * len(prompt) + list(completion.logprobs),
+        policy_versions=[-1] * len(prompt) + [version] * len(completion.token_ids),
         turn_rewards=[float(reward)],
         turn_ends=[len(prompt) + len(completion.token_ids) - 1],
         group=group,

@@ -120,14 +120,14 @@ def _plain(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrat
 def _r3l(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
     from argym.algorithms.r3l.retry import R3LRollout
 
-    return R3LRollout(engine, cfg.r3l, policy)
+    return R3LRollout(engine, cfg.r3l, engine.agent)  # reflections sampled by the run's generator
 
 
 @register_strategy("decomposer", counts=("decomposer/distilled",))
 def _decomposer(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
     from argym.algorithms.decomposer import UtilityDecomposer
 
-    return UtilityDecomposer(engine, cfg.decomposer, policy)
+    return UtilityDecomposer(engine, cfg.decomposer, engine.agent)  # hints sampled by the run's generator
 
 
 @register_strategy("program")

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from argym.agents.policy import SamplingParams
+from argym.agents.policy import SamplingParams, generate_versioned
 from argym.types import Message, Trajectory
 
 FALLBACK_GUIDANCE = "Your previous attempt failed. Check each step before you answer."
@@ -156,10 +156,13 @@ class PolicyReflector:
     temperature, so sampling them at another one would make every reflection off-policy.
     """
 
-    def __init__(self, policy: Any, max_tokens: int = 256):
-        self.policy, self.renderer = policy, policy.renderer
+    def __init__(self, policy: Any, max_tokens: int = 256, renderer: Any = None):
+        """`policy`: who samples the reflections, the run's generator in training (a `VersionedGenerator`,
+        which reports the version that sampled them); `renderer`: its chat renderer (default `policy.renderer`)."""
+        self.policy, self.renderer = policy, renderer if renderer is not None else policy.renderer
         self.max_tokens = max_tokens
-        self.last_samples: list[tuple[list[int], list[int], list[float]]] = []
+        self.last_samples: list[tuple[list[int], list[int], list[float], int]] = []
+        """(prompt, sampled ids, their log-probs, the policy version that sampled them: -1 if unknown)"""
 
     def reflect(
         self, trajectories: list[Trajectory], seed: int = 0, sampling: SamplingParams | None = None
@@ -167,6 +170,6 @@ class PolicyReflector:
         """One reflection per trajectory, sampled with `sampling` (the rollout's; default `SamplingParams()`)."""
         params = dataclasses.replace(sampling or SamplingParams(), max_new_tokens=self.max_tokens)
         prompts = [self.renderer.prompt_ids(reflection_prompt(t.messages)) for t in trajectories]
-        outs = self.policy.generate(prompts, params, seed=seed)
-        self.last_samples = [(p, c.token_ids, c.logprobs) for p, c in zip(prompts, outs)]
+        outs, version = generate_versioned(self.policy, prompts, params, seed)
+        self.last_samples = [(p, c.token_ids, c.logprobs, version) for p, c in zip(prompts, outs)]
         return [parse_reflection(c.text, max(t.turns, 1)) for c, t in zip(outs, trajectories)]

@@ -117,7 +117,7 @@ class R3LRollout:
             raise ConfigError("r3l.reflector 'policy' needs the policy that reflects; pass policy=.")
         self.engine, self.config = engine, config
         self.reflector: RuleReflector | PolicyReflector = (
-            PolicyReflector(policy, config.reflection_max_tokens)
+            PolicyReflector(policy, config.reflection_max_tokens, renderer=engine.renderer)
             if config.reflector == "policy"
             else RuleReflector()
         )
@@ -173,7 +173,7 @@ class R3LRollout:
     ) -> list[Trajectory]:
         """Each reflection as a one-turn sample, reward 1 if its retry beat the original (group: task + N)."""
         samples = []
-        for (prompt, gen, logprobs), orig, retry in zip(reflector.last_samples, failed, retries):
+        for (prompt, gen, logprobs, version), orig, retry in zip(reflector.last_samples, failed, retries):
             improved = float(retry.reward > orig.reward)
             samples.append(
                 Trajectory(
@@ -187,6 +187,7 @@ class R3LRollout:
                     token_ids=prompt + gen,
                     loss_mask=[0] * len(prompt) + [1] * len(gen),
                     sampler_logprobs=[0.0] * len(prompt) + list(logprobs),
+                    policy_versions=[-1] * len(prompt) + [version] * len(gen),
                     turn_rewards=[improved],
                     turn_ends=[len(prompt) + len(gen) - 1],
                     group=num_tasks + orig.group,

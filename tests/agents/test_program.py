@@ -353,3 +353,53 @@ def test_endpoint_without_key_serves_out_of_training():
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], n=99)
     finally:
         endpoint.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "lag"),
+    [
+        (["rollout.mode=async", "rollout.max_staleness=0"], 0),
+        (
+            [
+                "rollout.mode=async",
+                "rollout.max_staleness=1",
+                "rollout.partial=false",
+                "algorithm.tis_cap=2.0",
+            ],
+            1,
+        ),
+    ],
+    ids=["async-0", "fixed-lag-1"],
+)
+def test_program_trains_in_async_mode_with_each_token_versioned(tmp_path, mode, lag):
+    """Agent programs under rollout.mode=async: every token a program's requests sampled records the policy
+    version that sampled it (through the endpoint), so the trainer accounts for its staleness per token: lag 0
+    at staleness 0, a fixed lag of 1 after the first step with rollout.partial=false. (Token-for-token equality
+    with sync is not asserted: the endpoint batches the programs' requests as they arrive, so which requests
+    share a generate call, and so their samples, depends on timing in sync mode too.)"""
+    cfg = load_config(
+        REPO / "configs" / "grpo_program.yaml",
+        [f"agent.program={PROGRAMS}:solve_twice", f"out_dir={tmp_path}", *SMALL_RUN, *mode]
+        + ["steps=3", "eval.every=0", "algorithm.entropy_coef=0.01"],
+    )
+    trainer = Trainer(cfg)
+    seen: list[list] = []
+    real = trainer.learner.update
+
+    def update(trajs, pad_id, *args, **kwargs):
+        seen.append(list(trajs))
+        return real(trajs, pad_id, *args, **kwargs)
+
+    trainer.learner.update = update
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    assert len(seen) == 3
+    for step, trajs in enumerate(seen):
+        assert trajs and all(len(t.policy_versions) == len(t.loss_mask) for t in trajs)
+        trained = {v for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if m}
+        assert trained == {max(0, step - lag)}, (step, trained)
+        assert all(v == -1 for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if not m)
+    records = trainer.metrics.records()
+    assert [r["train/version_lag_max"] for r in records if "train/loss" in r] == [0, lag, lag][: len(records)]

@@ -47,12 +47,14 @@ def _informative(trainer, slow_s: float = 0.0) -> None:
     runner.run = mixed
 
 
-def _run(tmp_path, extra: list[str], slow_s: float = 0.0):
-    """Train 3 steps; returns the trajectories each update got, the final weights and the metrics."""
+def _run(tmp_path, extra: list[str], slow_s: float = 0.0, informative: bool = True):
+    """Train 3 steps; returns the trajectories each update got, the final weights and the metrics.
+    `informative=False`: the rollouts as they come (a strategy's own; an entropy bonus gives the gradient)."""
     cfg = load_config(None, SMALL + ["steps=3", "eval.every=0", f"out_dir={tmp_path}"] + extra)
     trainer = Trainer(cfg)
     initial = [v.detach().clone() for v in trainer.policy.model.state_dict().values()]
-    _informative(trainer, slow_s)
+    if informative:
+        _informative(trainer, slow_s)
     batches = []
     real = trainer.learner.update
 
@@ -93,6 +95,48 @@ def test_async_staleness_0_equals_sync(tmp_path, extra):
     for a, b in zip(m_sync, m_async):
         assert a["train/version_lag_max"] == b["train/version_lag_max"] == 0
         assert a["train/loss"] == b["train/loss"]
+
+
+MATH = [
+    "env.id=argym/Math-v0",
+    "env.kwargs.tasks=arithmetic(digits=2,ops=+,terms=2)",
+    "env.kwargs.max_attempts=2",
+]
+STRATEGIES = {
+    # R³L: reflections by the policy, trained, and retries from the pivot turn
+    "r3l": [*MATH, "rollout.strategy=r3l", "r3l.reflector=policy", "r3l.train_reflections=true"],
+    # the Decomposer's hints (sampled by the policy, trained on their utility) and hinted sub-episodes
+    "decomposer": [
+        *MATH,
+        "rollout.strategy=decomposer",
+        "decomposer.hint_sets=1",
+        "decomposer.hint_samples=2",
+    ],
+}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_strategies_at_async_staleness_0_equal_sync(tmp_path, strategy):
+    """R³L and the Decomposer in async mode at staleness 0: the same trajectories token for token (ids, masks,
+    log-probs, per-token versions) and weights as sync; every policy token, the reflections' and hints' too,
+    records the version that sampled it (the agent programs' test: tests/agents/test_program.py)."""
+    extra = [*STRATEGIES[strategy], "algorithm.entropy_coef=0.01", "rollout.max_new_tokens=4"]
+    sync, w_sync, m_sync = _run(tmp_path / "sync", extra, informative=False)
+    async_, w_async, _ = _run(
+        tmp_path / "async", [*extra, "rollout.mode=async", "rollout.max_staleness=0"], informative=False
+    )
+    assert len(sync) == len(async_) == 3
+    extra_samples = 0
+    for step, (a, b) in enumerate(zip(sync, async_)):
+        assert [_key(t) for t in a] == [_key(t) for t in b], f"step {step}"
+        for t in a:
+            assert len(t.policy_versions) == len(t.loss_mask), t.task_id
+            assert all(v == step for v, m in zip(t.policy_versions, t.loss_mask) if m), t.task_id
+        extra_samples += sum("#" in t.task_id for t in a)  # a reflection's or a hint's one-turn sample
+    assert extra_samples > 0, "the strategy sampled nothing of its own: the test checks only plain rollouts"
+    for k in w_sync:
+        assert torch.equal(w_sync[k], w_async[k]), k
+    assert all(r["train/version_lag_max"] == 0 for r in m_sync)
 
 
 def test_async_staleness_2_bounds_and_records_the_lag(tmp_path):
@@ -140,8 +184,18 @@ def test_async_fixed_lag_reproduces_exactly(tmp_path):
 def test_async_config_errors():
     with pytest.raises(ConfigError, match="tis_cap"):
         load_config(None, ["rollout.mode=async", "rollout.max_staleness=1"])
-    with pytest.raises(ConfigError, match="strategy"):
-        load_config(None, ["rollout.mode=async", "rollout.strategy=r3l", "rollout.max_staleness=0"])
+    with pytest.raises(ConfigError, match="strategy"):  # partial rollouts stream plain episodes only
+        load_config(
+            None,
+            ["rollout.mode=async", "rollout.strategy=r3l", "rollout.max_staleness=1", "algorithm.tis_cap=2"],
+        )
+    for strategy in ("r3l", "decomposer"):  # staleness 0, or a fixed lag
+        load_config(None, ["rollout.mode=async", f"rollout.strategy={strategy}", "rollout.max_staleness=0"])
+        load_config(
+            None,
+            ["rollout.mode=async", f"rollout.strategy={strategy}", "rollout.max_staleness=1"]
+            + ["rollout.partial=false", "algorithm.tis_cap=2"],
+        )
     with pytest.raises(ConfigError, match="max_staleness"):
         load_config(None, ["rollout.max_staleness=-1"])
     with pytest.raises(ConfigError, match="rollout.mode"):
