@@ -246,7 +246,7 @@ def _token(tokenizer: Any, ids: list[int], i: int) -> str:
     return f"{ids[i]} {tokenizer.decode([ids[i]], skip_special_tokens=False)!r}"
 
 
-def window(tokenizer: Any, ids: list[int], i: int, mask: list[int] | None = None, width: int = 12) -> str:
+def window(tokenizer: Any, ids: list[int], i: int, mask: list[int] | None = None, width: int = 24) -> str:
     """The decoded text around position `i`, the token at `i` in ⟦ ⟧; with `mask`, sampled text in « »."""
 
     def text(lo: int, hi: int) -> str:
