@@ -20,9 +20,12 @@ fails, the policy logs one line and generates eagerly from then on.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,27 @@ def load_tokenizer(path: str | Path) -> Any:
     return AutoTokenizer.from_pretrained(path)
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No "Loading weights" bar and no deprecation notices from transformers while argym loads a checkpoint:
+    they are about transformers' internals, not the user's run, and a bar per load floods a log file.
+    Errors still show; the user's own verbosity is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # transformers' deprecations are FutureWarnings
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 class HFPolicy:
     """A causal LM and its tokenizer; `model` is trained in place by the learner."""
 
@@ -85,8 +109,9 @@ class HFPolicy:
         from argym.agents.models import resolve_checkpoint
 
         path = resolve_checkpoint(path)
-        tokenizer = load_tokenizer(path)
-        model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        with quiet_transformers():
+            tokenizer = load_tokenizer(path)
+            model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         return cls(model.to(device), tokenizer, name=str(path))
 
     def save(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:

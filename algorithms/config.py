@@ -103,6 +103,9 @@ class WarmStartConfig:
     """Sequences per step."""
     lr: float = 2e-3
     """AdamW learning rate."""
+    checkpoint_every: int = 50
+    """Checkpoint the warm start every this many steps (and on Ctrl-C or SIGTERM), so that running the same
+    command again resumes it; 0: only on a stop."""
 
 
 BACKENDS = ("hf", "hf-compiled", "vllm")
@@ -173,6 +176,8 @@ class EvalConfig:
     """Also evaluate every N steps during training (0: only before and after)."""
     temperature: float = 0.0
     """0 means greedy decoding."""
+    before: bool = True
+    """`argym train` evaluates once before the first step too (the "before" figure; a resumed run keeps it)."""
 
 
 @dataclass
@@ -338,6 +343,22 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
+def read_yaml(path: Path) -> Any:
+    """A YAML file's contents; a syntax error names the file and the line (PyYAML names "<unicode string>")."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        context, start = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if context and start is not None and start is not mark:
+            context += f" that starts at line {start.line + 1}"
+        raise ConfigError(
+            f"{where}: YAML syntax error: {problem}" + (f" ({context})" if context else "")
+        ) from e
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a YAML recipe (or the defaults when `path` is None) and apply overrides.
 
@@ -362,7 +383,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"Config file {str(path)!r} does not exist.")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = read_yaml(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"A config file must hold a mapping, got {type(loaded).__name__}.")
     _apply_preset(data, loaded.get("algo"))
@@ -437,7 +458,7 @@ def check_run_config(cfg: TrainConfig, run_dir: Path, resumable: bool) -> None:
         return
     mine = cfg.to_dict()
     theirs = TrainConfig().to_dict()  # keys a run from an older argym lacks take their defaults
-    merge_sections(theirs, yaml.safe_load(path.read_text()) or {})
+    merge_sections(theirs, read_yaml(path) or {})
     changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
     if changed:
         raise ConfigError(

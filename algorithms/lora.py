@@ -18,6 +18,8 @@ from typing import Any
 
 from torch import nn
 
+from argym.errors import ConfigError
+
 
 def apply_lora(
     model: nn.Module,
@@ -30,8 +32,13 @@ def apply_lora(
     """Wrap `model` with trainable LoRA adapters: fresh ones, or those saved in `adapter_dir` (resume)."""
     try:
         import peft
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("policy.lora_r > 0 needs peft: pip install 'argym[peft]'") from e
+    except (
+        ImportError
+    ) as e:  # a user's mistake, not argym's: one line naming the extra (not "internal error")
+        raise ConfigError(
+            "policy.lora_r > 0 trains LoRA adapters, which needs peft: pip install 'argym[peft]' "
+            "(or set policy.lora_r=0 to train every weight)."
+        ) from e
     if adapter_dir is not None:
         return peft.PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=True)
     config = peft.LoraConfig(

@@ -6,6 +6,8 @@ import os
 import signal
 import sys
 import threading
+import warnings
+from typing import Any, TextIO
 
 import click
 
@@ -35,6 +37,30 @@ def unwind_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
+def one_line_warnings() -> None:
+    """A warning is one line on stderr (``argym: warning: ...``), not Python's default of the file, line
+    number and the source line that called `warnings.warn`, which a user cannot act on (``--debug``: the
+    default, for a developer)."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        kind = "warning" if category is UserWarning else f"warning ({category.__name__})"
+        out: Any = file or sys.stderr
+        try:
+            out.write(f"argym: {kind}: {' '.join(str(message).split())}\n")
+        except OSError:  # stderr closed: nowhere to warn
+            pass
+
+    if not debugging():
+        warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `argym` console script.
 
@@ -42,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     a bug, reported in one line that says how to see its traceback (``--debug``).
     """
     unwind_on_sigterm()
+    one_line_warnings()
     try:
         cli.main(args=argv, prog_name="argym")
     except Exception as e:
