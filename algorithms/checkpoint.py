@@ -8,6 +8,7 @@ checkpoint if a crash struck between the two renames.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -69,6 +70,71 @@ def find_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def load_state(ckpt: Path) -> dict[str, Any]:
-    state: dict[str, Any] = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+def load_state(ckpt: Path, name: str = "trainer_state.pt") -> dict[str, Any]:
+    state: dict[str, Any] = torch.load(ckpt / name, weights_only=False)
     return state
+
+
+WARM_START = "warm_start"
+WARM_STATE = "warm_start_state.pt"
+
+
+def save_warm_start(run_dir: Path, policy: Any, state: dict[str, Any]) -> Path:
+    """Atomically replace `run_dir/warm_start` with the policy and the warm start's `state` (sft.warm_start):
+    a warm start stopped part-way resumes from it (no RL checkpoint exists yet)."""
+    final, tmp = run_dir / WARM_START, run_dir / f"{WARM_START}.tmp-{os.getpid()}"
+    for stale in run_dir.glob(f"{WARM_START}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    policy.save(tmp / "policy")
+    torch.save(state, tmp / WARM_STATE)
+    old = run_dir / f"{WARM_START}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def find_warm_start(run_dir: Path) -> Path | None:
+    """The warm start's own checkpoint, if one is complete."""
+    for name in (WARM_START, f"{WARM_START}.old"):
+        d = run_dir / name
+        if (d / WARM_STATE).is_file() and (d / "policy" / "config.json").is_file():
+            return d
+    return None
+
+
+def remove_warm_start(run_dir: Path) -> None:
+    for name in (WARM_START, f"{WARM_START}.old"):
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+
+
+BEST = "best"
+
+
+def read_best(run_dir: Path) -> dict[str, Any] | None:
+    """The best checkpoint's step and held-out success (`best/best.json`), if one was kept."""
+    path = run_dir / BEST / "best.json"
+    if not path.is_file():
+        return None
+    best: dict[str, Any] = json.loads(path.read_text())
+    return best
+
+
+def keep_best(run_dir: Path, policy: Any, step: int, success: float) -> bool:
+    """Keep the policy in `run_dir/best/` (with best.json: step, success) when its held-out success beats the
+    kept one's (a tie keeps the earlier): a run's last checkpoint is not always its best (the quickstart's
+    best came at step 75 of 100). `tiny:RUN_DIR/best` or `hf:RUN_DIR/best` evaluates it."""
+    kept = read_best(run_dir)
+    if kept is not None and success <= kept["success"]:
+        return False
+    final, tmp = run_dir / BEST, run_dir / f"{BEST}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    policy.save(tmp / "policy")
+    (tmp / "best.json").write_text(json.dumps({"step": step, "success": success}))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    return True

@@ -11,32 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from argym.algorithms.checkpoint import read_best
 from argym.algorithms.config import load_config
 from argym.algorithms.metrics import curve_title, plot_learning_curve
 from argym.algorithms.trainer import Trainer
-
-
-def _cached_eval(trainer: Trainer, name: str) -> dict[str, Any]:
-    """Evaluate once per run dir: a resumed quickstart reuses the 'before' figures."""
-    path = trainer.run_dir / f"eval_{name}.json"
-    if path.exists():
-        cached: dict[str, Any] = json.loads(path.read_text())
-        if cached.get("step") == trainer.step:
-            return cached
-    t0 = time.perf_counter()
-    result = trainer.evaluate()
-    out = {
-        "step": trainer.step,
-        "accuracy": result.mean,
-        "ci": [result.ci_low, result.ci_high],
-        "n": result.n,
-        "mean_reward": result.mean_reward,
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    path.write_text(json.dumps(out, indent=2))
-    result.training_run = {**result.training_run, "step": trainer.step}
-    (trainer.run_dir / f"eval_{name}_episodes.json").write_text(json.dumps(result.to_dict()))
-    return out
 
 
 def _submit_eval(trainer: Trainer, name: str, submit: Callable[[dict[str, Any]], Any] | None) -> None:
@@ -65,13 +43,13 @@ def run_quickstart(
     t0 = time.perf_counter()
     trainer = Trainer(cfg, console)
     try:
-        before = _cached_eval(trainer, "before")
+        before = trainer.held_out("before")
         _submit_eval(trainer, "before", submit)
         console.print(f"Held-out accuracy after the warm start: {before['accuracy']:.3f} (n={before['n']}).")
         t_train = time.perf_counter()
         trainer.fit()
         train_s = time.perf_counter() - t_train
-        after = _cached_eval(trainer, "after")
+        after = trainer.held_out("after")
         _submit_eval(trainer, "after", submit)
     finally:
         trainer.close()
@@ -94,6 +72,7 @@ def run_quickstart(
         "rl_seconds": round(train_s, 1),
         "total_seconds": round(time.perf_counter() - t0, 1),
         "run_dir": str(trainer.run_dir),
+        "best": read_best(trainer.run_dir),
     }
     (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
@@ -107,4 +86,10 @@ def run_quickstart(
         f"Gain: {summary['gain'] * 100:+.1f} points. Run directory: {trainer.run_dir} "
         f"(learning_curve.png, metrics.jsonl, checkpoint/, summary.json)."
     )
+    if summary["best"] is not None:
+        best = summary["best"]
+        console.print(
+            f"Best held-out accuracy: {best['success']:.3f} at step {best['step']}, kept in "
+            f"{trainer.run_dir / 'best'} (evaluate it with --agent tiny:{trainer.run_dir / 'best'})."
+        )
     return summary

@@ -8,6 +8,7 @@ then emits well-formed answers (and tool calls) before RL starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from argym.agents.renderer import conversation_ids
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scripted import OracleAgent
+from argym.algorithms.interrupts import deferred_stop
 
 
 def oracle_sequences(
@@ -60,31 +62,62 @@ def warm_start(
     seed: int,
     accelerator: Any = None,
     log: Any = None,
+    resume: dict[str, Any] | None = None,
+    save: Callable[[dict[str, Any]], object] | None = None,
+    save_every: int = 0,
 ) -> list[float]:
-    """Fine-tune `policy.model` on the masked sequences; returns the loss per step."""
+    """Fine-tune `policy.model` on the masked sequences; returns the loss per step.
+
+    `save(state)` receives the warm start's state (step, optimizer, RNGs, losses) every `save_every`
+    steps and when a Ctrl-C or SIGTERM stops it (after the step in progress, `interrupts.deferred_stop`,
+    which then re-raises the stop); `resume` is such a state, and the run continues from it as the
+    uninterrupted one would have."""
     model = policy.model
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     if accelerator is not None:
         model, optimizer = accelerator.prepare(model, optimizer)
     rng = np.random.default_rng(seed)
+    losses: list[float] = []
+    if resume is not None:
+        optimizer.load_state_dict(resume["optimizer"])
+        rng.bit_generator.state = resume["rng"]
+        torch.set_rng_state(resume["torch_rng"])
+        losses = [float(x) for x in resume["losses"]]
+
+    def state() -> dict[str, Any]:
+        return {
+            "step": len(losses),
+            "optimizer": optimizer.state_dict(),
+            "rng": rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "losses": list(losses),
+        }
+
     model.train()
-    losses = []
-    for step in range(steps):
-        pick = rng.choice(len(sequences), size=min(batch_size, len(sequences)), replace=False)
-        ids = pad_right([sequences[i][0] for i in pick], policy.pad_id)
-        mask = pad_right([sequences[i][1] for i in pick], 0)
-        attn = pad_right([[1] * len(sequences[i][0]) for i in pick], 0)
-        device = next(model.parameters()).device
-        loss = masked_nll(model, ids.to(device), attn.to(device), mask.to(device))
-        optimizer.zero_grad(set_to_none=True)
-        if accelerator is not None:
-            accelerator.backward(loss)
-        else:
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
-        if log is not None:
-            log(step, losses[-1])
+    with deferred_stop() as stop:
+        for step in range(len(losses), steps):
+            pick = rng.choice(len(sequences), size=min(batch_size, len(sequences)), replace=False)
+            ids = pad_right([sequences[i][0] for i in pick], policy.pad_id)
+            mask = pad_right([sequences[i][1] for i in pick], 0)
+            attn = pad_right([[1] * len(sequences[i][0]) for i in pick], 0)
+            device = next(model.parameters()).device
+            loss = masked_nll(model, ids.to(device), attn.to(device), mask.to(device))
+            optimizer.zero_grad(set_to_none=True)
+            if accelerator is not None:
+                accelerator.backward(loss)
+            else:
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses.append(loss.item())
+            if log is not None:
+                log(step, losses[-1])
+            # the last step too: building the learner after it takes a while, and a stop then keeps the warm start
+            due = (save_every > 0 and (step + 1) % save_every == 0) or step + 1 == steps
+            if save is not None and (due or stop.requested):
+                model.eval()
+                save(state())
+                model.train()
+            stop.raise_stop()
     model.eval()
     return losses

@@ -44,10 +44,13 @@ from argym.algorithms.build import (
 )
 from argym.algorithms.callbacks import Callback, Callbacks
 from argym.algorithms.checkpoint import (
+    BEST,
     WARM_STATE,
     find_checkpoint,
     find_warm_start,
+    keep_best,
     load_state,
+    read_best,
     remove_warm_start,
     rng_state,
     save_checkpoint,
@@ -71,8 +74,8 @@ from argym.algorithms.reward_setup import build_composer
 from argym.algorithms.sampling import apply_overlong, draw_informative
 from argym.algorithms.sft import oracle_sequences, warm_start
 from argym.algorithms.step_log import StepLog
-from argym.algorithms.warm_start_log import WarmStartLog
 from argym.algorithms.strategies import STRATEGIES, combine_metrics, release
+from argym.algorithms.warm_start_log import WarmStartLog
 from argym.seeding import seed_for
 from argym.types import Trajectory
 
@@ -96,6 +99,12 @@ class Trainer:
         self.console = console or Console(quiet=not self.main)
         self.run_dir = Path(cfg.out_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.console.print(
+            f"Run directory: {self.run_dir} (config.yaml, metrics.jsonl, checkpoint/, {BEST}/, summary.json)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         self._check_config()
         rank = self.accelerator.process_index
         self.task_rng = np.random.default_rng(
@@ -221,8 +230,7 @@ class Trainer:
                 save_every=cfg.warm_start.checkpoint_every,
             )
         self.console.print(
-            f"Warm start: {cfg.warm_start.steps} steps on {len(seqs)} oracle trajectories, "
-            f"loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)."
+            f"Warm start done: loss {losses[0]:.3f} → {losses[-1]:.3f} ({time.perf_counter() - t0:.0f} s)."
         )
 
     def _pretrain_value(self) -> None:
@@ -287,8 +295,32 @@ class Trainer:
             sampling=sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
+        if episodes is None and self.main:  # the whole held-out set: a candidate for the best checkpoint
+            keep_best(self.run_dir, self.policy, self.step, result.mean)
         self.callbacks("evaluate", evaluation=result)
         return result
+
+    def held_out(self, name: str) -> dict[str, Any]:
+        """Evaluate once per run dir and step (`eval_{name}.json`): a resumed run reuses the figures it has."""
+        path = self.run_dir / f"eval_{name}.json"
+        if path.exists():
+            cached: dict[str, Any] = json.loads(path.read_text())
+            if cached.get("step") == self.step:
+                return cached
+        t0 = time.perf_counter()
+        result = self.evaluate()
+        out = {
+            "step": self.step,
+            "accuracy": result.mean,
+            "ci": [result.ci_low, result.ci_high],
+            "n": result.n,
+            "mean_reward": result.mean_reward,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        path.write_text(json.dumps(out, indent=2))
+        result.training_run = {**result.training_run, "step": self.step}
+        (self.run_dir / f"eval_{name}_episodes.json").write_text(json.dumps(result.to_dict()))
+        return out
 
     def collect(
         self, step: int | None = None, purpose: str = "rollout"
@@ -424,22 +456,40 @@ class Trainer:
 
 
 def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
-    """Train to `cfg.steps` (resuming if the run dir has a checkpoint), evaluate, plot; returns the summary."""
+    """Evaluate (`eval.before`), train to `cfg.steps` (resuming if the run dir has a checkpoint), evaluate,
+    plot; returns the summary: the before, final and best held-out figures and where the run is."""
     trainer = Trainer(cfg, console)
     try:
+        before = trainer.held_out("before") if cfg.eval.before and trainer.main else None
+        if before is not None:
+            trainer.console.print(
+                f"Held-out success before training: {percent(before)} (step {before['step']}).",
+                markup=False,
+                highlight=False,
+            )
         trainer.fit()
         if not trainer.main:  # the main process evaluates and writes the summary
             return {"steps": trainer.step}
-        result = trainer.evaluate()
-        trainer.metrics.log(trainer.step, {"eval/success": result.mean})
-        plot_learning_curve(
-            trainer.metrics.records(), trainer.run_dir / "learning_curve.png", title=curve_title(cfg)
-        )
-        summary = {
-            "steps": trainer.step,
-            "final": {"accuracy": result.mean, "ci": [result.ci_low, result.ci_high], "n": result.n},
-        }
+        final = trainer.held_out("final")
+        trainer.metrics.log(trainer.step, {"eval/success": final["accuracy"]})
+        records = trainer.metrics.records()
+        if before is not None:
+            records = [{"step": before["step"], "eval/success": before["accuracy"]}, *records]
+        plot_learning_curve(records, trainer.run_dir / "learning_curve.png", title=curve_title(cfg))
+        summary: dict[str, Any] = {"steps": trainer.step, "run_dir": str(trainer.run_dir)}
+        if before is not None:
+            summary["before"] = {k: before[k] for k in ("step", "accuracy", "ci", "n")}
+        summary["final"] = {k: final[k] for k in ("accuracy", "ci", "n")}
+        best = read_best(trainer.run_dir)
+        if best is not None:
+            summary["best"] = best
         (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
     finally:
         trainer.close()
+
+
+def percent(figure: dict[str, Any]) -> str:
+    """A held-out figure for people: 72.3% (95% interval 68.1–76.0%, n=300)."""
+    low, high = figure["ci"]
+    return f"{figure['accuracy']:.1%} (95% interval {low:.1%}–{high:.1%}, n={figure['n']})"

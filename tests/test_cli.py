@@ -174,13 +174,14 @@ def test_train_smoke(tmp_path):
     config.write_text(f"out_dir: {tmp_path / 'run'}\nsteps: 1\n")
     out = run("train", str(config), *TINY_RUN[1:])
     assert out.returncode == 0, out.stderr
-    assert "final.accuracy" in out.stdout
+    assert "final (step 1)" in out.stdout
     assert (tmp_path / "run" / "summary.json").is_file()
     assert "step 1/1  reward " in out.stdout  # the heartbeat: stdout is a pipe, not a terminal
     samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 and samples[0]["step"] == 1 and isinstance(samples[0]["advantage"], float)
-    ci = next(line for line in out.stdout.splitlines() if "final.ci" in line)
-    assert re.search(r"\[\d\.?\d{0,4}, \d\.?\d{0,4}\]", ci), ci  # rounded, not 0.43448246478317465
+    ci = next(line for line in out.stdout.splitlines() if "final (step 1)" in line)
+    # a percentage with its interval, rounded, not 0.43448246478317465
+    assert re.search(r"\d+\.\d% \(95% interval \d+\.\d%–\d+\.\d%, n=4\)", ci), ci
 
 
 @pytest.mark.slow

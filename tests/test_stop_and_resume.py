@@ -1,0 +1,72 @@
+"""The quickstart stopped and run again, as a user does it: from a scratch directory outside the repository,
+Ctrl-C during the warm start and SIGTERM during RL; each says where the last checkpoint is and the command
+that resumes, and that command goes on where the run stopped (issue 44, items 1 and 8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .tiny_run import TINY_POLICY
+
+ARGS = [
+    *TINY_POLICY[:-1],  # the tiny policy; its warm start set here
+    "warm_start.tasks=16",
+    "warm_start.batch_size=8",
+    "warm_start.steps=200",
+    "warm_start.checkpoint_every=10",
+    "steps=1000",
+    "eval.episodes=2",
+    "eval.every=0",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_new_tokens=8",
+]
+
+
+def _lines(path: Path) -> int:
+    return path.read_text().count("\n") if path.is_file() else 0
+
+
+def _stop_when(proc: subprocess.Popen, path: Path, lines: int, signum: int) -> tuple[str, str]:
+    """Send `signum` once `path` holds `lines` lines; the process's stdout and stderr."""
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and _lines(path) < lines and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signum)
+    return proc.communicate(timeout=120)
+
+
+def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_command(tmp_path):
+    command = [sys.executable, "-m", "argym.cli", "quickstart", "--out", "qs", "--no-submit", *ARGS]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run_dir = tmp_path / "qs"
+    popen = dict(cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    proc = subprocess.Popen(command, **popen)
+    out, err = _stop_when(proc, run_dir / "warm_start.jsonl", 15, signal.SIGINT)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "Aborted!" not in err and "Traceback" not in err
+    assert "warm start 1/200  loss " in out and " left" in out  # progress and an estimate, in a log too
+    stopped_at = torch.load(run_dir / "warm_start" / "warm_start_state.pt", weights_only=False)["step"]
+    assert stopped_at >= 15  # the step in progress ended and was checkpointed, not lost
+    assert f"the last checkpoint is qs/warm_start (warm start step {stopped_at})" in err, err
+    assert "Resume with: argym quickstart --out qs --no-submit policy.tiny" in err, err
+
+    proc = subprocess.Popen(command, **popen)  # the same command
+    out, err = _stop_when(proc, run_dir / "metrics.jsonl", 1, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert f"resuming at step {stopped_at + 1}" in out, out
+    steps = [json.loads(line)["step"] for line in (run_dir / "warm_start.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 201))  # each warm-start step once: the resumed ones after the kept ones
+    assert not (run_dir / "warm_start").exists()  # done: the RL checkpoint holds its weights
+    assert "stopped by SIGTERM; the last checkpoint is qs/checkpoint (step " in err, err
+    assert "Resume with: argym quickstart --out qs" in err and "Traceback" not in err
