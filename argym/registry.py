@@ -30,6 +30,7 @@ BUILTIN_MODULES = (
     "argym.envs.code.tasks",
     "argym.envs.toolcall.tools",
     "argym.envs.toolcall.env",
+    "argym.envs.support.user",
     "argym.envs.swe.workspace",
     "argym.agents.spec",
     "argym.rewards.compose",

@@ -10,18 +10,21 @@ for the policy's reason. `AgentUser` gives the same persona and goal to any
 agent spec (``hf:PATH``, ``openai:URL``, ``tiny``...) in a system message, with
 the roles flipped, and ends when it writes ``###STOP###`` (τ-bench's user
 simulator, arXiv 2406.12045), so training can run on the scripted user and
-evaluation against a strong simulator.
+evaluation against a strong simulator. `AgentUser` lives with the agents
+(`argym.agents.customer`); `CUSTOMERS` names both.
 
 Both see only the dialogue: the opening and the agent's plain-text messages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from argym.envs.support.domain import WRITE_KINDS
 from argym.envs.support.grader import missing_outputs
-from argym.errors import ConfigError, InfrastructureError
+from argym.errors import ConfigError
+from argym.registry import Registry
 from argym.types import Message
 
 STOP = "###STOP###"
@@ -133,65 +136,19 @@ def persona_prompt(world: dict[str, Any]) -> str:
     )
 
 
-class AgentUser:
-    """A customer played by an agent spec (`argym.agents.spec.load_agent`), loaded on first use.
-
-    A message agent (``openai:URL``) gets ``act``; a token policy (``hf:PATH``, ``tiny``) is
-    rendered with its chat template and decoded greedily, ``max_new_tokens`` per message.
-    """
-
-    def __init__(self, spec: str, seed: int = 0, max_new_tokens: int = 96):
-        self.spec, self.seed, self.max_new_tokens = spec, seed, max_new_tokens
-        self.name = spec
-        self._agent: Any = None
-
-    def _load(self) -> Any:
-        if self._agent is None:
-            from argym.agents.spec import load_agent
-
-            self._agent = load_agent(self.spec, seed=self.seed)
-        return self._agent
-
-    def reply(self, world: dict[str, Any], dialogue: list[Message]) -> tuple[str, bool]:
-        flipped: list[Message] = [
-            {"role": "system", "content": persona_prompt(world)},
-            {"role": "user", "content": "Hello, how can I help you today?"},
-        ]
-        for m in dialogue:  # the customer's own lines are the simulator's assistant turns
-            role = "assistant" if m.get("role") == "user" else "user"
-            flipped.append({"role": role, "content": str(m.get("content", ""))})  # type: ignore[typeddict-item]
-        try:
-            text = self._generate(flipped)
-        except (ConfigError, InfrastructureError):
-            raise
-        except Exception as e:  # the simulator failing is the harness's fault, never the agent's
-            raise InfrastructureError(
-                f"the user simulator {self.spec!r} failed: {type(e).__name__}: {e}"
-            ) from e
-        ended = STOP in text
-        return text.replace(STOP, "").strip() or "Thanks, bye.", ended
-
-    def _generate(self, messages: list[Message]) -> str:
-        agent = self._load()
-        if hasattr(agent, "act"):
-            out = agent.act(messages, None)
-            return str(out.get("content") or "") if isinstance(out, dict) else str(out)
-        from argym.agents.policy import SamplingParams
-
-        ids = agent.renderer.prompt_ids(messages)
-        done = agent.generate(
-            [ids], SamplingParams(temperature=0.0, max_new_tokens=self.max_new_tokens), self.seed
-        )
-        return str(done[0].text)
+CUSTOMERS: Registry[Callable[[str, int], User]] = Registry(
+    "customer simulator", {"agent": "argym.agents.customer"}
+)
+"""Support-v0's ``user=``: a name → ``(spec, seed) -> User``. ``scripted`` is here; ``agent`` (any other spec,
+played by that agent) lives with the agents (`argym.agents.customer`), loaded on first use."""
+CUSTOMERS.add("scripted", lambda spec, seed: ScriptedUser())
 
 
 def make_user(spec: str, seed: int = 0) -> User:
-    """``scripted`` (the default) or an agent spec (``hf:PATH``, ``openai:URL``, ``tiny``, ...)."""
-    if spec == "scripted":
-        return ScriptedUser()
-    if not spec or spec in ("oracle", "random"):
+    """``scripted`` (the default), another registered name, or an agent spec (``hf:PATH``, ``openai:URL``, ...)."""
+    if not spec or spec in ("oracle", "random", "agent"):
         raise ConfigError(
             f"user={spec!r}: the customer is 'scripted' or an agent spec that writes text "
             "(hf:PATH, openai:URL?model=NAME, tiny, ...)."
         )
-    return AgentUser(spec, seed=seed)
+    return CUSTOMERS.get(spec if spec in CUSTOMERS else "agent")(spec, seed)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import argym
+from argym.agents.customer import AgentUser
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
 from argym.agents.rollout import RolloutEngine
@@ -23,7 +24,7 @@ from argym.check.corpus import FAMILIES, Context, exploits
 from argym.envs.support.domain import KINDS, make_world
 from argym.envs.support.env import SupportEnv
 from argym.envs.support.grader import PARTS
-from argym.envs.support.user import AgentUser, ScriptedUser
+from argym.envs.support.user import ScriptedUser
 from argym.envs.tools.calls import ToolCall, format_calls
 
 ENV_ID = "argym/Support-v0"
