@@ -13,8 +13,17 @@ action's one required string field (else its one string field), and the
 observation's one string field (else the whole observation as JSON). Name them
 with ``action_field=`` / ``observation_field=`` where that is ambiguous.
 
+An argym server (``argym serve``: its observation is argym's own, with
+``messages``, ``reward_parts``, ``success`` ...) is read as argym: the
+conversation is its ``messages`` (each turn appends the messages the server's
+env added), the assistant's whole message is sent (tool calls too), and the
+reward parts, success, verdict, infra_failure, terminated and truncated are the
+served env's own, so the consumed env grades exactly as the local one; the
+served env's turn limit governs (``max_turns`` bounds it only when given).
+
 Tasks are the server's seeds: task ``openenv#N`` resets the server with
-``seed=N`` (a procedural source, so train and test are disjoint seed sets).
+``seed=N`` (a procedural source, so train and test are disjoint seed sets); for
+an argym server that is the served env's episode for ``seed=N``.
 A server that cannot be reached, or answers a step with an error, is an
 infrastructure failure, never the agent's.
 
@@ -31,7 +40,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 from argym.envs.base import Reply, TextEnv
 from argym.envs.tasks import ProceduralSource, TaskSource
@@ -39,6 +48,17 @@ from argym.errors import ConfigError, InfrastructureError, MissingDependencyErro
 from argym.types import Message, Task
 
 RESERVED = {"metadata", "done", "reward"}  # every OpenEnv observation/action has these; never the text
+ARGYM_OBSERVATION = {
+    "messages",
+    "reward_parts",
+    "verdict",
+    "success",
+    "infra_failure",
+    "terminated",
+    "truncated",
+}
+"""The fields of `argym serve`'s observation (`argym.envs.openenv.models.ArgymObservation`): a server whose
+observation has them all is read as argym, not as text."""
 
 
 class OpenEnvEnv(TextEnv):
@@ -49,7 +69,7 @@ class OpenEnvEnv(TextEnv):
         url: str | None = None,
         action_field: str | None = None,
         observation_field: str | None = None,
-        max_turns: int = 10,
+        max_turns: int | None = None,
         success_reward: float = 1.0,
         timeout_s: float = 60.0,
         test_size: int = 100,
@@ -76,14 +96,19 @@ class OpenEnvEnv(TextEnv):
         self.test_size = int(test_size)
         schema = self._schema()
         self.action_field = text_field(schema.get("action", {}), action_field, "action", prefer_required=True)
+        observed = set(schema.get("observation", {}).get("properties", {}))
+        self.argym_server = observation_field is None and observed >= ARGYM_OBSERVATION
         self.observation_field = (
             text_field(schema.get("observation", {}), observation_field, "observation")
-            if observation_field or len(string_fields(schema.get("observation", {}))) == 1
+            if observation_field
+            or (not self.argym_server and len(string_fields(schema.get("observation", {}))) == 1)
             else None
         )
         self._client_cls = GenericEnvClient
         self._client: Any = None
-        super().__init__(split=split, max_turns=max_turns, render_mode=render_mode, executors=executors)
+        # an argym server's env ends its own episodes (its max_turns); a plain server's get 10 turns by default
+        limit = max_turns if max_turns is not None else (1_000_000 if self.argym_server else 10)
+        super().__init__(split=split, max_turns=limit, render_mode=render_mode, executors=executors)
 
     # ---- the TextEnv hooks ---------------------------------------------------------
     def load_tasks(self, tasks: Any) -> TaskSource:
@@ -95,11 +120,16 @@ class OpenEnvEnv(TextEnv):
         except Exception as e:
             self._drop()
             raise InfrastructureError(f"The OpenEnv server at {self.url} did not reset: {e}") from e
+        if self.argym_server:
+            return [message(m) for m in result.observation["messages"]]
         return [{"role": "user", "content": self.text(result.observation)}]
 
     def respond(self, action: Message) -> Reply:
+        sent: dict[str, Any] = {self.action_field: action.get("content") or ""}
+        if self.argym_server and action.get("tool_calls"):
+            sent["tool_calls"] = action["tool_calls"]
         try:
-            result = self._session().step({self.action_field: action.get("content") or ""})
+            result = self._session().step(sent)
         except Exception as e:
             self._drop()
             return Reply(
@@ -108,6 +138,8 @@ class OpenEnvEnv(TextEnv):
                 infra_failure=True,
                 verdict={"error": f"The OpenEnv server at {self.url} failed the step: {e}"},
             )
+        if self.argym_server:
+            return self._argym_reply(result.observation)
         reward = float(result.reward or 0.0)
         done = bool(result.done)
         return Reply(
@@ -122,6 +154,20 @@ class OpenEnvEnv(TextEnv):
         from importlib.metadata import version
 
         return {"openenv-core": version("openenv-core"), "server": self.url}
+
+    def _argym_reply(self, obs: dict[str, Any]) -> Reply:
+        """An argym server's step, as the served env returned it: the messages its env appended after the
+        assistant's turn (the conversation here already ends with that turn), and its own grading."""
+        messages = obs.get("messages") or []
+        return Reply(
+            messages=[message(m) for m in messages[len(self._messages) :]],
+            reward_parts={str(k): float(v) for k, v in (obs.get("reward_parts") or {}).items()},
+            terminated=bool(obs.get("terminated")),
+            truncated=bool(obs.get("truncated")),
+            success=bool(obs.get("success")),
+            verdict=obs.get("verdict") or {},
+            infra_failure=bool(obs.get("infra_failure")),
+        )
 
     def text(self, observation: dict[str, Any]) -> str:
         """What the agent reads of an observation: its text field, else all of it as JSON."""
@@ -158,6 +204,11 @@ class OpenEnvEnv(TextEnv):
     def close(self) -> None:
         self._drop()
         super().close()
+
+
+def message(m: dict[str, Any]) -> Message:
+    """A chat message as the wire carried it (a JSON object with role, content and perhaps tool_calls)."""
+    return cast(Message, dict(m))
 
 
 def seed_task(index: int) -> Task:
