@@ -16,8 +16,10 @@ from argym.agents.policy import Completion, SamplingParams
 from argym.agents.renderer import ChatRenderer
 from argym.agents.rollout import RolloutEngine
 from argym.agents.tiny import build_tiny_tokenizer
+from argym.algorithms.advantages import AdvantageInputs, get_advantage
 from argym.algorithms.batch import make_batch
 from argym.algorithms.config import load_config
+from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.sft import oracle_sequences
 from argym.check import CheckConfig, run_checks
 from argym.check.corpus import FAMILIES, Context, exploits
@@ -284,6 +286,12 @@ def test_per_turn_rewards_sit_on_their_turns_tokens():
     rewarded = batch.token_rewards[0].nonzero().flatten().tolist()
     assert rewarded == [traj.turn_ends[0] - 1]  # target-aligned: column p − 1 holds token p
     assert batch.token_rewards[0, traj.turn_ends[0] - 1].item() == pytest.approx(-0.1)
+    # a per-turn advantage credits the violation to the turn that made it, not to the later turn
+    adv = get_advantage("returns")(AdvantageInputs.of(batch), LearnerConfig(adv_baseline=False))  # (1, L-1)
+    policy = [p for p, m in enumerate(traj.loss_mask) if m]
+    first = [adv[0, p - 1].item() for p in policy if p <= traj.turn_ends[0]]
+    second = [adv[0, p - 1].item() for p in policy if p > traj.turn_ends[0]]
+    assert first == pytest.approx([-0.1] * len(first)) and second == pytest.approx([0.0] * len(second))
     probe.close()
 
 
