@@ -20,7 +20,7 @@ import torch
 
 from argym.agents.hf import HFPolicy
 from argym.algorithms.config import load_config
-from argym.algorithms.trainer import train  # imported here, so each forked run starts at once
+from argym.algorithms.trainer import Trainer  # imported here, so each forked run starts at once
 
 from ..tiny_run import TINY_RUN
 
@@ -38,13 +38,16 @@ RUN = [
     "log.samples_per_step=100",  # every trained trajectory in samples.jsonl
     "checkpoint_every=1",  # every checkpoint holds batches collected ahead
     "rollout.mode=async",
-    "rollout.max_staleness=2",
 ]
 
 
 def _train(overrides: list[str]) -> None:
     torch.set_num_threads(1)
-    train(load_config(None, overrides))
+    trainer = Trainer(load_config(None, overrides))  # the training loop alone (no final evaluation or plot)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
 
 
 def _logged_steps(run: Path) -> int:
@@ -72,17 +75,18 @@ def _run(out: Path, overrides: list[str], kill_at: int | None = None) -> None:
 
 
 def _killed_and_resumed(
-    tmp_path: Path, overrides: list[str], kills: list[int]
-) -> tuple[Path, Path, list[int]]:
+    tmp_path: Path, overrides: list[str], kills: list[int], steps: int, lag: int
+) -> tuple[Path, Path]:
+    """The uninterrupted run, and a run killed once `kills[i]` steps are logged, each time resumed."""
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    _run(straight, overrides)
-    held = []  # how many batches collected ahead each kill's checkpoint held
+    _run(straight, [*overrides, f"steps={steps}", f"rollout.max_staleness={lag}"])
     for at in kills:
-        _run(killed, overrides, kill_at=at)
+        _run(killed, [*overrides, f"steps={steps}", f"rollout.max_staleness={lag}"], kill_at=at)
         state = torch.load(killed / "checkpoint" / "trainer_state.pt", weights_only=False)
-        held.append(len(state["pending_batches"]))
-    _run(killed, overrides)  # resumes and finishes
-    return straight, killed, held
+        n = state["step"]  # the checkpoint holds the batches of the `lag` steps after it that the run has
+        assert at - 1 <= n < steps and sorted(state["pending_batches"]) == list(range(n, min(n + lag, steps)))
+    _run(killed, [*overrides, f"steps={steps}", f"rollout.max_staleness={lag}"])  # resumes and finishes
+    return straight, killed
 
 
 def _rows(run: Path, name: str) -> list[dict]:
@@ -97,14 +101,13 @@ def test_fixed_lag_resumes_exactly_after_repeated_sigkills(tmp_path):
     """rollout.partial=false, lag 2: after two kills the weights, losses and trained samples equal the
     uninterrupted run's (before the checkpoint held the batches collected ahead, the resumed run drew new
     tasks for them, sampled by the checkpoint's weights rather than the older ones)."""
-    straight, killed, held = _killed_and_resumed(tmp_path, ["rollout.partial=false", "steps=7"], kills=[2, 4])
-    assert all(n == 2 for n in held), held  # a kill before the last two steps: two batches ahead
+    straight, killed = _killed_and_resumed(tmp_path, ["rollout.partial=false"], kills=[2, 4], steps=6, lag=2)
     a, b = _weights(straight), _weights(killed)
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
     ma, mb = _rows(straight, "metrics.jsonl"), _rows(killed, "metrics.jsonl")
-    assert [r["step"] for r in mb if "train/loss" in r] == list(range(1, 8))
+    assert [r["step"] for r in mb if "train/loss" in r] == list(range(1, 7))
     for x, y in zip(ma, mb):
         for key in ("train/loss", "train/reward", "train/version_lag_mean", "train/response_tokens"):
             assert x.get(key) == y.get(key), (key, x["step"])
@@ -114,23 +117,22 @@ def test_fixed_lag_resumes_exactly_after_repeated_sigkills(tmp_path):
 def test_partial_rollouts_resume_without_dropping_or_repeating_a_task(tmp_path):
     """Partial rollouts, staleness 2: the trained task ids (each step's, over the run) form the uninterrupted
     run's multiset after two kills."""
-    straight, killed, held = _killed_and_resumed(tmp_path, ["steps=7"], kills=[2, 4])
-    assert all(n == 2 for n in held), held
+    straight, killed = _killed_and_resumed(tmp_path, [], kills=[2, 4], steps=6, lag=2)
 
     def trained(run: Path) -> Counter[str]:
         return Counter(s["task_id"] for s in _rows(run, "samples.jsonl"))
 
     want = trained(straight)
-    assert sum(want.values()) == 7 * 3 * 3 and len(want) > 3 * 3
+    assert sum(want.values()) == 6 * 3 * 3 and len(want) > 3 * 3
     assert trained(killed) == want
-    assert [r["step"] for r in _rows(killed, "metrics.jsonl") if "train/loss" in r] == list(range(1, 8))
+    assert [r["step"] for r in _rows(killed, "metrics.jsonl") if "train/loss" in r] == list(range(1, 7))
 
 
-@pytest.mark.full(reason="a longer run killed five times; CI kills the 7-step run twice")
+@pytest.mark.full(reason="a longer run killed five times; CI kills the 6-step run twice")
 def test_fixed_lag_resumes_exactly_after_five_sigkills(tmp_path):
-    overrides = ["rollout.partial=false", "rollout.max_staleness=3", "steps=14"]
-    straight, killed, held = _killed_and_resumed(tmp_path, overrides, kills=[2, 4, 6, 8, 10])
-    assert all(n == 3 for n in held), held
+    straight, killed = _killed_and_resumed(
+        tmp_path, ["rollout.partial=false"], kills=[2, 4, 6, 8, 10], steps=14, lag=3
+    )
     a, b = _weights(straight), _weights(killed)
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
