@@ -344,10 +344,26 @@ def inspect(episode: Episode, tokenizer: Any) -> list[Finding]:
                 "recorded ids differ from a fresh rendering of the conversation",
                 i,
                 f"expected {_token(tokenizer, expected, i)}, got {_token(tokenizer, ids, i)}; "
-                f"expected {window(tokenizer, expected, i)}, got {window(tokenizer, ids, i, mask)}",
+                f"expected {window(tokenizer, expected, i)}, got {window(tokenizer, ids, i, mask)}; "
+                + _where(i, mask),
             )
         )
     return found
+
+
+def _where(i: int, mask: list[int]) -> str:
+    """What a difference from the fresh rendering at `i` most likely means, by where it falls."""
+    if i < len(mask) and mask[i]:
+        return (
+            "inside a sampled turn: the template writes the assistant's message otherwise than the policy "
+            "generated it (an empty <think> block on the last turn, tool calls in another layout); "
+            "training keeps the sampled ids, a server that takes messages would show the model other text"
+        )
+    return (
+        "in env text: the env's messages render otherwise after the policy's turns than in the whole "
+        "conversation (consecutive tool results split, a special token dropped, or a template that "
+        "rewrites earlier turns)"
+    )
 
 
 def _replies_shown(messages: list[Message], turns: int) -> list[Message]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -128,6 +129,7 @@ def test_consecutive_tool_results_as_separate_turns_are_reported_at_the_first_ba
     nl, eot = tok.convert_tokens_to_ids("\n"), tok.convert_tokens_to_ids("<|im_end|>")
     assert f"expected {nl} '\\n', got {eot} '<|im_end|>'" in f.detail
     assert "</tool_response>⟦<|im_end|>⟧" in f.detail  # the decoded window around the token
+    assert "in env text" in f.detail
 
 
 class DropsEndOfTurn(ChatRenderer):
@@ -181,7 +183,7 @@ def test_a_template_that_rerenders_history_differently_is_reported():
     assert f.rule == "recorded ids differ from a fresh rendering of the conversation"
     assert tok.decode(episode.trajectory.token_ids[f.position :]).startswith("<think>\nturn 0")
     i, lt = tok.convert_tokens_to_ids("I"), tok.convert_tokens_to_ids("<")
-    assert f"expected {i} 'I', got {lt} '<'" in f.detail
+    assert f"expected {i} 'I', got {lt} '<'" in f.detail and "inside a sampled turn" in f.detail
 
 
 def test_the_fed_prompt_must_be_the_recorded_trajectory(tiny):
@@ -207,3 +209,31 @@ def test_cli_tokens_flag_passes_math_with_the_tiny_tokenizer():
     )
     assert out.returncode == 0, out.stderr
     assert "tokens" in out.stdout and "pass" in out.stdout and "all checks passed" in out.stdout
+
+
+def _trl_template(name: str) -> str:
+    """A real model's chat template, as TRL ships it (trl is pinned in the dev extra)."""
+    import trl
+
+    return (Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja").read_text()
+
+
+def test_real_qwen_templates_qwen2_5_exact_and_qwen3s_empty_think_block_reported(smollm2):
+    saved = smollm2.chat_template
+    try:
+        smollm2.chat_template = _trl_template("qwen2_5")  # renders tool calls itself, groups tool results
+        episode, findings = _tools_episode(smollm2)
+        assert findings == []
+        text = smollm2.decode(episode.trajectory.token_ids)
+        assert (
+            "</tool_response>\n<tool_response>" in text
+        )  # two results in one user turn, as the template has it
+        # Qwen3's writes an empty <think> block into the last assistant turn only: a tool-call turn written as
+        # the model would (the template's own layout, `assistant_ids`) has it, the same turn re-rendered does not
+        smollm2.chat_template = _trl_template("qwen3")
+        episode, findings = _tools_episode(smollm2)
+        f = findings[0]
+        assert f.rule == "recorded ids differ from a fresh rendering of the conversation"
+        assert "inside a sampled turn" in f.detail and "«<»⟦think⟧" in f.detail
+    finally:
+        smollm2.chat_template = saved
