@@ -20,7 +20,7 @@ ARGS = [
     *TINY_POLICY[:-1],  # the tiny policy; its warm start set here
     "warm_start.tasks=16",
     "warm_start.batch_size=8",
-    "warm_start.steps=200",
+    "warm_start.steps=100",
     "warm_start.checkpoint_every=10",
     "steps=1000",
     "eval.episodes=2",
@@ -55,7 +55,7 @@ def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_co
     out, err = _stop_when(proc, run_dir / "warm_start.jsonl", 15, signal.SIGINT)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "Aborted!" not in err and "Traceback" not in err
-    assert "warm start 1/200  loss " in out and " left" in out  # progress and an estimate, in a log too
+    assert "warm start 1/100  loss " in out and " left" in out  # progress and an estimate, in a log too
     stopped_at = torch.load(run_dir / "warm_start" / "warm_start_state.pt", weights_only=False)["step"]
     assert stopped_at >= 15  # the step in progress ended and was checkpointed, not lost
     assert f"the last checkpoint is qs/warm_start (warm start step {stopped_at})" in err, err
@@ -66,7 +66,7 @@ def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_co
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert f"resuming at step {stopped_at + 1}" in out, out
     steps = [json.loads(line)["step"] for line in (run_dir / "warm_start.jsonl").read_text().splitlines()]
-    assert steps == list(range(1, 201))  # each warm-start step once: the resumed ones after the kept ones
+    assert steps == list(range(1, 101))  # each warm-start step once: the resumed ones after the kept ones
     assert not (run_dir / "warm_start").exists()  # done: the RL checkpoint holds its weights
     assert "stopped by SIGTERM; the last checkpoint is qs/checkpoint (step " in err, err
     assert "Resume with: argym quickstart --out qs" in err and "Traceback" not in err
