@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -187,7 +188,42 @@ def resolve_checkpoint(path_or_name: str | Path) -> Path:
                 "preparing %s into %s (once; `argym models prepare %s` does the same)", name, out, name
             )
         return prepare(name)
+    if not path.exists() and HUB_ID.match(str(path_or_name)):
+        return hub_snapshot(str(path_or_name))
     raise ConfigError(
         f"{str(path)!r} is not a Hugging Face checkpoint directory (no config.json); "
-        f"give a checkpoint directory or one of: {', '.join(sorted(MODELS))}."
+        f"give a checkpoint directory, a Hugging Face Hub id in the local cache (ORG/NAME) or one of: "
+        f"{', '.join(sorted(MODELS))}."
     )
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+"""A Hugging Face Hub model id (``ORG/NAME``); a path of that shape that exists is a path first."""
+
+
+def hub_snapshot(repo_id: str) -> Path:
+    """The local cache's snapshot of the Hub model `repo_id` (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, else
+    ``~/.cache/huggingface/hub``), as `transformers.from_pretrained(repo_id)` would find it offline.
+
+    argym never downloads weights itself (a run must not depend on the network mid-way), so a model that is
+    not cached is a `ConfigError` that says how to get it.
+    """
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        found = Path(snapshot_download(repo_id, local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError, FileNotFoundError, OSError) as e:
+        raise ConfigError(
+            f"{repo_id!r} is neither a directory here nor a Hugging Face Hub model in the local cache "
+            f"({constants.HF_HUB_CACHE}); argym does not download weights. Get them once with "
+            f"`hf download {repo_id}` (huggingface_hub's CLI; `huggingface-cli download {repo_id}` in older "
+            f"versions) on a machine with network, copy that cache here (or point $HF_HOME at it), or pass "
+            f"a checkpoint directory ({type(e).__name__})."
+        ) from None
+    if not (found / "config.json").is_file():
+        raise ConfigError(
+            f"The cached snapshot of {repo_id!r} ({found}) has no config.json: it is not a complete model "
+            f"checkpoint. Download it again with `hf download {repo_id}`."
+        )
+    return found

@@ -141,10 +141,11 @@ def _program(arg: str, seed: int) -> Any:
 
 
 def model_dir(arg: str) -> Path:
-    """A run dir's or checkpoint dir's policy, a checkpoint directory, or a model `argym models` knows."""
-    from argym.agents.models import MODELS, resolve_checkpoint
+    """A run dir's or checkpoint dir's policy, a checkpoint directory, a model `argym models` knows, or a
+    Hugging Face Hub id (``ORG/NAME``) in the local cache."""
+    from argym.agents.models import HUB_ID, MODELS, resolve_checkpoint
 
-    if not Path(arg).exists() and arg.lower() in MODELS:
+    if not Path(arg).exists() and (arg.lower() in MODELS or HUB_ID.match(arg)):
         return resolve_checkpoint(arg)
     return checkpoint_policy_dir(arg)
 
