@@ -70,3 +70,37 @@ def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_co
     assert not (run_dir / "warm_start").exists()  # done: the RL checkpoint holds its weights
     assert "stopped by SIGTERM; the last checkpoint is qs/checkpoint (step " in err, err
     assert "Resume with: argym quickstart --out qs" in err and "Traceback" not in err
+
+
+def test_a_resumed_warm_start_goes_on_as_the_uninterrupted_one(tmp_path):
+    """The state `warm_start` checkpoints (optimizer, RNGs, losses) with the weights: resumed from step 3,
+    steps 4-6 are the uninterrupted run's to the bit."""
+    from argym.agents.hf import HFPolicy
+    from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    from argym.algorithms.sft import oracle_sequences, warm_start
+
+    def policy() -> HFPolicy:
+        tok, size = (
+            build_tiny_tokenizer(),
+            TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64),
+        )
+        return HFPolicy(build_tiny_model(tok, size, seed=0), tok, name="tiny")
+
+    seqs = oracle_sequences("argym/Math-v0", {}, policy().renderer, 8, seed=1)
+    straight = warm_start(policy(), seqs, 6, 4, 2e-3, seed=2)
+    saved: list[dict] = []
+    first = policy()
+    warm_start(first, seqs, 3, 4, 2e-3, seed=2, save=saved.append)  # its last step is checkpointed
+    first.save(tmp_path / "policy")
+    resumed = warm_start(HFPolicy.load(tmp_path / "policy"), seqs, 6, 4, 2e-3, seed=2, resume=saved[-1])
+    assert saved[-1]["step"] == 3 and resumed == straight
+
+
+def test_quickstart_help_says_what_its_time_depends_on():
+    out = subprocess.run(
+        [sys.executable, "-m", "argym.cli", "quickstart", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "a few minutes" not in out.stdout and "2 CPU cores" in out.stdout, out.stdout
