@@ -434,7 +434,15 @@ def run(
         probe.close()
     episodes = []
     for p in selected:
-        ep = play_episode(env_id, kwargs, tokenizer, p, seed, make, renderer)
+        try:
+            ep = play_episode(env_id, kwargs, tokenizer, p, seed, make, renderer)
+        except Exception as e:  # a template that cannot render a turn (e.g. tool calls), an env that raises
+            empty = Trajectory(p.name, [], 0.0, False, 0, False, False)
+            why = f"{type(e).__name__}: {short(str(e), 300)}"
+            episodes.append(
+                Episode(p.name, empty, [], [], findings=[Finding(p.name, "could not play", 0, why)])
+            )
+            continue
         ep.findings = inspect(ep, tokenizer)
         episodes.append(ep)
     return TokenReport(episodes)

@@ -237,3 +237,17 @@ def test_real_qwen_templates_qwen2_5_exact_and_qwen3s_empty_think_block_reported
         assert "inside a sampled turn" in f.detail and "«<»⟦think⟧" in f.detail
     finally:
         smollm2.chat_template = saved
+
+
+def test_a_template_that_cannot_render_a_play_is_a_finding_and_the_other_plays_still_run():
+    tok = build_tiny_tokenizer()
+    tok.chat_template = (  # renders tool calls natively, and refuses them (as a template that wants dicts does)
+        "{%- for m in messages -%}{%- if m.get('tool_calls') -%}{{ raise_exception('no tool_calls here') }}"
+        "{%- endif -%}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
+    )
+    report = run(*TOOLCALL, tok, long_turns=2)
+    failed = {f.play: f for f in report.findings}
+    assert set(failed) == {"long", "tools"}  # the plays that write tool calls as messages
+    assert failed["tools"].rule == "could not play" and "no tool_calls here" in failed["tools"].detail
+    assert "tools: could not play" in report.summary("model")
