@@ -135,6 +135,10 @@ def keep_best(run_dir: Path, policy: Any, step: int, success: float) -> bool:
     tmp.mkdir(parents=True)
     policy.save(tmp / "policy")
     (tmp / "best.json").write_text(json.dumps({"step": step, "success": success}))
-    shutil.rmtree(final, ignore_errors=True)
+    old = run_dir / f"{BEST}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)  # a kill between the renames leaves best.old, never a half-written best
     tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
     return True

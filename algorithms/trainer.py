@@ -295,7 +295,9 @@ class Trainer:
             sampling=sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
-        if episodes is None and self.main:  # the whole held-out set: a candidate for the best checkpoint
+        # the whole held-out set: a candidate for the best checkpoint (not of a sharded policy: its weights are
+        # gathered by every rank, and the main process evaluates alone)
+        if episodes is None and self.main and not self.learner.fsdp:
             keep_best(self.run_dir, self.policy, self.step, result.mean)
         self.callbacks("evaluate", evaluation=result)
         return result
