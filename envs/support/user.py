@@ -37,6 +37,19 @@ _WANTS = {
     "address": "address",
 }
 """The change each goal asks for (a refused goal's customer still wants it, and says yes to it)."""
+_ASKS_CONFIRM = (
+    "confirm",
+    "proceed",
+    "go ahead",
+    "shall i",
+    "should i",
+    "would you like me to",
+    "do you want me to",
+    "is that ok",
+    "is that correct",
+)
+"""A question with one of these asks the customer to confirm a proposed action."""
+_ASKS_ORDER = ("order id", "order number", "which order", "which of your orders", "id of the order")
 _DONE = ("cancelled", "canceled", "returned", "updated", "changed", "done", "processed")
 
 
@@ -71,16 +84,16 @@ class ScriptedUser:
         text = str(dialogue[-1].get("content", "")) if dialogue else ""
         low = text.lower()
         said = [str(m.get("content", "")) for m in dialogue if m.get("role") == "assistant"]
-        if ("confirm" in low or "proceed" in low or "go ahead" in low) and "?" in text:
+        if "?" in text and any(w in low for w in _ASKS_CONFIRM):
             if kind in _WANTS and self._matches(goal, low):
                 return "Yes, please go ahead.", False
             return f"No, I don't want that. {wish(world)}", False
         answers = []
-        if "email" in low:
+        if "email" in low or "e-mail" in low:
             answers.append(f"My email is {me['email']}.")
         if "zip" in low or "postal" in low:
             answers.append(f"My zip code is {me['zip_code']}.")
-        if "order" in low and any(w in low for w in ("order id", "order number", "which order")):
+        if any(w in low for w in _ASKS_ORDER):
             answers.append(f"It's order {goal['order_id']}.")
         if kind == "address" and "address" in low and any(w in low for w in ("new", "which", "what")):
             answers.append(f"The new address is {goal['new_address']}.")

@@ -164,6 +164,8 @@ def test_scripted_user_reveals_only_what_is_asked_and_confirms_only_its_goal():
     assert me["zip_code"] in says("And your zip code?")[0]
     assert oid in says("Which order is it about?")[0]
     assert says(f"I will cancel order {oid}. Do you confirm?")[0].startswith("Yes")
+    assert says(f"Would you like me to cancel order {oid}?")[0].startswith("Yes")
+    assert says(f"Shall I cancel order {oid} now?")[0].startswith("Yes")
     other = next(o["order_id"] for o in w["orders"] if o["order_id"] != oid)
     assert says(f"I will cancel order {other}. Do you confirm?")[0].startswith("No")
     assert says(f"I will return order {oid}. Do you confirm?")[0].startswith("No")  # not what it wants
