@@ -24,6 +24,7 @@ and the decoded text around it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,8 @@ class ScriptedTokenPolicy:
         self.renderer = ChatRenderer(tokenizer)
         self.prompts: list[list[int]] = []
         self.completions: list[list[int]] = []
+        self.as_objects: dict[int, list[int]] = {}
+        """Turn → its ids with tool-call arguments given to the template as objects, where that differs."""
 
     def generate(
         self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None = None
@@ -101,6 +104,10 @@ class ScriptedTokenPolicy:
         action = self.script(self.env(), len(self.completions))
         message: Message = {"role": "assistant", "content": action} if isinstance(action, str) else action
         ids = self.renderer.assistant_ids(message, tools=self.tools)
+        if message.get("tool_calls") and self.renderer.native_tools:
+            objects = self._with_object_arguments(message)
+            if objects is not None and objects != ids:
+                self.as_objects[len(self.completions)] = objects
         finish = "stop"
         if len(ids) > sampling.max_new_tokens:
             ids, finish = ids[: sampling.max_new_tokens], "length"
@@ -108,6 +115,22 @@ class ScriptedTokenPolicy:
         self.prompts.append(list(prompts[0]))
         self.completions.append(list(ids))
         return [Completion(token_ids=ids, logprobs=[-1.0] * len(ids), finish_reason=finish, text=text)]
+
+    def _with_object_arguments(self, message: Message) -> list[int] | None:
+        """The turn's ids with each call's arguments as an object, as Hugging Face's chat templates take them
+        (OpenAI's wire format has a JSON string); None where the template cannot render that."""
+        calls = []
+        for c in message.get("tool_calls") or []:
+            fn = dict(c.get("function") or {})
+            try:
+                fn["arguments"] = json.loads(fn["arguments"]) if isinstance(fn.get("arguments"), str) else fn
+            except ValueError:
+                return None
+            calls.append({**c, "function": fn})
+        try:
+            return self.renderer.assistant_ids({**message, "tool_calls": calls}, tools=self.tools)
+        except Exception:  # a template that wants strings (it concatenates them)
+            return None
 
 
 @dataclass
@@ -186,6 +209,8 @@ class Episode:
     completions: list[list[int]]
     tools: Any = None
     findings: list[Finding] = field(default_factory=list)
+    as_objects: dict[int, list[int]] = field(default_factory=dict)
+    """Turn → the ids its tool calls get with object arguments, where argym's (string arguments) differ."""
 
 
 def play_episode(
@@ -220,7 +245,9 @@ def play_episode(
     ) as engine:
         engine.renderer = renderer(tokenizer)
         (traj,) = engine.run([task], seed=seed)
-    return Episode(play.name, traj, policy.prompts, policy.completions, task.tools)
+    return Episode(
+        play.name, traj, policy.prompts, policy.completions, task.tools, as_objects=policy.as_objects
+    )
 
 
 def fresh_ids(tokenizer: Any, messages: list[Message], tools: Any) -> list[int]:
@@ -334,6 +361,20 @@ def inspect(episode: Episode, tokenizer: Any) -> list[Finding]:
             )
             break
         pos = at + len(content)
+    # calls: a tool-call turn as the template writes it with object arguments (its own convention)
+    for k, objects in sorted(episode.as_objects.items())[:1]:
+        got, at = episode.completions[k], len(episode.prompts[k])
+        j = first_difference(objects, got) or 0
+        found.append(
+            Finding(
+                name,
+                f"turn {k}'s tool calls are written otherwise than the template writes them",
+                at + j,
+                f"with arguments as an object {_token(tokenizer, objects, j)}, as argym passes them (a JSON "
+                f"string) {_token(tokenizer, got, j)}; expected {window(tokenizer, objects, j)}, "
+                f"got {window(tokenizer, got, j)}",
+            )
+        )
     # fresh: the template's rendering of the whole conversation, tokenized afresh
     expected = fresh_ids(tokenizer, traj.messages, episode.tools)
     i = first_difference(expected, ids)
