@@ -147,6 +147,20 @@ def test_collapse_is_flagged_when_agreement_rises_as_accuracy_falls(caplog):
     assert monitor.update(0.9, None) == {}  # no gold answers: nothing measured
 
 
+def test_a_gradual_collapse_is_flagged_against_the_best_window():
+    """Label accuracy falling 0.015 a step (0.075 per 5-step window, under the 0.1 drop between any two adjacent
+    windows) while the vote share rises: the slow slide measured on Math from a weak warm start."""
+    monitor = CollapseMonitor("majority", window=5, drop=0.1)
+    flags = [monitor.update(0.40 + 0.01 * t, 0.50 - 0.015 * t)["majority/collapse"] for t in range(20)]
+    assert flags == [0.0] * 11 + [1.0] * 9  # from the window 0.105 below the first (best) one
+    steady = CollapseMonitor(
+        "majority", window=5, drop=0.1
+    )  # accuracy holding while the share rises: no flag
+    assert not any(
+        steady.update(0.40 + 0.01 * t, 0.50 + 0.002 * (t % 3))["majority/collapse"] for t in range(20)
+    )
+
+
 def test_the_co_trained_reward_model_refits_on_schedule_within_its_label_budget():
     tokenizer = build_tiny_tokenizer()
     config = RewardModelConfig(
