@@ -8,6 +8,7 @@
     argym serve argym/Math-v0 [key=value ...] [--host H] [--port N]   # over OpenEnv's protocol
     argym train [RECIPE | -c RECIPE] [key=value ...]   # RECIPE: a YAML file or a shipped recipe name
     argym quickstart [--out DIR] [key=value ...]
+    argym export RUN_DIR OUT_DIR [--checkpoint best|last]   # a trained policy + model card, to upload to the Hub
     argym models prepare smollm2 [--out DIR]     # SmolLM2 from its GGUF as an HF checkpoint
     argym data fetch bfcl                        # BFCL data for argym/ToolCall-v0, into argym's cache
     argym plugins [--import MODULE] [--json]     # every plug-in point and what is registered in it
@@ -25,7 +26,7 @@ spec, a missing file) print one line to stderr and exit with status 2.
 
 from __future__ import annotations
 
-from argym.cli import boards, catalog, check, evaluate, play, plugins, resources, serve, swe, train  # noqa: F401  (registers commands)
+from argym.cli import boards, catalog, check, evaluate, export, play, plugins, resources, serve, swe, train  # noqa: F401  (registers commands)
 from argym.cli.app import USAGE_ERROR, cli, main
 from argym.cli.common import parse_kwargs, user_errors
 
