@@ -411,8 +411,12 @@ class Trainer:
         )
         return metrics
 
-    def fit(self) -> None:
-        """Train to `cfg.steps`, or until a callback sets `state.stop` (then a checkpoint is written first)."""
+    def fit(self) -> dict[str, Any]:
+        """Train to `cfg.steps`, or until a callback sets `state.stop` (then a checkpoint is written first).
+
+        Returns the run's summary: ``{"steps", "run_dir", "last": the last step's metrics (``train/reward``,
+        ``train/success``, ...), "best": the best held-out figure kept so far (``{"step", "success"}``), if
+        any}``. `train` (what `argym train` runs) adds the held-out evaluations before and after."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cfg = self.cfg
@@ -425,9 +429,10 @@ class Trainer:
         ]
         with Progress(*columns, console=self.console, transient=False, disable=not self.main) as progress:
             bar = progress.add_task("", total=cfg.steps, completed=self.step)
+            last: dict[str, Any] = {}
             while self.step < cfg.steps and not self.callbacks.state.stop:
                 t0 = time.perf_counter()
-                metrics = self.train_step()
+                metrics = last = self.train_step()
                 self.step += 1
                 due = cfg.eval.every and self.step % cfg.eval.every == 0 and self.step < cfg.steps
                 if due and self.main:  # the other ranks go on to the next step's rollouts meanwhile
@@ -444,6 +449,11 @@ class Trainer:
                 state.stop = any(all_ranks(self.accelerator, state.stop))  # every rank stops at the same step
                 if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps or state.stop:
                     self.save()
+        summary: dict[str, Any] = {"steps": self.step, "run_dir": str(self.run_dir), "last": last}
+        best = read_best(self.run_dir) if self.main else None
+        if best is not None:
+            summary["best"] = best
+        return summary
 
     def close(self) -> None:
         """Release what the run holds, in the order that lets each part end cleanly."""
