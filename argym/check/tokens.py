@@ -122,15 +122,17 @@ class ScriptedTokenPolicy:
         calls = []
         for c in message.get("tool_calls") or []:
             fn = dict(c.get("function") or {})
-            try:
-                fn["arguments"] = json.loads(fn["arguments"]) if isinstance(fn.get("arguments"), str) else fn
-            except ValueError:
-                return None
+            if isinstance(fn.get("arguments"), str):
+                try:
+                    fn["arguments"] = json.loads(fn["arguments"])
+                except ValueError:
+                    return None
             calls.append({**c, "function": fn})
         try:
-            return self.renderer.assistant_ids({**message, "tool_calls": calls}, tools=self.tools)
+            ids: list[int] = self.renderer.assistant_ids({**message, "tool_calls": calls}, tools=self.tools)
         except Exception:  # a template that wants strings (it concatenates them)
             return None
+        return ids
 
 
 @dataclass
