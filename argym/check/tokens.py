@@ -14,6 +14,9 @@ trajectory:
   the sampled ids follow it verbatim;
 - mask: the loss mask is 1 on exactly the sampled ids;
 - env outside: every message the env sent is found in the unmasked text;
+- calls (templates that render tool calls themselves): a tool-call turn is
+  written as the template writes it with object arguments, Hugging Face's
+  convention (argym's messages carry OpenAI's JSON string);
 - fresh: the recorded ids equal the chat template's rendering of the whole
   conversation, tokenized afresh (what a trainer that re-renders, or a
   server that takes messages, would feed the model).
