@@ -143,7 +143,12 @@ class Trainer:
             if self.main:
                 remove_warm_start(self.run_dir)  # the checkpoint holds the warm-started weights now
         logs = self.run_dir if self.main else None  # the main process logs the whole (gathered) step
-        self.metrics = MetricsLog(logs, resume_step=self.step, tensorboard=self.main)
+        wandb = None
+        if cfg.log.wandb and self.main and logs is not None:
+            from argym.algorithms.wandb_log import WandbLog
+
+            wandb = WandbLog(logs, cfg.to_dict(), cfg.log.wandb_project)
+        self.metrics = MetricsLog(logs, resume_step=self.step, tensorboard=self.main, wandb=wandb)
         self.log = StepLog(logs, cfg.log, self.console, self.metrics, cfg.steps, resume_step=self.step)
         self._build_rollouts(state.get("pending_batches") if state is not None else None)
         if needs_values and self.value_pretrained < cfg.algorithm.value_pretrain_steps:
@@ -303,11 +308,12 @@ class Trainer:
         return result
 
     def held_out(self, name: str) -> dict[str, Any]:
-        """Evaluate once per run dir and step (`eval_{name}.json`): a resumed run reuses the figures it has."""
+        """Evaluate once per run dir and step (`eval_{name}.json`): a resumed run reuses the figures it has,
+        and "before" whatever step the run resumes at (it is the figure before the first step)."""
         path = self.run_dir / f"eval_{name}.json"
         if path.exists():
             cached: dict[str, Any] = json.loads(path.read_text())
-            if cached.get("step") == self.step:
+            if cached.get("step") == self.step or name == "before":
                 return cached
         t0 = time.perf_counter()
         result = self.evaluate()
