@@ -30,8 +30,16 @@ class VLLMConfig:
     """GPU: allow `sleep()` to release weights and KV cache during learner updates."""
     seed: int = 0
     """Engine seed (each request also gets its own seed)."""
+    lora_sync: str = "merged"
+    """A LoRA run (`policy.lora_r` > 0): what each sync sends the engine. merged: the weights with the adapters
+    merged in; adapter: the adapter alone (vLLM's LoRA adapters, `LoRARequest`; the base once), a fraction of the
+    bytes, at the cost of LoRA kernels in every generate call (BENCHMARKS.md has both)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Any other `vllm.LLM` keyword argument, passed as is."""
+
+    def __post_init__(self) -> None:
+        if self.lora_sync not in ("merged", "adapter"):
+            raise ConfigError(f"rollout.vllm.lora_sync must be merged or adapter, got {self.lora_sync!r}.")
 
 
 @dataclass

@@ -21,6 +21,11 @@ to a safetensors file in shared memory and asks every worker, through vLLM's
 examples; the RPC carries the control message, the file the data), to load
 them into the running model with the model's own `load_weights`. The prefix
 cache is then reset, since cached keys/values came from the old weights.
+
+LoRA adapters alone (`lora_rank > 0`): a peft model's base weights are loaded once, in place as above,
+and each later sync writes only the adapter (peft's `adapter_model.safetensors` and its config) and
+hands it to vLLM as a new `LoRARequest`, which every generate call names; vLLM applies W·x + s·B(A·x)
+rather than the merged (W + s·BA)·x. The merged path stays for engines started without LoRA.
 `sleep()`/`wake_up()` follow vLLM's documented sleep mode to release GPU
 memory during the update; no GPU build of vLLM could be run here, so that
 path is untested (on the CPU there is nothing to release).
@@ -130,7 +135,11 @@ class VLLMPolicy:
     starts its engine processes with ``spawn``.
     """
 
-    def __init__(self, path: str | Path, config: VLLMConfig | None = None, name: str = ""):
+    def __init__(
+        self, path: str | Path, config: VLLMConfig | None = None, name: str = "", lora_rank: int = 0
+    ):
+        """`lora_rank` > 0: the engine takes LoRA adapters of that rank, and `load_weights` of a peft model
+        syncs the adapter alone (after the base weights, once); 0: every sync loads the merged weights."""
         from argym.agents.hf import load_tokenizer
         from argym.agents.models import resolve_checkpoint
 
@@ -166,6 +175,12 @@ class VLLMPolicy:
             logging.getLogger("vllm.engine.arg_utils").addFilter(_NoChunkedPrefillWarning())
         else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+        if lora_rank > 0:
+            # vLLM sizes its LoRA buffers for one of a few ranks: the smallest that holds the adapter's
+            ranks = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+            kwargs.update(
+                enable_lora=True, max_loras=1, max_lora_rank=min(r for r in ranks if r >= lora_rank)
+            )
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
         before = descendants(os.getpid())
@@ -176,6 +191,14 @@ class VLLMPolicy:
         log.info("vLLM engine for %s started in %.0f s", self.path, self.start_s)
         self._vllm = vllm
         self.weight_version = 0
+        self.lora_rank = lora_rank
+        self.adapter_sync = lora_rank > 0
+        """Whether a peft model's sync sends its adapter alone (True) or the merged weights (False)."""
+        self.sync_bytes = 0
+        """The bytes the latest `load_weights` wrote for the engine (the merged weights, or the adapter)."""
+        self._lora: Any = None  # the LoRARequest of the adapter synced last, which every generate names
+        self._lora_dir: str | None = None
+        self._base_loaded = False
 
     # ---- generation -------------------------------------------------------------------
 
@@ -206,7 +229,10 @@ class VLLMPolicy:
             self.sampling_params(sampling, None if seed is None else seed + i) for i in range(len(prompts))
         ]
         outputs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
+            params,
+            use_tqdm=False,
+            lora_request=self._lora,
         )
         return [self._completion(out.outputs[0]) for out in outputs]
 
@@ -233,12 +259,48 @@ class VLLMPolicy:
     def load_weights(self, model: Any) -> float:
         """Load `model`'s current weights into the running engine, in place; returns the seconds it took.
 
-        `model` is the learner's `PreTrainedModel` (a peft model is merged on
-        the fly; its adapters stay as they are).
+        `model` is the learner's `PreTrainedModel`. A peft model is merged on the fly (its adapters stay as
+        they are), or with `adapter_sync` its adapter alone is sent (`load_adapter`).
         """
         t0 = time.perf_counter()
-        self.load_state_dict(hf_state_dict(model))
+        if self.adapter_sync and is_peft(model):
+            self.load_adapter(model)
+        else:
+            self._drop_adapter()
+            self.load_state_dict(hf_state_dict(model))
+            self._base_loaded = False  # merged weights: the next adapter sync loads the base again
         return time.perf_counter() - t0
+
+    def load_adapter(self, model: Any) -> None:
+        """A peft model's adapter as the engine's LoRA adapter: its base weights first, once (the engine may
+        have started from a merged checkpoint, a resumed LoRA run's), then only the adapter, written by peft
+        and named by a fresh `LoRARequest` (vLLM caches adapters by id)."""
+        from vllm.lora.request import LoRARequest
+
+        base_bytes = 0
+        if not self._base_loaded:
+            base = hf_state_dict(model, merge=False)
+            self.load_state_dict(base)
+            base_bytes = self.sync_bytes
+            self._base_loaded = True
+        directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        path = tempfile.mkdtemp(prefix="argym-lora-", dir=directory)
+        model.save_pretrained(path)
+        self.sync_bytes = base_bytes + sum(f.stat().st_size for f in Path(path).iterdir())
+        self.weight_version += 1
+        self._drop_adapter()  # the old one was loaded by the generate calls that named it, or never used
+        self._lora, self._lora_dir = (
+            LoRARequest(f"argym-{self.weight_version}", self.weight_version, path),
+            path,
+        )
+        self.llm.reset_prefix_cache()
+
+    def _drop_adapter(self) -> None:
+        import shutil
+
+        if self._lora_dir is not None:
+            shutil.rmtree(self._lora_dir, ignore_errors=True)
+        self._lora, self._lora_dir = None, None
 
     def load_state_dict(self, state: dict[str, Any]) -> int:
         """Load weights under Hugging Face names (`hf_state_dict`) into the running engine; how many."""
@@ -250,6 +312,7 @@ class VLLMPolicy:
         os.close(fd)
         try:
             save_file(tensors, path)
+            self.sync_bytes = os.path.getsize(path)
             counts = self.llm.collective_rpc("argym_load_weights", args=(path,))
         finally:
             os.unlink(path)
@@ -278,21 +341,30 @@ class VLLMPolicy:
         if core is not None:
             core.shutdown()
         self.llm = None
+        if getattr(self, "_lora_dir", None) is not None:
+            self._drop_adapter()
         guard = getattr(self, "_guard", None)
         if guard is not None:
             guard.release()
 
 
-def hf_state_dict(model: Any) -> dict[str, Any]:
+def is_peft(model: Any) -> bool:
+    """Whether `model` is a peft model (LoRA adapters over a base model)."""
+    return hasattr(model, "get_base_model") and hasattr(model, "peft_config")
+
+
+def hf_state_dict(model: Any, merge: bool = True) -> dict[str, Any]:
     """`model`'s weights under Hugging Face checkpoint names, each tensor once (tied weights shared).
 
     A peft model's LoRA adapters are merged into a copy of the weights they
-    adapt (W + BA·scale), leaving the model itself untouched.
+    adapt (W + BA·scale), leaving the model itself untouched; `merge=False`: its base weights alone.
     """
     import torch
 
     merged: dict[str, torch.Tensor] = {}
-    if hasattr(model, "get_base_model") and hasattr(model, "peft_config"):
+    if not merge and is_peft(model):
+        model = model.get_base_model()
+    elif is_peft(model):
         base = model.get_base_model()
         for module_name, module in base.named_modules():
             if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):

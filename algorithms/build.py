@@ -98,7 +98,10 @@ def build_generator(
         return policy if cfg.rollout.mode == "sync" else policy.copy()
     from argym.agents.vllm import VLLMPolicy
 
-    generator = VLLMPolicy(start, cfg.rollout.vllm, name=f"vllm:{start}")
+    adapters = cfg.rollout.vllm.lora_sync == "adapter" and cfg.policy.lora_r > 0
+    generator = VLLMPolicy(
+        start, cfg.rollout.vllm, name=f"vllm:{start}", lora_rank=cfg.policy.lora_r if adapters else 0
+    )
     generator.load_weights(policy.model)
     return generator
 
