@@ -188,6 +188,10 @@ class LogConfig:
     """Trajectories per step written to samples.jsonl and TensorBoard's text tab (0: none)."""
     zero_variance_steps: int = 3
     """Warn when every group's rewards are all equal for this many steps in a row (nothing is learned)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (`pip install 'argym[wandb]'`; `WANDB_MODE=offline` keeps it local)."""
+    wandb_project: str = "argym"
+    """The W&B project the run goes to (the run is named after the run directory)."""
 
     def __post_init__(self) -> None:
         if self.samples_per_step < 0:

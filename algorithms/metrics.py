@@ -1,4 +1,4 @@
-"""Run metrics: JSON lines (the record), TensorBoard (to watch), a learning-curve PNG (to show)."""
+"""Run metrics: JSON lines (the record), TensorBoard (to watch; W&B too when asked), a learning-curve PNG (to show)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,12 @@ class MetricsLog:
     its own (the main process logs the gathered step), and a scratch dir would outlive a killed rank.
     """
 
-    def __init__(self, run_dir: Path | None, resume_step: int = 0, tensorboard: bool = True):
+    def __init__(
+        self, run_dir: Path | None, resume_step: int = 0, tensorboard: bool = True, wandb: Any = None
+    ):
+        """`wandb`: a `WandbLog` (algorithms/wandb_log.py) that mirrors the scalars too, or None."""
         self.path = None if run_dir is None else run_dir / "metrics.jsonl"
+        self._wandb = wandb
         self._truncate_after(resume_step)
         self._tb = None
         if tensorboard and run_dir is not None:
@@ -72,6 +76,8 @@ class MetricsLog:
                 if isinstance(v, (int, float)) and math.isfinite(v):
                     self._tb.add_scalar(k, v, step)
             self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(step, metrics)
 
     def text(self, tag: str, markdown: str, step: int) -> None:
         """Markdown for TensorBoard's text tab (the sample trajectories)."""
@@ -87,6 +93,9 @@ class MetricsLog:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+        if self._wandb is not None:
+            self._wandb.close()
+            self._wandb = None
 
 
 def curve_title(cfg: Any) -> str:

@@ -30,3 +30,4 @@ def test_fit_returns_the_runs_summary(tmp_path):
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert summary["last"]["train/reward"] == logged[-1]["train/reward"]  # the last step's metrics
     assert summary["best"] == read_best(run) and summary["best"]["step"] == 1  # the held-out eval at step 1
+    assert not (run / "wandb").exists() and not (run / "wandb_id").exists()  # W&B is off unless asked
