@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from .tiny_run import TINY_POLICY
@@ -45,13 +46,21 @@ def _stop_when(proc: subprocess.Popen, path: Path, lines: int, signum: int) -> t
     return proc.communicate(timeout=120)
 
 
-def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_command(tmp_path):
-    command = [sys.executable, "-m", "argym.cli", "quickstart", "--out", "qs", "--no-submit", *ARGS]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run_dir = tmp_path / "qs"
-    popen = dict(cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+COMMAND = [sys.executable, "-m", "argym.cli", "quickstart", "--out", "qs", "--no-submit", *ARGS]
 
-    proc = subprocess.Popen(command, **popen)
+
+def _popen(tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        COMMAND, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _interrupt_the_warm_start(tmp_path: Path) -> int:
+    """Ctrl-C part-way through the warm start: its progress was shown, the step in progress checkpointed, and
+    the message names that checkpoint and the command; the warm-start step it stopped at."""
+    run_dir = tmp_path / "qs"
+    proc = _popen(tmp_path)
     out, err = _stop_when(proc, run_dir / "warm_start.jsonl", 15, signal.SIGINT)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "Aborted!" not in err and "Traceback" not in err
@@ -60,8 +69,18 @@ def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_co
     assert stopped_at >= 15  # the step in progress ended and was checkpointed, not lost
     assert f"the last checkpoint is qs/warm_start (warm start step {stopped_at})" in err, err
     assert "Resume with: argym quickstart --out qs --no-submit policy.tiny" in err, err
+    return int(stopped_at)
 
-    proc = subprocess.Popen(command, **popen)  # the same command
+
+def test_ctrl_c_in_the_warm_start_says_where_its_checkpoint_is_and_how_to_resume(tmp_path):
+    _interrupt_the_warm_start(tmp_path)
+
+
+@pytest.mark.full(reason="two quickstart processes (stop; resume and stop), from a scratch directory: ~40 s")
+def test_quickstart_stopped_in_the_warm_start_and_in_rl_resumes_with_the_same_command(tmp_path):
+    run_dir = tmp_path / "qs"
+    stopped_at = _interrupt_the_warm_start(tmp_path)
+    proc = _popen(tmp_path)  # the same command
     out, err = _stop_when(proc, run_dir / "metrics.jsonl", 1, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert f"resuming at step {stopped_at + 1}" in out, out
