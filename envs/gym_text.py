@@ -67,7 +67,7 @@ class GymTextEnv(TextEnv):
 
     def __init__(
         self,
-        env: str,
+        env: str | None = None,
         max_turns: int | None = None,
         test_size: int = 100,
         split: str = "train",
@@ -77,6 +77,11 @@ class GymTextEnv(TextEnv):
     ):
         from argym.registration import checked_kwargs, creator, resolve
 
+        if env is None:  # a default, so that gym.make says this rather than a bare TypeError
+            raise ConfigError(
+                "argym/Gymnasium-v0 needs the kwarg env, the id of a Gymnasium env whose actions are text: "
+                'argym.make("argym/Gymnasium-v0", env="my_games:Guess-v0") (or make that id directly).'
+            )
         self.env_id = env
         inner_id = resolve(env)
         if max_turns is not None and "max_turns" in _param_names(creator(env)):

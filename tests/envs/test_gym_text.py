@@ -80,6 +80,8 @@ def test_message_observations_are_not_repeated_and_pass_gymnasiums_check(games):
 def test_an_env_whose_actions_are_not_text_is_refused_saying_why(games):
     with pytest.raises(argym.ConfigError, match=r"actions are Discrete\(2\), not text"):
         argym.make("text_games:Arm-v0")
+    with pytest.raises(argym.ConfigError, match="needs the kwarg env"):
+        argym.make("argym/Gymnasium-v0")
 
 
 def test_argym_eval_runs_a_plain_gymnasium_game_by_its_own_id(tmp_path):
