@@ -23,6 +23,7 @@ env's system message already lists the tools' schemas.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from argym.envs.tools.calls import format_calls, parse_tool_calls
@@ -49,8 +50,9 @@ class ChatRenderer:
         kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
         if tools:
             kwargs["tools"] = list(tools)
-        if not self.native_tools:
-            messages = [_with_calls_in_text(m) for m in messages]
+        messages = [
+            _with_calls_in_text(m) if not self.native_tools else with_object_arguments(m) for m in messages
+        ]
         text: str = self.tokenizer.apply_chat_template(list(messages), **kwargs)
         return text
 
@@ -125,6 +127,29 @@ def _with_calls_in_text(message: Message) -> Message:
     turn = parse_tool_calls(message)
     text = format_calls(turn.calls, "hermes", text=message.get("content") or "")
     return {"role": "assistant", "content": str(text)}
+
+
+def with_object_arguments(message: Message) -> Message:
+    """An assistant's `tool_calls` with each call's arguments as an object, not OpenAI's JSON string: Hugging
+    Face chat templates take them so (Qwen2.5's writes ``arguments | tojson``; given a string it writes
+    ``"arguments": "{\\"a\\": 1}"``, which SFT on oracle turns would teach; newer templates fail on a string).
+    Arguments that are not a JSON object are left as they are (the call is then the env's to refuse)."""
+    calls = message.get("tool_calls")
+    if message.get("role") != "assistant" or not calls:
+        return message
+    out = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                call = {**call, "function": {**fn, "arguments": parsed}}
+        out.append(call)
+    return {**message, "tool_calls": out}
 
 
 def conversation_ids(

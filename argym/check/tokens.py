@@ -27,7 +27,6 @@ and the decoded text around it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 from gymnasium.wrappers import TimeLimit
 
 from argym.agents.policy import Completion, SamplingParams
-from argym.agents.renderer import ChatRenderer
+from argym.agents.renderer import ChatRenderer, with_object_arguments
 from argym.check.base import FAIL, NOT_APPLICABLE, PASS, Outcome, Subject, short
 from argym.check.episodes import GENERIC, oracle_script
 from argym.errors import ConfigError
@@ -122,17 +121,8 @@ class ScriptedTokenPolicy:
     def _with_object_arguments(self, message: Message) -> list[int] | None:
         """The turn's ids with each call's arguments as an object, as Hugging Face's chat templates take them
         (OpenAI's wire format has a JSON string); None where the template cannot render that."""
-        calls = []
-        for c in message.get("tool_calls") or []:
-            fn = dict(c.get("function") or {})
-            if isinstance(fn.get("arguments"), str):
-                try:
-                    fn["arguments"] = json.loads(fn["arguments"])
-                except ValueError:
-                    return None
-            calls.append({**c, "function": fn})
         try:
-            ids: list[int] = self.renderer.assistant_ids({**message, "tool_calls": calls}, tools=self.tools)
+            ids: list[int] = self.renderer.assistant_ids(with_object_arguments(message), tools=self.tools)
         except Exception:  # a template that wants strings (it concatenates them)
             return None
         return ids
@@ -260,7 +250,8 @@ def fresh_ids(tokenizer: Any, messages: list[Message], tools: Any) -> list[int]:
     kwargs: dict[str, Any] = {"tokenize": False}
     if tools:
         kwargs["tools"] = list(tools)
-    text = tokenizer.apply_chat_template(list(messages), **kwargs)
+    # tool-call arguments as objects: Hugging Face's convention, the form its templates are written for
+    text = tokenizer.apply_chat_template([with_object_arguments(m) for m in messages], **kwargs)
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 

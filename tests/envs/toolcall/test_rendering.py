@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from argym.agents.renderer import ChatRenderer, conversation_ids
+from argym.agents.renderer import ChatRenderer, conversation_ids, with_object_arguments
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.envs.tools.calls import parse_tool_calls
 
@@ -17,7 +17,7 @@ QWEN_TOOLS = (
     "{%- for m in messages -%}"
     "{%- if m['role'] == 'assistant' -%}{{ '<|im_start|>assistant\n' + (m['content'] or '') }}"
     "{%- for c in m.get('tool_calls') or [] -%}"
-    "{{ '\n<tool_call>\n{\"name\": \"' + c['function']['name'] + '\", \"arguments\": ' + c['function']['arguments'] + '}\n</tool_call>' }}"
+    "{{ '\n<tool_call>\n{\"name\": \"' + c['function']['name'] + '\", \"arguments\": ' + (c['function']['arguments'] | tojson) + '}\n</tool_call>' }}"
     "{%- endfor -%}{{ '<|im_end|>\n' }}"
     "{%- elif m['role'] == 'tool' -%}{{ '<|im_start|>user\n<tool_response>\n' + m['content'] + '\n</tool_response><|im_end|>\n' }}"
     "{%- else -%}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{%- endif -%}"
@@ -73,7 +73,10 @@ def test_native_template_renders_its_own_tools_and_calls():
     prompt = tok.decode(renderer.prompt_ids(CONVERSATION[:1], tools=TOOLS))
     assert prompt.startswith("<|im_start|>system\n# Tools\n<tools>") and '"name": "add"' in prompt
     ids, mask = conversation_ids(renderer, CONVERSATION, tools=TOOLS)
-    full = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
+    as_hf = [
+        with_object_arguments(m) for m in CONVERSATION
+    ]  # Hugging Face's convention: arguments as an object
+    full = tok.apply_chat_template(as_hf, tools=TOOLS, tokenize=False)
     assert tok.decode(ids) == full.rstrip(
         "\n"
     )  # token-exact with the template rendering the whole conversation
