@@ -275,18 +275,21 @@ class VLLMPolicy:
         """A peft model's adapter as the engine's LoRA adapter: its base weights first, once (the engine may
         have started from a merged checkpoint, a resumed LoRA run's), then only the adapter, written by peft
         and named by a fresh `LoRARequest` (vLLM caches adapters by id)."""
-        from vllm.lora.request import LoRARequest
-
         base_bytes = 0
         if not self._base_loaded:
-            base = hf_state_dict(model, merge=False)
-            self.load_state_dict(base)
+            self.load_state_dict(hf_state_dict(model, merge=False))
             base_bytes = self.sync_bytes
-            self._base_loaded = True
-        directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        path = tempfile.mkdtemp(prefix="argym-lora-", dir=directory)
+        path = adapter_dir()
         model.save_pretrained(path)
-        self.sync_bytes = base_bytes + sum(f.stat().st_size for f in Path(path).iterdir())
+        self.use_adapter(path, base_bytes)
+
+    def use_adapter(self, path: str, extra_bytes: int = 0) -> None:
+        """The adapter written in directory `path` (peft's files; this policy removes it once replaced) as the
+        engine's, over base weights already loaded; `extra_bytes`: what was sent besides (the base)."""
+        from vllm.lora.request import LoRARequest
+
+        self._base_loaded = True
+        self.sync_bytes = extra_bytes + sum(f.stat().st_size for f in Path(path).iterdir())
         self.weight_version += 1
         self._drop_adapter()  # the old one was loaded by the generate calls that named it, or never used
         self._lora, self._lora_dir = (
@@ -346,6 +349,12 @@ class VLLMPolicy:
         guard = getattr(self, "_guard", None)
         if guard is not None:
             guard.release()
+
+
+def adapter_dir() -> str:
+    """A fresh directory for an adapter's files, in shared memory where there is one."""
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return tempfile.mkdtemp(prefix="argym-lora-", dir=directory)
 
 
 def is_peft(model: Any) -> bool:

@@ -92,13 +92,14 @@ def build_generator(
     backend = cfg.rollout.backend
     policy.compiled = backend == "hf-compiled"
     start = run_dir / "checkpoint" / "policy"  # an ordinary checkpoint (LoRA runs save it merged)
+    adapters = backend == "vllm" and cfg.rollout.vllm.lora_sync == "adapter" and cfg.policy.lora_r > 0
     if cluster is not None and cfg.cluster.generators:
-        return cluster.generators(policy, start, cfg.rollout.vllm if backend == "vllm" else None)
+        vllm = cfg.rollout.vllm if backend == "vllm" else None
+        return cluster.generators(policy, start, vllm, lora_rank=cfg.policy.lora_r if adapters else 0)
     if generates_here(cfg):
         return policy if cfg.rollout.mode == "sync" else policy.copy()
     from argym.agents.vllm import VLLMPolicy
 
-    adapters = cfg.rollout.vllm.lora_sync == "adapter" and cfg.policy.lora_r > 0
     generator = VLLMPolicy(
         start, cfg.rollout.vllm, name=f"vllm:{start}", lora_rank=cfg.policy.lora_r if adapters else 0
     )

@@ -125,7 +125,9 @@ class Cluster(Protocol):
 
     envs: Any
 
-    def generators(self, policy: Any, checkpoint: Path, vllm: Any = None) -> Generator: ...
+    def generators(
+        self, policy: Any, checkpoint: Path, vllm: Any = None, lora_rank: int = 0
+    ) -> Generator: ...
 
     def learner(
         self, model: Any, config: Any, mixed_precision: str, ref_model: Any, value_model: Any

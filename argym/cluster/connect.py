@@ -47,9 +47,11 @@ class Cluster:
             config.env_workers, config.cpus_per_worker, config.env_timeout_s, config.start_timeout_s
         )
 
-    def generators(self, policy: Any, checkpoint: Path, vllm: Any = None) -> RayGenerators:
+    def generators(
+        self, policy: Any, checkpoint: Path, vllm: Any = None, lora_rank: int = 0
+    ) -> RayGenerators:
         """`cluster.generators` Ray actors generating for `policy` (in vLLM engines with `vllm`, a `VLLMConfig`),
-        started from its `checkpoint` and synced."""
+        started from its `checkpoint` and synced (`lora_rank` > 0: a LoRA policy's adapter alone, vLLM only)."""
         from argym.cluster.generators import RayGenerators
 
         c = self.config
@@ -62,6 +64,7 @@ class Cluster:
             c.generate_timeout_s,
             gpus_per_worker=c.gpus_per_generator,
             vllm=vllm,
+            lora_rank=lora_rank,
         )
 
     def learner(

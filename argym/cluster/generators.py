@@ -31,7 +31,15 @@ class GeneratorWorker:
     """A Ray actor's body: an `HFPolicy`, or a vLLM engine (`vllm` given), loaded from checkpoint files the
     driver sends."""
 
-    def __init__(self, files: dict[str, bytes], dtype: str, compiled: bool, threads: int, vllm: Any = None):
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        dtype: str,
+        compiled: bool,
+        threads: int,
+        vllm: Any = None,
+        lora_rank: int = 0,
+    ):
         import torch
 
         from argym.agents.hf import HFPolicy
@@ -47,7 +55,7 @@ class GeneratorWorker:
             else:  # the engine reads the files while it starts, not after
                 from argym.agents.vllm import VLLMPolicy
 
-                self.policy = VLLMPolicy(d, vllm, name=f"vllm-actor:{os.getpid()}")
+                self.policy = VLLMPolicy(d, vllm, name=f"vllm-actor:{os.getpid()}", lora_rank=lora_rank)
         self.vllm = vllm is not None
 
     def pid(self) -> int:
@@ -72,6 +80,21 @@ class GeneratorWorker:
             raise ValueError(f"weights do not fit the generator: missing {missing}, unexpected {unexpected}")
         return len(state)
 
+    def load_adapter(self, files: dict[str, bytes], base: dict[str, Any] | None) -> int:
+        """A LoRA adapter's files (peft's) as the vLLM engine's adapter, over `base` weights (Hugging Face names)
+        loaded first where given; how many files."""
+        from argym.agents.vllm import adapter_dir
+
+        extra = 0
+        if base is not None:
+            self.policy.load_state_dict(base)
+            extra = self.policy.sync_bytes
+        path = adapter_dir()
+        for name, data in files.items():
+            Path(path, name).write_bytes(data)
+        self.policy.use_adapter(path, extra)
+        return len(files)
+
     def close(self) -> None:
         """Stop a vLLM engine's processes (a kill of the actor alone would leave them to notice)."""
         if self.vllm:
@@ -91,7 +114,9 @@ class RayGenerators:
         call_timeout_s: float,
         gpus_per_worker: float = 0.0,
         vllm: Any = None,
+        lora_rank: int = 0,
     ):
+        """`lora_rank` > 0 (vLLM engines): a peft model's syncs send its adapter alone (the base weights once)."""
         from argym.cluster.ray_runtime import check_fits, import_ray
 
         self._ray = ray = import_ray()
@@ -110,7 +135,13 @@ class RayGenerators:
         )
         dtype = str(next(policy.model.parameters()).dtype).removeprefix("torch.")
         threads = max(int(cpus_per_worker), 1)
-        self._workers = [actor.remote(files, dtype, policy.compiled, threads, vllm) for _ in range(workers)]
+        self._workers = [
+            actor.remote(files, dtype, policy.compiled, threads, vllm, lora_rank) for _ in range(workers)
+        ]
+        self.adapter_sync = lora_rank > 0 and vllm is not None
+        self.sync_bytes = 0
+        """The bytes the latest `load_weights` put in the object store (the weights, or the adapter's files)."""
+        self._base_sent = False
         self._get([w.pid.remote() for w in self._workers], start_timeout_s, "start")
         self.weights_dtype = self._get([self._workers[0].weights_dtype.remote()], call_timeout_s, "start")[0]
         """The engines' weight dtype (vLLM), as `VLLMPolicy.weights_dtype`; None: the policy's own."""
@@ -142,16 +173,46 @@ class RayGenerators:
         return [c for chunk in self._get(refs, self.call_timeout_s, "generate") for c in chunk]
 
     def load_weights(self, model: Any) -> float:
-        """`model`'s current weights into every worker (LoRA merged on the fly); returns the seconds it took."""
-        from argym.agents.vllm import hf_state_dict
+        """`model`'s current weights into every worker (LoRA merged on the fly, or its adapter alone with `lora_rank`);
+        returns the seconds it took."""
+        from argym.agents.vllm import hf_state_dict, is_peft
 
         t0 = time.perf_counter()
+        if self.adapter_sync and is_peft(model):
+            self._load_adapter(model)
+            return time.perf_counter() - t0
+        self._base_sent = False  # merged weights: the next adapter sync sends the base again
         state = {k: v.detach().to("cpu") for k, v in hf_state_dict(model).items()}
+        self.sync_bytes = sum(v.numel() * v.element_size() for v in state.values())
         ref = self._ray.put(state)
         counts = self._get([w.load.remote(ref) for w in self._workers], self.call_timeout_s, "load weights")
         if min(counts) != len(state):
             raise InfrastructureError(f"Ray generators loaded {counts} tensors, expected {len(state)}.")
         return time.perf_counter() - t0
+
+    def _load_adapter(self, model: Any) -> None:
+        """The adapter's files (peft writes them) to every engine through the object store; the base weights
+        with the first."""
+        from argym.agents.vllm import hf_state_dict
+
+        with tempfile.TemporaryDirectory(prefix="argym-lora-") as d:
+            model.save_pretrained(d)
+            files = {p.name: p.read_bytes() for p in Path(d).iterdir() if p.is_file()}
+        base = None
+        if not self._base_sent:
+            base = {k: v.detach().to("cpu") for k, v in hf_state_dict(model, merge=False).items()}
+        self.sync_bytes = sum(len(b) for b in files.values()) + sum(
+            v.numel() * v.element_size() for v in (base or {}).values()
+        )
+        files_ref, base_ref = self._ray.put(files), self._ray.put(base)  # once for every worker
+        counts = self._get(
+            [w.load_adapter.remote(files_ref, base_ref) for w in self._workers],
+            self.call_timeout_s,
+            "load the adapter",
+        )
+        if min(counts) != len(files):
+            raise InfrastructureError(f"Ray generators took {counts} adapter files, expected {len(files)}.")
+        self._base_sent = True
 
     def close(self) -> None:
         """Stop the workers (a vLLM engine first, waiting up to a minute), then kill their actors."""

@@ -228,6 +228,46 @@ def test_vllm_generators_in_a_ray_actor_are_synced_every_step(ray_cluster, tmp_p
     assert not alive, "the generator's vLLM engine outlived the run"
 
 
+@pytest.mark.slow  # a vLLM engine start in an actor (about a minute on 2 cores)
+def test_vllm_generators_in_a_ray_actor_take_the_lora_adapter_alone(ray_cluster, tmp_path):
+    """A LoRA run with rollout.vllm.lora_sync=adapter and the engine in a Ray actor: after the first sync (the
+    base weights and the adapter) every sync sends the adapter's files alone, and the sampler's log-probs are
+    still the learner's (mismatch near zero in float32, the adapters moving at a large lr)."""
+    overrides = [
+        *VLLM_SYNC_RUN,
+        "policy.lora_r=4",
+        "rollout.vllm.lora_sync=adapter",
+        "cluster.address=local",
+        "cluster.cpus_per_worker=0.25",
+        "cluster.generators=1",
+        f"out_dir={tmp_path}",
+    ]
+    trainer = Trainer(load_config(None, overrides), Console(file=io.StringIO()))
+    sizes = []
+    try:
+        generator = trainer.generator
+        assert isinstance(generator, RayGenerators) and generator.adapter_sync
+        first = generator.sync_bytes  # the base and the adapter
+        real = generator.load_weights
+
+        def load_weights(model):
+            seconds = real(model)
+            sizes.append(generator.sync_bytes)
+            return seconds
+
+        generator.load_weights = load_weights
+        trainer.fit()
+    finally:
+        trainer.close()
+    assert sizes and all(s < first / 10 for s in sizes), (first, sizes)
+    steps = [r for r in trainer.metrics.records() if "train/logprob_mismatch_max" in r]
+    assert len(steps) == 3
+    assert all(r["train/logprob_mismatch_max"] < 1e-3 for r in steps), [
+        r["train/logprob_mismatch_max"] for r in steps
+    ]
+    assert all(r["train/grad_norm"] > 0 for r in steps)
+
+
 def _names(p: psutil.Process) -> list[str]:
     try:
         return [p.name(), *p.cmdline()]
