@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,22 @@ def save_checkpoint(
 
     Half-written checkpoints of a process killed while saving (`checkpoint.tmp-PID`) are removed first:
     the run dir has one writer, so any other is left over."""
-    final = run_dir / NAME
-    tmp = run_dir / f"{NAME}.tmp-{os.getpid()}"
-    old = run_dir / f"{NAME}.old"
-    for stale in run_dir.glob(f"{NAME}.tmp-*"):
+    return _replace_atomically(
+        run_dir,
+        NAME,
+        lambda tmp: (policy.save(tmp / "policy", weights), torch.save(state, tmp / "trainer_state.pt")),
+    )
+
+
+def _replace_atomically(run_dir: Path, name: str, write: Callable[[Path], object]) -> Path:
+    """Replace `run_dir/name` with what `write` puts in a fresh directory: written whole under a temporary
+    name, then renamed, so a reader finds the old copy (`name.old`) or the new one, never half of one.
+    Leftover temporary directories of a process killed while writing are removed first (one writer per run)."""
+    final, tmp, old = run_dir / name, run_dir / f"{name}.tmp-{os.getpid()}", run_dir / f"{name}.old"
+    for stale in run_dir.glob(f"{name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
-    policy.save(tmp / "policy", weights)
-    torch.save(state, tmp / "trainer_state.pt")
+    write(tmp)
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         final.rename(old)
@@ -82,19 +91,9 @@ WARM_STATE = "warm_start_state.pt"
 def save_warm_start(run_dir: Path, policy: Any, state: dict[str, Any]) -> Path:
     """Atomically replace `run_dir/warm_start` with the policy and the warm start's `state` (sft.warm_start):
     a warm start stopped part-way resumes from it (no RL checkpoint exists yet)."""
-    final, tmp = run_dir / WARM_START, run_dir / f"{WARM_START}.tmp-{os.getpid()}"
-    for stale in run_dir.glob(f"{WARM_START}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    policy.save(tmp / "policy")
-    torch.save(state, tmp / WARM_STATE)
-    old = run_dir / f"{WARM_START}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    return _replace_atomically(
+        run_dir, WARM_START, lambda tmp: (policy.save(tmp / "policy"), torch.save(state, tmp / WARM_STATE))
+    )
 
 
 def find_warm_start(run_dir: Path) -> Path | None:
