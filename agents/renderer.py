@@ -141,7 +141,7 @@ def with_object_arguments(message: Message) -> Message:
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
         args = fn.get("arguments") if isinstance(fn, dict) else None
-        if isinstance(args, str):
+        if isinstance(fn, dict) and isinstance(args, str):
             try:
                 parsed = json.loads(args)
             except ValueError:

@@ -46,14 +46,15 @@ def save_checkpoint(
 
     Half-written checkpoints of a process killed while saving (`checkpoint.tmp-PID`) are removed first:
     the run dir has one writer, so any other is left over."""
-    return _replace_atomically(
-        run_dir,
-        NAME,
-        lambda tmp: (policy.save(tmp / "policy", weights), torch.save(state, tmp / "trainer_state.pt")),
-    )
+
+    def write(tmp: Path) -> None:
+        policy.save(tmp / "policy", weights)
+        torch.save(state, tmp / "trainer_state.pt")
+
+    return _replace_atomically(run_dir, NAME, write)
 
 
-def _replace_atomically(run_dir: Path, name: str, write: Callable[[Path], object]) -> Path:
+def _replace_atomically(run_dir: Path, name: str, write: Callable[[Path], None]) -> Path:
     """Replace `run_dir/name` with what `write` puts in a fresh directory: written whole under a temporary
     name, then renamed, so a reader finds the old copy (`name.old`) or the new one, never half of one.
     Leftover temporary directories of a process killed while writing are removed first (one writer per run)."""
@@ -91,9 +92,12 @@ WARM_STATE = "warm_start_state.pt"
 def save_warm_start(run_dir: Path, policy: Any, state: dict[str, Any]) -> Path:
     """Atomically replace `run_dir/warm_start` with the policy and the warm start's `state` (sft.warm_start):
     a warm start stopped part-way resumes from it (no RL checkpoint exists yet)."""
-    return _replace_atomically(
-        run_dir, WARM_START, lambda tmp: (policy.save(tmp / "policy"), torch.save(state, tmp / WARM_STATE))
-    )
+
+    def write(tmp: Path) -> None:
+        policy.save(tmp / "policy")
+        torch.save(state, tmp / WARM_STATE)
+
+    return _replace_atomically(run_dir, WARM_START, write)
 
 
 def find_warm_start(run_dir: Path) -> Path | None:
