@@ -96,20 +96,21 @@ def get_order(db: sqlite3.Connection, args: dict[str, Any]) -> str:
     return json.dumps(row)
 
 
-def cancel_order(db: sqlite3.Connection, args: dict[str, Any]) -> str:
+def _refund(db: sqlite3.Connection, args: dict[str, Any], needs: str, becomes: str, verb: str) -> str:
+    """Move an order from status `needs` to `becomes` (a cancel or a return) and report the refund."""
     row = _order(db, args["order_id"])
-    if row["status"] != "pending":
-        raise ToolError(f"Order {row['order_id']} is {row['status']}; only pending orders can be cancelled.")
-    db.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (row["order_id"],))
-    return json.dumps({"order_id": row["order_id"], "status": "cancelled", "refund": money(row["total"])})
+    if row["status"] != needs:
+        raise ToolError(f"Order {row['order_id']} is {row['status']}; only {needs} orders can be {verb}.")
+    db.execute("UPDATE orders SET status = ? WHERE order_id = ?", (becomes, row["order_id"]))
+    return json.dumps({"order_id": row["order_id"], "status": becomes, "refund": money(row["total"])})
+
+
+def cancel_order(db: sqlite3.Connection, args: dict[str, Any]) -> str:
+    return _refund(db, args, "pending", "cancelled", "cancelled")
 
 
 def return_order(db: sqlite3.Connection, args: dict[str, Any]) -> str:
-    row = _order(db, args["order_id"])
-    if row["status"] != "delivered":
-        raise ToolError(f"Order {row['order_id']} is {row['status']}; only delivered orders can be returned.")
-    db.execute("UPDATE orders SET status = 'returned' WHERE order_id = ?", (row["order_id"],))
-    return json.dumps({"order_id": row["order_id"], "status": "returned", "refund": money(row["total"])})
+    return _refund(db, args, "delivered", "returned", "returned")
 
 
 def change_address(db: sqlite3.Connection, args: dict[str, Any]) -> str:
