@@ -180,9 +180,24 @@ class Budget:
         self.marks = [m for m in self.marks if m > now]
         t = time.perf_counter()
         point = held_out(self.cfg, model, tokenizer, self.a.episodes, self.a.eval_backend)
-        self.curve.append({"train_s": now, "step": step, **point})
+        eval_s = time.perf_counter() - t
+        self.curve.append({"train_s": now, "step": step, "eval_s": eval_s, **point})
         self.clock.pause(t)
-        print(f"  step {step}: held-out {point['accuracy']:.3f} at {now / 60:.1f} min", flush=True)
+        print(
+            f"  step {step}: held-out {point['accuracy']:.3f} at {now / 60:.1f} min "
+            f"({point['n']} episodes in {eval_s:.0f} s)",
+            flush=True,
+        )
+
+    def step_done(self, row: dict[str, Any]) -> None:
+        """Record a training step and print it: a run of hours shows where it is."""
+        self.steps.append(row)
+        perf = "".join(f"  {k} {row[k]:.0f} s" for k in ("rollout_s", "update_s") if k in row)
+        print(
+            f"  step {row['step']}: train success {row['success']:.3f}  turns {row['turns']:.2f}"
+            f"  at {row['train_s'] / 60:.1f} min{perf}",
+            flush=True,
+        )
 
 
 # ---- the arms ------------------------------------------------------------------------------------------------
@@ -248,7 +263,7 @@ def run_argym(a: argparse.Namespace, out: Path, policy_dir: Path, seed: int) -> 
         while True:
             m = trainer.train_step()
             trainer.step += 1
-            budget.steps.append(
+            budget.step_done(
                 {
                     "step": trainer.step,
                     "train_s": budget.clock(),
@@ -319,7 +334,7 @@ def run_trl(a: argparse.Namespace, out: Path, policy_dir: Path) -> dict[str, Any
         class Clocked(TrainerCallback):
             def on_step_end(self, args, state, control, **kw):
                 eps = rollout.episodes
-                budget.steps.append(
+                budget.step_done(
                     {
                         "step": state.global_step,
                         "train_s": budget.clock(),
