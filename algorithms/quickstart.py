@@ -15,6 +15,7 @@ from argym.algorithms.checkpoint import read_best
 from argym.algorithms.config import load_config
 from argym.algorithms.metrics import curve_title, plot_learning_curve
 from argym.algorithms.trainer import Trainer
+from argym.algorithms.training_run import held_out
 
 
 def _submit_eval(trainer: Trainer, name: str, submit: Callable[[dict[str, Any]], Any] | None) -> None:
@@ -43,13 +44,13 @@ def run_quickstart(
     t0 = time.perf_counter()
     trainer = Trainer(cfg, console)
     try:
-        before = trainer.held_out("before")
+        before = held_out(trainer, "before")
         _submit_eval(trainer, "before", submit)
         console.print(f"Held-out accuracy after the warm start: {before['accuracy']:.3f} (n={before['n']}).")
         t_train = time.perf_counter()
         trainer.fit()
         train_s = time.perf_counter() - t_train
-        after = trainer.held_out("after")
+        after = held_out(trainer, "after")
         _submit_eval(trainer, "after", submit)
     finally:
         trainer.close()

@@ -14,7 +14,6 @@ step end, evaluation and checkpoint.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterable
@@ -60,13 +59,7 @@ from argym.algorithms.checkpoint import (
 from argym.algorithms.cluster_config import connect
 from argym.algorithms.config import TrainConfig, check_run_config
 from argym.algorithms.host_memory import keep_freed_memory
-from argym.algorithms.metrics import (
-    MetricsLog,
-    curve_title,
-    plot_learning_curve,
-    reward_part_metrics,
-    tampered_rate,
-)
+from argym.algorithms.metrics import MetricsLog, reward_part_metrics, tampered_rate
 from argym.algorithms.off_policy import version_lag
 from argym.algorithms.processes import all_ranks, check_processes, gather_step, make_accelerator, own_rng
 from argym.algorithms.registry import ADVANTAGES
@@ -307,29 +300,6 @@ class Trainer:
         self.callbacks("evaluate", evaluation=result)
         return result
 
-    def held_out(self, name: str) -> dict[str, Any]:
-        """Evaluate once per run dir and step (`eval_{name}.json`): a resumed run reuses the figures it has,
-        and "before" whatever step the run resumes at (it is the figure before the first step)."""
-        path = self.run_dir / f"eval_{name}.json"
-        if path.exists():
-            cached: dict[str, Any] = json.loads(path.read_text())
-            if cached.get("step") == self.step or name == "before":
-                return cached
-        t0 = time.perf_counter()
-        result = self.evaluate()
-        out = {
-            "step": self.step,
-            "accuracy": result.mean,
-            "ci": [result.ci_low, result.ci_high],
-            "n": result.n,
-            "mean_reward": result.mean_reward,
-            "seconds": round(time.perf_counter() - t0, 1),
-        }
-        path.write_text(json.dumps(out, indent=2))
-        result.training_run = {**result.training_run, "step": self.step}
-        (self.run_dir / f"eval_{name}_episodes.json").write_text(json.dumps(result.to_dict()))
-        return out
-
     def collect(
         self, step: int | None = None, purpose: str = "rollout"
     ) -> tuple[list[Trajectory], dict[str, float]]:
@@ -422,7 +392,7 @@ class Trainer:
 
         Returns the run's summary: ``{"steps", "run_dir", "last": the last step's metrics (``train/reward``,
         ``train/success``, ...), "best": the best held-out figure kept so far (``{"step", "success"}``), if
-        any}``. `train` (what `argym train` runs) adds the held-out evaluations before and after."""
+        any}``. `training_run.train` (what `argym train` runs) adds the held-out evaluations before and after."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cfg = self.cfg
@@ -471,43 +441,3 @@ class Trainer:
         if self.cluster is not None:
             self.cluster.close()
         self.metrics.close()
-
-
-def train(cfg: TrainConfig, console: Any = None) -> dict[str, Any]:
-    """Evaluate (`eval.before`), train to `cfg.steps` (resuming if the run dir has a checkpoint), evaluate,
-    plot; returns the summary: the before, final and best held-out figures and where the run is."""
-    trainer = Trainer(cfg, console)
-    try:
-        before = trainer.held_out("before") if cfg.eval.before and trainer.main else None
-        if before is not None:
-            trainer.console.print(
-                f"Held-out success before training: {percent(before)} (step {before['step']}).",
-                markup=False,
-                highlight=False,
-            )
-        trainer.fit()
-        if not trainer.main:  # the main process evaluates and writes the summary
-            return {"steps": trainer.step}
-        final = trainer.held_out("final")
-        trainer.metrics.log(trainer.step, {"eval/success": final["accuracy"]})
-        records = trainer.metrics.records()
-        if before is not None:
-            records = [{"step": before["step"], "eval/success": before["accuracy"]}, *records]
-        plot_learning_curve(records, trainer.run_dir / "learning_curve.png", title=curve_title(cfg))
-        summary: dict[str, Any] = {"steps": trainer.step, "run_dir": str(trainer.run_dir)}
-        if before is not None:
-            summary["before"] = {k: before[k] for k in ("step", "accuracy", "ci", "n")}
-        summary["final"] = {k: final[k] for k in ("accuracy", "ci", "n")}
-        best = read_best(trainer.run_dir)
-        if best is not None:
-            summary["best"] = best
-        (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        return summary
-    finally:
-        trainer.close()
-
-
-def percent(figure: dict[str, Any]) -> str:
-    """A held-out figure for people: 72.3% (95% interval 68.1–76.0%, n=300)."""
-    low, high = figure["ci"]
-    return f"{figure['accuracy']:.1%} (95% interval {low:.1%}–{high:.1%}, n={figure['n']})"

@@ -60,7 +60,7 @@ def train(recipe: str | None, imports: tuple[str, ...], args: tuple[str, ...]) -
                 f"Shipped recipes: {', '.join(recipe_names())}."
             )
     from argym.algorithms.config import load_config
-    from argym.algorithms.trainer import train as run_training
+    from argym.algorithms.training_run import train as run_training
 
     with user_errors():
         import_modules(imports)
@@ -144,7 +144,7 @@ def print_training_summary(summary: dict[str, Any]) -> None:
     the exact numbers."""
     from rich.table import Table
 
-    from argym.algorithms.trainer import percent
+    from argym.algorithms.training_run import percent
     from argym.cli.common import console
 
     table = Table(title="training summary", show_header=False)
