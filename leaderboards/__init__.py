@@ -18,7 +18,8 @@ from typing import Any
 
 from argym.errors import ConfigError
 from argym.leaderboards.board import Board, Row, parse_date, rank
-from argym.leaderboards.store import ENV_VAR, SCHEMA_VERSION, Store, StoreError, default_path
+from argym.leaderboards.schema import SCHEMA_VERSION, StoreError
+from argym.leaderboards.store import ENV_VAR, Store, default_path
 from argym.leaderboards.submission import BoardKey, Submission, SubmissionError, validate
 
 DB = str | os.PathLike[str] | None

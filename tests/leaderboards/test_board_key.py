@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import argym.leaderboards as lb
-from argym.leaderboards.store import SCHEMA_V2, SCHEMA_V3, SCHEMA_VERSION, Store
+from argym.leaderboards.schema import SCHEMA_V2, SCHEMA_V3, SCHEMA_VERSION
+from argym.leaderboards.store import Store
 from argym.leaderboards.submission import canonical, validate
 
 

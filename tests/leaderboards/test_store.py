@@ -9,7 +9,8 @@ import pytest
 
 import argym.leaderboards as lb
 from argym.errors import ConfigError
-from argym.leaderboards.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreError, default_path
+from argym.leaderboards.schema import SCHEMA_V1, SCHEMA_VERSION, StoreError
+from argym.leaderboards.store import Store, default_path
 
 
 def test_eval_submit_board_round_trip(lb_db):

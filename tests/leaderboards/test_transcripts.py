@@ -55,7 +55,7 @@ def test_a_result_without_transcripts_keeps_its_content_hash(result, lb_db):
 def test_a_schema_2_file_gains_the_transcript_column(result, lb_db):
     import sqlite3
 
-    from argym.leaderboards.store import SCHEMA_V2
+    from argym.leaderboards.schema import SCHEMA_V2
 
     db = sqlite3.connect(lb_db)
     for stmt in SCHEMA_V2.split(";"):
