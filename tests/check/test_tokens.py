@@ -13,7 +13,8 @@ from argym.agents.renderer import ChatRenderer
 from argym.agents.tiny import build_tiny_tokenizer
 from argym.check import CheckConfig, run_checks
 from argym.check.base import make_env
-from argym.check.tokens import Play, inspect, load_tokenizer, play_episode, plays, run, tool_turns
+from argym.check.token_rules import inspect
+from argym.check.tokens import Play, load_tokenizer, play_episode, plays, run, tool_turns
 
 TOOLCALL = ("argym/ToolCall-v0", {"max_turns": 6})
 MATH = ("argym/Math-v0", {"max_attempts": 2})
