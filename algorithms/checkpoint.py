@@ -3,7 +3,8 @@
 A checkpoint directory holds the policy as an ordinary Hugging Face checkpoint
 (`policy/`) and `trainer_state.pt` (step, optimizer, every RNG the run draws
 from, the task sampler's position). Loading falls back to the previous
-checkpoint if a crash struck between the two renames.
+checkpoint if a crash struck between the two renames. A run dir resumes only with
+its own config (`check_run_config`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from argym.algorithms.config import TrainConfig, merge_sections, read_yaml
+from argym.errors import ConfigError
 
 NAME = "checkpoint"
 
@@ -145,3 +149,24 @@ def keep_best(run_dir: Path, policy: Any, step: int, success: float) -> bool:
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
     return True
+
+
+# Keys a resumed run may change: they extend or observe the run without altering its trajectory.
+RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log", "callbacks")
+
+
+def check_run_config(cfg: TrainConfig, run_dir: Path, resumable: bool) -> None:
+    """A run dir belongs to one config: resuming (`resumable`: it holds a checkpoint) with another would
+    mix two runs, so a config that differs outside `RESUMABLE_CHANGES` is refused."""
+    path = run_dir / "config.yaml"
+    if not (resumable and path.exists()):
+        return
+    mine = cfg.to_dict()
+    theirs = TrainConfig().to_dict()  # keys a run from an older argym lacks take their defaults
+    merge_sections(theirs, read_yaml(path) or {})
+    changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
+    if changed:
+        raise ConfigError(
+            f"{run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
+            "pass another run directory (e.g. out_dir=runs/NAME), or delete this one to start over."
+        )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast, get_type_hints
+from typing import Any
 
 import yaml
 
@@ -28,12 +28,10 @@ from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.registry import ADVANTAGES, STRATEGIES
 from argym.algorithms.sampling import SamplingConfig
 from argym.algorithms.strategy_configs import DecomposerConfig, R3LConfig
-from argym.errors import ConfigError, did_you_mean
+from argym.errors import ConfigError
 from argym.rewards.compose import RewardConfig
 from argym.rewards.label_free_config import check_label_free
-from argym.values import coerce, parse_pair
-
-T = TypeVar("T")
+from argym.values import apply_override, from_dict
 
 
 @dataclass
@@ -307,46 +305,6 @@ def _check_group_of_one(advantage: str) -> None:
     )
 
 
-def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
-    """Build dataclass `cls` from nested dicts; unknown keys name the close matches."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}.")
-    hints = get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cast(Any, cls))]  # `cls` is a dataclass (its callers')
-    kwargs = {}
-    for key, value in data.items():
-        if key not in names:
-            full = [where + n for n in names]
-            hint = did_you_mean(where + key, full) or f" Known keys: {', '.join(full)}."
-            raise ConfigError(f"Unknown config key {where + key!r}.{hint}")
-        sub = hints[key]
-        if dataclasses.is_dataclass(sub) and isinstance(sub, type):
-            kwargs[key] = from_dict(sub, value or {}, where=f"{where}{key}.")
-        else:  # the YAML or override value as the field's type asks ("algorithm.lr expects float")
-            kwargs[key] = coerce(value, sub, where + key)
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"Bad value in {where or 'config'}: {e}") from e
-
-
-def apply_override(data: dict[str, Any], override: str) -> None:
-    """Apply one ``dotted.key=value`` override in place; the value is read as YAML."""
-    key, value = parse_pair(override, example="algorithm.lr=1e-4", dotted=True)
-    parts = key.split(".")
-    if ":" in parts[-1]:  # a module:function key (reward.weights.my_pkg.rewards:fn): the module's dots stay
-        node, depth = data, 0
-        while depth < len(parts) - 1 and isinstance(node.get(parts[depth]), dict):
-            node, depth = node[parts[depth]], depth + 1
-        parts = [*parts[:depth], ".".join(parts[depth:])]
-    node = data
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"Override {override!r}: {p!r} is not a section.")
-    node[parts[-1]] = value
-
-
 def read_yaml(path: Path) -> Any:
     """A YAML file's contents; a syntax error names the file and the line (PyYAML names "<unicode string>")."""
     try:
@@ -448,24 +406,3 @@ def merge_sections(base: dict[str, Any], new: dict[str, Any]) -> None:
             merge_sections(base[k], v)
         else:
             base[k] = v
-
-
-# Keys a resumed run may change: they extend or observe the run without altering its trajectory.
-RESUMABLE_CHANGES = ("steps", "eval", "checkpoint_every", "cluster", "log", "callbacks")
-
-
-def check_run_config(cfg: TrainConfig, run_dir: Path, resumable: bool) -> None:
-    """A run dir belongs to one config: resuming (`resumable`: it holds a checkpoint) with another would
-    mix two runs, so a config that differs outside `RESUMABLE_CHANGES` is refused."""
-    path = run_dir / "config.yaml"
-    if not (resumable and path.exists()):
-        return
-    mine = cfg.to_dict()
-    theirs = TrainConfig().to_dict()  # keys a run from an older argym lacks take their defaults
-    merge_sections(theirs, read_yaml(path) or {})
-    changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
-    if changed:
-        raise ConfigError(
-            f"{run_dir} holds a run with another config (differs in: {', '.join(changed)}); "
-            "pass another run directory (e.g. out_dir=runs/NAME), or delete this one to start over."
-        )

@@ -45,6 +45,7 @@ from argym.algorithms.callbacks import Callback, Callbacks
 from argym.algorithms.checkpoint import (
     BEST,
     WARM_STATE,
+    check_run_config,
     find_checkpoint,
     find_warm_start,
     keep_best,
@@ -57,7 +58,7 @@ from argym.algorithms.checkpoint import (
     set_rng_state,
 )
 from argym.algorithms.cluster_config import connect
-from argym.algorithms.config import TrainConfig, check_run_config
+from argym.algorithms.config import TrainConfig
 from argym.algorithms.host_memory import keep_freed_memory
 from argym.algorithms.metrics import MetricsLog, reward_part_metrics, tampered_rate
 from argym.algorithms.off_policy import version_lag

@@ -1,20 +1,24 @@
-"""Reading a `key=value` value from the command line or a task-source spec.
+"""Reading a `key=value` value from the command line or a task-source spec, and a recipe's mapping.
 
 One reader for every place that takes such values (CLI env kwargs, config
 overrides, task-source arguments), so `5e-4`, `true`, `2` and `+-` mean the
-same thing everywhere.
+same thing everywhere; `from_dict` reads a nested mapping (a YAML recipe) into
+dataclasses by the same rules, and `apply_override` sets one dotted key in it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import types
 import typing
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import yaml
 
 from argym.errors import ConfigError, did_you_mean
+
+T = TypeVar("T")
 
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -140,3 +144,43 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
 def _takes_names(annotation: Any) -> bool:
     """A `Literal` or ``Annotated[str, registry]``: an annotation whose refusal lists the valid names."""
     return typing.get_origin(annotation) in (typing.Literal, typing.Annotated)
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+    """Build dataclass `cls` from nested dicts; unknown keys name the close matches."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}.")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cast(Any, cls))]  # `cls` is a dataclass (its callers')
+    kwargs = {}
+    for key, value in data.items():
+        if key not in names:
+            full = [where + n for n in names]
+            hint = did_you_mean(where + key, full) or f" Known keys: {', '.join(full)}."
+            raise ConfigError(f"Unknown config key {where + key!r}.{hint}")
+        sub = hints[key]
+        if dataclasses.is_dataclass(sub) and isinstance(sub, type):
+            kwargs[key] = from_dict(sub, value or {}, where=f"{where}{key}.")
+        else:  # the YAML or override value as the field's type asks ("algorithm.lr expects float")
+            kwargs[key] = coerce(value, sub, where + key)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"Bad value in {where or 'config'}: {e}") from e
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply one ``dotted.key=value`` override in place; the value is read as YAML."""
+    key, value = parse_pair(override, example="algorithm.lr=1e-4", dotted=True)
+    parts = key.split(".")
+    if ":" in parts[-1]:  # a module:function key (reward.weights.my_pkg.rewards:fn): the module's dots stay
+        node, depth = data, 0
+        while depth < len(parts) - 1 and isinstance(node.get(parts[depth]), dict):
+            node, depth = node[parts[depth]], depth + 1
+        parts = [*parts[:depth], ".".join(parts[depth:])]
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"Override {override!r}: {p!r} is not a section.")
+    node[parts[-1]] = value
