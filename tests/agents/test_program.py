@@ -26,6 +26,8 @@ from argym.algorithms.trainer import Trainer
 from argym.callables import load_function
 from argym.errors import ConfigError
 
+from ..learner_updates import record_updates
+
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).with_name("programs.py")
 MATH = ("argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)"})
@@ -383,14 +385,7 @@ def test_program_trains_in_async_mode_with_each_token_versioned(tmp_path, mode, 
         + ["steps=3", "eval.every=0", "algorithm.entropy_coef=0.01"],
     )
     trainer = Trainer(cfg)
-    seen: list[list] = []
-    real = trainer.learner.update
-
-    def update(trajs, pad_id, *args, **kwargs):
-        seen.append(list(trajs))
-        return real(trajs, pad_id, *args, **kwargs)
-
-    trainer.learner.update = update
+    seen = record_updates(trainer)
     try:
         trainer.fit()
     finally:

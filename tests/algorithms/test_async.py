@@ -15,6 +15,8 @@ from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer
 from argym.errors import ConfigError
 
+from ..learner_updates import record_updates
+
 SMALL = [
     "policy.tiny.hidden_size=32",
     "policy.tiny.num_layers=1",
@@ -55,14 +57,7 @@ def _run(tmp_path, extra: list[str], slow_s: float = 0.0, informative: bool = Tr
     initial = [v.detach().clone() for v in trainer.policy.model.state_dict().values()]
     if informative:
         _informative(trainer, slow_s)
-    batches = []
-    real = trainer.learner.update
-
-    def update(trajs, pad_id, *args, **kwargs):
-        batches.append(list(trajs))
-        return real(trajs, pad_id, *args, **kwargs)
-
-    trainer.learner.update = update
+    batches = record_updates(trainer)
     try:
         trainer.fit()
     finally:
