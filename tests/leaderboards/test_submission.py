@@ -73,7 +73,7 @@ def test_not_a_result_is_refused(lb_db):
 
 def test_a_failure_mid_write_leaves_nothing_partial(result, lb_db, monkeypatch):
     lb.submit(result([True] * 4, agent="first"))
-    real = store_mod._insert
+    real = store_mod.insert  # the schema writer store.py calls inside its transaction
 
     def insert_then_crash(db, sub, at):  # board, submission and episode rows go in, then the write fails
         db.execute(
@@ -82,10 +82,10 @@ def test_a_failure_mid_write_leaves_nothing_partial(result, lb_db, monkeypatch):
         real(db, sub, at)
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(store_mod, "_insert", insert_then_crash)
+    monkeypatch.setattr(store_mod, "insert", insert_then_crash)
     with pytest.raises(RuntimeError, match="disk on fire"):
         lb.submit(result([False] * 4, agent="second"))
-    monkeypatch.setattr(store_mod, "_insert", real)
+    monkeypatch.setattr(store_mod, "insert", real)
     with Store(lb_db) as store:
         assert store.count() == 1 and "x" not in [b["key"] for b in store.boards()]
         assert store._conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == 4
