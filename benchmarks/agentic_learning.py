@@ -71,12 +71,15 @@ def load(a: argparse.Namespace, extra: list[str] = ()) -> Any:
 
 
 def settings_key(a: argparse.Namespace) -> str:
-    """What makes rows comparable: a rerun with another key starts afresh."""
+    """What makes rows comparable: the resolved config (not the recipe's path nor how a value was given:
+    a recipe value and the same value as an override are one setting) and the budget. A rerun with
+    another key starts afresh."""
+    from dataclasses import asdict
+
     keep = {
-        k: v
-        for k, v in vars(a).items()
-        if k in ("recipe", "overrides", "minutes", "steps", "episodes", "points", "eval_backend")
+        k: v for k, v in vars(a).items() if k in ("minutes", "steps", "episodes", "points", "eval_backend")
     }
+    keep["config"] = asdict(load(a))
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
