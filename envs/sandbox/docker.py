@@ -58,6 +58,9 @@ from argym.envs.sandbox.engine import (
 from argym.envs.sandbox.pool import ContainerPool
 
 _ENV_CHUNK = 100_000  # one environment string may hold at most 128 KiB
+# Where the harness, root in the container, reads the container's OOM-kill count (cgroup v2, then v1; the
+# engine mounts the container's own cgroup there), so that a memory kill is never taken for a timeout.
+MEMORY_EVENTS = "/sys/fs/cgroup/memory.events:/sys/fs/cgroup/memory/memory.oom_control"
 
 
 class DockerSandbox(Sandbox):
@@ -165,6 +168,7 @@ class DockerSandbox(Sandbox):
                     ARGYM_RESULT_FD="1",
                     ARGYM_CANDIDATE_UID=str(NOBODY),
                     ARGYM_OUTPUT_CAP=str(limits.output_bytes // 2),
+                    ARGYM_MEMORY_EVENTS=MEMORY_EVENTS,
                 )
             argv = ["python3", "-I", "-S", *argv[1:]] if argv[0] == "python" else list(argv)
             if stdin and not result_channel:  # exec_run has no stdin: pipe it in from the environment

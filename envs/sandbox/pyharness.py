@@ -191,6 +191,35 @@ def _noargs():
     )
 
 
+def oom_kills(paths):
+    """The OOM kills the kernel counted in the run's memory cgroup (``oom_kill`` in cgroup v2's
+    ``memory.events`` or v1's ``memory.oom_control``; the first of `paths` that reads), None where none
+    reads. A SIGKILL that raised it was the memory limit, whenever it came: on a loaded machine a memory
+    bomb can reach its limit in the deadline's last half second, which the clock alone would call a
+    timeout."""
+    for path in paths:
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def killed_kind(sig, late, oom_killed):
+    """The verdict of a candidate killed by signal `sig`: the memory cgroup when its OOM counter rose;
+    else SIGXCPU, or SIGKILL in the deadline's last half second, is the CPU limit; another SIGKILL
+    the memory cgroup (where its counter cannot be read); any other signal a crash."""
+    if sig == 9 and oom_killed:
+        return "memory"
+    if sig == 24 or (sig == 9 and late):
+        return "timeout"
+    return "memory" if sig == 9 else "crash"
+
+
 def harness_main(pid, to_child, from_child):
     # asserts: {assert_id: [times held, times not]}; an assert that never ran is absent
     record: dict = {"asserts": {}, "kind": "ok", "message": ""}  # the verdict, as JSON
@@ -203,6 +232,8 @@ def harness_main(pid, to_child, from_child):
     else:
         job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     os.close(0)
+    memory_events = [p for p in os.environ.pop("ARGYM_MEMORY_EVENTS", "").split(":") if p]
+    oom_base = oom_kills(memory_events)
     record["nonce"] = job["nonce"]
     deadline = time.monotonic() + float(job["timeout_s"])
     test_lines = job["tests"].splitlines()
@@ -244,9 +275,9 @@ def harness_main(pid, to_child, from_child):
             time.sleep(0.002)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            # SIGXCPU, or SIGKILL at the deadline: the CPU limit; SIGKILL before it: the memory cgroup
             late = time.monotonic() >= deadline - 0.5
-            kind = "timeout" if sig == 24 or (sig == 9 and late) else "memory" if sig == 9 else "crash"
+            oomed = oom_base is not None and (oom_kills(memory_events) or 0) > oom_base
+            kind = killed_kind(sig, late, oomed)
             return CandidateError(kind, f"the program was killed by signal {sig} {what}")
         return CandidateError("exit", f"the program exited with status {os.WEXITSTATUS(status)} {what}")
 
