@@ -208,7 +208,7 @@ class StreamingScheduler:
         self._all_envs.clear()
         self._free_envs.clear()
 
-    # ---- each episode's way: reset (or restore), then turns of generate and env step, in the step pool ----------------
+    # ---- each episode's way: reset (or restore), then turns of generate and env step, in the step pool -
 
     def _start(self, run: _Run, ep: Episode, begin: Callable[[Episode], None]) -> None:
         try:
