@@ -235,9 +235,8 @@ def test_async_fixed_lag_reproduces_exactly(tmp_path):
 def test_async_config_errors():
     with pytest.raises(ConfigError, match="tis_cap"):
         load_config(None, ["rollout.mode=async", "rollout.max_staleness=1"])
-    with pytest.raises(
-        ConfigError, match="streams=True"
-    ):  # partial rollouts stream the strategies that say so
+    # partial rollouts stream the strategies registered to (streams=True), not paired
+    with pytest.raises(ConfigError, match="streams=True"):
         load_config(
             None,
             [
