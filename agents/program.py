@@ -89,7 +89,9 @@ class _Live:
 class ProgramRunner:
     """Runs an agent program on argym tasks with `agent` (a token policy or `openai:` agent) behind an endpoint.
 
-    Like the rollout engine, it owns the `Executors` its envs share and closes them last.
+    Like the rollout engine, it owns the `Executors` its envs share and closes them last. Its envs are pooled:
+    an episode takes a free one and gives it back when graded, so several `run` calls may be in flight at once
+    (the batches running ahead of the learner with partial rollouts, docs/async.md) without sharing an env.
     """
 
     def __init__(
@@ -118,7 +120,9 @@ class ProgramRunner:
         self.deadline_s, self.concurrency = deadline_s, concurrency
         self.endpoint = PolicyEndpoint(agent, sampling, max_total_tokens, require_key=training)
         self.executors = Executors()
-        self._envs: list[Any] = []
+        self._envs: list[Any] = []  # every env made and not abandoned (closed on `close`)
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
         self.first_error = ""
 
     @classmethod
@@ -153,12 +157,23 @@ class ProgramRunner:
 
     @property
     def task_source(self) -> Any:
-        return self._env(0).unwrapped.tasks
+        env = self._acquire()
+        self._release(env)
+        return env.unwrapped.tasks
 
-    def _env(self, i: int) -> Any:
-        while len(self._envs) <= i:
-            self._envs.append(self._make_env())
-        return self._envs[i]
+    def _acquire(self) -> Any:
+        """A free env of the pool, or a new one."""
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        env = self._make_env()
+        with self._lock:
+            self._envs.append(env)
+        return env
+
+    def _release(self, env: Any) -> None:
+        with self._lock:
+            self._free.append(env)
 
     def _make_env(self) -> Any:
         return argym.make(self.env_id, **{**self.env_kwargs, "executors": self.executors})
@@ -192,7 +207,7 @@ class ProgramRunner:
         for t, task in enumerate(tasks):
             for _ in range(group_size):
                 i = len(pending)
-                env = self._env(i)
+                env = self._acquire()
                 obs, _ = env.reset(seed=seed + i, options={"task": task})
                 shown = dataclasses.replace(task, prompt=tuple(obs))
                 record = self.endpoint.open_episode()
@@ -216,6 +231,8 @@ class ProgramRunner:
                 over = time.monotonic() - live.started > self.deadline_s
                 if live.finished or over:
                     results[live.index] = self._finish(live, timed_out=not live.finished)
+                    if live.finished:  # an abandoned thread keeps its env
+                        self._release(live.env)
                 else:
                     still.append(live)
             running = still
@@ -242,8 +259,9 @@ class ProgramRunner:
         record = self.endpoint.close_episode(live.key)
         tools = live.tools
         tools.close()
-        if timed_out:
-            self._envs[live.index] = self._make_env()  # the abandoned thread keeps the old one
+        if timed_out:  # the abandoned thread keeps its env: out of the pool, and not closed under it
+            with self._lock:
+                self._envs.remove(live.env)
         out = Trajectory(
             task_id=live.task.id,
             messages=[],
@@ -318,6 +336,7 @@ class ProgramRunner:
         for env in self._envs:
             env.close()
         self._envs.clear()
+        self._free.clear()
         self.executors.close()
 
 

@@ -62,6 +62,41 @@ class Episode:
         self.infra_error, self.finish_reason = f"{what} failed: {error}", "infra_failure"
         log.warning("task %r: %s; counted as an infrastructure failure", self.task.id, self.infra_error)
 
+    @classmethod
+    def resuming(cls, start: Resume) -> Episode:
+        """The episode that continues `start` (its env not yet chosen, then `restore`d to `start.state`)."""
+        ep = cls(
+            env=None,
+            task=start.task,
+            group=start.group,
+            obs=[m.copy() for m in start.messages],
+            turn_rewards=list(start.turn_rewards),
+            turn_ends=list(start.turn_ends),
+            infos=list(start.infos),
+            reward=float(sum(start.turn_rewards)),
+        )
+        ep.extend(list(start.ids), policy=False)
+        return ep
+
+    def reset(self, seed: int) -> None:
+        """Start the env on this episode's task; a harness fault makes the episode an infra failure."""
+        try:
+            self.obs, _ = self.env.reset(seed=seed, options={"task": self.task})
+        except InfrastructureError as e:
+            self.fail("reset", e)
+
+    def restore(self, state: Any) -> None:
+        """Put the env back to `state` (a `Resume`'s); a harness fault makes the episode an infra failure."""
+        try:
+            self.env.get_wrapper_attr("restore")(state)
+        except InfrastructureError as e:
+            self.fail("restore", e)
+
+    def snapshot(self) -> None:
+        """Before an env step: record the env's state, when the caller asked for snapshots (R³L's pivots)."""
+        if self.snapshots is not None:
+            self.snapshots.append(self.env.get_wrapper_attr("snapshot")())
+
     @property
     def done(self) -> bool:
         return self.terminated or self.truncated
@@ -230,10 +265,7 @@ class RolloutEngine:
             for _s in range(group_size):
                 env = self._env(len(episodes))
                 ep = Episode(env=env, task=task, group=t, obs=[], snapshots=[] if record_snapshots else None)
-                try:
-                    ep.obs, _ = env.reset(seed=seed + len(episodes), options={"task": task})
-                except InfrastructureError as e:
-                    ep.fail("reset", e)
+                ep.reset(seed + len(episodes))
                 episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
@@ -249,22 +281,9 @@ class RolloutEngine:
             raise ValueError("resume() continues a token context; it needs a token policy.")
         episodes = []
         for i, st in enumerate(starts):
-            env = self._env(i)
-            ep = Episode(
-                env=env,
-                task=st.task,
-                group=st.group,
-                obs=[m.copy() for m in st.messages],
-                turn_rewards=list(st.turn_rewards),
-                turn_ends=list(st.turn_ends),
-                infos=list(st.infos),
-                reward=float(sum(st.turn_rewards)),
-            )
-            try:
-                env.get_wrapper_attr("restore")(st.state)
-            except InfrastructureError as e:
-                ep.fail("restore", e)
-            ep.extend(list(st.ids), policy=False)
+            ep = Episode.resuming(st)
+            ep.env = self._env(i)
+            ep.restore(st.state)
             episodes.append(ep)
         return self._drive(episodes, sampling, seed)
 
@@ -278,8 +297,7 @@ class RolloutEngine:
 
     def _step_all(self, episodes: list[Episode], actions: list[Any]) -> None:
         for ep in episodes:
-            if ep.snapshots is not None:
-                ep.snapshots.append(ep.env.get_wrapper_attr("snapshot")())
+            ep.snapshot()
         results = list(self._threads.map(lambda ea: ea[0].env.step(ea[1]), zip(episodes, actions)))
         for ep, (obs, reward, terminated, truncated, info) in zip(episodes, results):
             ep.record(reward, terminated, truncated, info, obs)

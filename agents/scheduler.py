@@ -11,21 +11,25 @@
   `RequestBatcher` (agents/batching.py) generates, in one call, every turn asked for by then. A fast
   episode never waits for a slow one's env. An episode in flight when the weights change continues
   with the new ones, its earlier tokens keeping their version (partial rollouts: AReaL's
-  interruptible generation, arXiv 2505.24298; APRIL, arXiv 2509.18521). docs/async.md has the design.
+  interruptible generation, arXiv 2505.24298; APRIL, arXiv 2509.18521). It offers the engine's `run` (with
+  env snapshots before each turn) and `resume` (from a snapshot), so a strategy registered with
+  `streams=True` (algorithms/strategies.py) streams its episodes here: R³L's retries, the Decomposer's
+  hinted sub-episodes. docs/async.md has the design.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from argym.agents.batching import RequestBatcher
 from argym.agents.policy import Completion, Generator, SamplingParams
-from argym.agents.rollout import Episode, RolloutEngine
-from argym.errors import InfrastructureError
+from argym.agents.rollout import Episode, Resume, RolloutEngine
 from argym.types import Task, Trajectory
 
 
@@ -125,15 +129,52 @@ class StreamingScheduler:
         self._runs: set[_Run] = set()
         self.last_finish_order: list[int] = []
 
+    @property
+    def agent(self) -> Any:
+        """The engine's agent: the run's `VersionedGenerator`, which a strategy samples its own text with (R³L's
+        reflections, the Decomposer's hints) between the episodes it streams here."""
+        return self.engine.agent
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return self.engine.sampling
+
+    @property
+    def max_total_tokens(self) -> int:
+        return self.engine.max_total_tokens
+
     def run(
-        self, tasks: list[Task], group_size: int = 1, seed: int = 0, sampling: SamplingParams | None = None
+        self,
+        tasks: list[Task],
+        group_size: int = 1,
+        seed: int = 0,
+        sampling: SamplingParams | None = None,
+        record_snapshots: bool = False,
     ) -> list[Trajectory]:
-        """Roll out `group_size` episodes per task; ordered by task, then sample, as `RolloutEngine.run`."""
+        """Roll out `group_size` episodes per task; ordered by task, then sample, as `RolloutEngine.run` (with
+        `record_snapshots`, the env's state before each turn too, for R³L's retries)."""
         episodes = [
-            Episode(env=None, task=task, group=t, obs=[])
+            Episode(env=None, task=task, group=t, obs=[], snapshots=[] if record_snapshots else None)
             for t, task in enumerate(tasks)
             for _ in range(group_size)
         ]
+        return self._stream(
+            episodes, sampling, [partial(Episode.reset, seed=seed + i) for i in range(len(episodes))]
+        )
+
+    def resume(
+        self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None
+    ) -> list[Trajectory]:
+        """Continue each `Resume` in a pooled env restored to its state (R³L's retry from its pivot), streamed as
+        `run`'s episodes are; ordered as `starts` (`RolloutEngine.resume`; `seed` is the engine's signature:
+        the request batcher seeds each generate call)."""
+        episodes = [Episode.resuming(st) for st in starts]
+        return self._stream(episodes, sampling, [partial(Episode.restore, state=st.state) for st in starts])
+
+    def _stream(
+        self, episodes: list[Episode], sampling: SamplingParams | None, begin: list[Callable[[Episode], None]]
+    ) -> list[Trajectory]:
+        """Run `episodes` one by one, each started by its `begin` (a reset, or a restore) in a pooled env."""
         if not episodes:
             return []
         run = _Run(episodes, sampling or self.engine.sampling, remaining=len(episodes))
@@ -142,8 +183,8 @@ class StreamingScheduler:
             if self._closed:
                 raise RuntimeError("StreamingScheduler.run after close().")
             self._runs.add(run)
-            for i, ep in enumerate(episodes):
-                self._steps.submit(self._reset, run, ep, seed + i)
+            for ep, start in zip(episodes, begin):
+                self._steps.submit(self._start, run, ep, start)
         run.done.wait()
         with self._lock:
             self._runs.discard(run)
@@ -167,15 +208,12 @@ class StreamingScheduler:
         self._all_envs.clear()
         self._free_envs.clear()
 
-    # ---- each episode's way: reset, then turns of generate and env step, in the step pool ----------------
+    # ---- each episode's way: reset (or restore), then turns of generate and env step, in the step pool -
 
-    def _reset(self, run: _Run, ep: Episode, seed: int) -> None:
+    def _start(self, run: _Run, ep: Episode, begin: Callable[[Episode], None]) -> None:
         try:
             ep.env = self._acquire()
-            try:
-                ep.obs, _ = ep.env.reset(seed=seed, options={"task": ep.task})
-            except InfrastructureError as e:
-                ep.fail("reset", e)
+            begin(ep)
             if ep.infra_error or not ep.open(self.renderer, self.engine.max_total_tokens):
                 self._finish(run, ep)
             else:
@@ -202,6 +240,7 @@ class StreamingScheduler:
 
     def _step(self, run: _Run, ep: Episode, completion: Completion) -> None:
         try:
+            ep.snapshot()
             obs, reward, terminated, truncated, info = ep.env.step(completion.text)
             ep.record(reward, terminated, truncated, info, obs)
             turn_ended = completion.finish_reason == "stop"

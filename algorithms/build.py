@@ -21,7 +21,7 @@ from argym.agents.tiny import build_tiny_model, build_tiny_tokenizer
 from argym.algorithms.config import TrainConfig
 from argym.algorithms.lora import AdapterOffReference, apply_lora
 from argym.algorithms.off_policy import AheadOfLearner, Batch, Batches, Lockstep
-from argym.algorithms.strategies import PlainRollout, RolloutStrategy, build_strategy
+from argym.algorithms.strategies import RolloutStrategy, build_strategy
 from argym.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -125,11 +125,12 @@ def build_rollout_strategy(
     cfg: TrainConfig, engine: RolloutEngine, policy: HFPolicy
 ) -> tuple[RolloutStrategy, StreamingScheduler | None]:
     """The run's rollout strategy (`rollout.strategy`), and in async mode with partial rollouts the streaming
-    scheduler its episodes run through one by one (None: the engine's lockstep turns)."""
+    scheduler its episodes run through one by one (None: the engine's lockstep turns); the config has checked
+    that the strategy streams (registered with `streams=True`)."""
     r = cfg.rollout
-    if r.mode == "async" and r.max_staleness > 0 and r.partial:  # async runs plain rollouts (TrainConfig)
+    if r.mode == "async" and r.max_staleness > 0 and r.partial:
         scheduler = StreamingScheduler(engine, seed=cfg.seed)
-        return PlainRollout(scheduler), scheduler
+        return build_strategy(cfg, scheduler, policy), scheduler
     return build_strategy(cfg, engine, policy), None
 
 

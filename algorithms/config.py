@@ -270,15 +270,15 @@ class TrainConfig:
     def _check_async(self) -> None:
         """Async needs, once tokens can be stale, the off-policy correction: the learner's PPO clip on π_θ/π_old
         times `tis_cap`'s min(π_old/μ, C) is AReaL's decoupled PPO objective (arXiv 2505.24298, "Decoupled PPO
-        Objective": π_old the proximal policy, μ the behaviour policy that sampled). Partial rollouts stream plain
-        episodes one by one; the other strategies (R³L's retries from a turn's env snapshot, the Decomposer's
-        hinted sub-episodes, an agent program's own endpoint) run on the lockstep engine: staleness 0 or a fixed
-        lag (docs/async.md)."""
+        Objective": π_old the proximal policy, μ the behaviour policy that sampled). Partial rollouts stream the
+        episodes of a strategy registered with `streams=True` (plain, R³L, the Decomposer, agent programs); any
+        other runs on the lockstep engine: staleness 0 or a fixed lag (docs/async.md)."""
         r = self.rollout
-        if r.strategy != "plain" and r.max_staleness > 0 and r.partial:
+        if r.max_staleness > 0 and r.partial and not STRATEGIES.get(r.strategy).streams:
             raise ConfigError(
                 f"rollout.strategy={r.strategy!r} runs in async mode with rollout.partial=false (a fixed lag) or "
-                f"rollout.max_staleness=0; partial rollouts (streamed episodes) run plain group rollouts."
+                f"rollout.max_staleness=0: it was registered without streams=True, so partial rollouts (streamed "
+                f"episodes) cannot run it."
             )
         if self.rollout.max_staleness > 0 and self.algorithm.tis_cap is None:
             raise ConfigError(

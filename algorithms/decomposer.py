@@ -27,8 +27,8 @@ import dataclasses
 from typing import Any
 
 from argym.agents.policy import SamplingParams, generate_versioned
-from argym.agents.rollout import RolloutEngine
 from argym.algorithms.r3l.retry import distill
+from argym.algorithms.strategies import EpisodeRunner
 from argym.algorithms.strategy_configs import DecomposerConfig
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
@@ -59,7 +59,9 @@ def with_hints(task: Task, hints: str) -> Task:
 class UtilityDecomposer:
     """The utility-mode rollout strategy; `run` returns training trajectories and metrics."""
 
-    def __init__(self, engine: RolloutEngine, config: DecomposerConfig, policy: Any, decomposer: Any = None):
+    def __init__(self, engine: EpisodeRunner, config: DecomposerConfig, policy: Any, decomposer: Any = None):
+        """`engine`: the rollout engine, or the streaming scheduler (partial rollouts: the plain episodes, then
+        the hinted sub-episodes as a second phase, each streamed one by one)."""
         if engine.renderer is None:
             raise ConfigError("The decomposer strategy trains on token contexts; it needs a token policy.")
         self.engine, self.config, self.renderer = engine, config, engine.renderer

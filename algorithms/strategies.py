@@ -11,6 +11,12 @@ a registered *builder* makes it from the run's config, its rollout engine and po
 several rounds in one step, each round's metrics are combined by `combine_metrics`
 (counts summed, every other metric averaged over the rounds).
 
+`streams=True` says the strategy also runs with partial rollouts (async, `max_staleness > 0`,
+`partial: true`): its builder then gets the streaming scheduler (agents/scheduler.py) as its
+engine, which runs its episodes one by one (`run`, `resume`: the `EpisodeRunner` calls), and its
+`run` may be called by several batches in flight at once, so it keeps no state between calls.
+A strategy registered without it runs in async mode at staleness 0 or a fixed lag only.
+
 This module imports no torch (a config names a strategy and is validated here
 without loading a model); the built-in strategies import their modules when built.
 """
@@ -25,7 +31,9 @@ from argym.algorithms.registry import STRATEGIES as STRATEGIES  # this module's 
 from argym.types import Task, Trajectory
 
 if TYPE_CHECKING:
-    from argym.agents.rollout import RolloutEngine
+    from argym.agents.policy import SamplingParams
+    from argym.agents.renderer import ChatRenderer
+    from argym.agents.rollout import Resume
     from argym.algorithms.config import TrainConfig
 
 
@@ -41,35 +49,66 @@ class RolloutStrategy(Protocol):
 
 
 class EpisodeRunner(Protocol):
-    """Runs `group_size` episodes per task: the rollout engine, or the streaming scheduler (agents/scheduler.py)."""
+    """Runs episodes of the run's env with its agent: the rollout engine (lockstep turns), or the streaming
+    scheduler (agents/scheduler.py: one by one), the same calls on both."""
 
-    def run(self, tasks: list[Task], group_size: int = 1, seed: int = 0) -> list[Trajectory]: ...
+    @property
+    def renderer(self) -> ChatRenderer | None: ...
+
+    @property
+    def agent(self) -> Any:
+        """The run's generator (a `VersionedGenerator` in training): what a strategy samples its own text with."""
+
+    @property
+    def sampling(self) -> SamplingParams: ...
+
+    @property
+    def max_total_tokens(self) -> int: ...
+
+    def run(
+        self,
+        tasks: list[Task],
+        group_size: int = 1,
+        seed: int = 0,
+        sampling: SamplingParams | None = None,
+        record_snapshots: bool = False,
+    ) -> list[Trajectory]: ...
+
+    def resume(
+        self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None
+    ) -> list[Trajectory]: ...
 
 
-StrategyBuilder = Callable[["TrainConfig", "RolloutEngine", Any], RolloutStrategy]
-"""`(cfg, engine, policy) -> strategy`: policy is the trained `HFPolicy`."""
+StrategyBuilder = Callable[["TrainConfig", EpisodeRunner, Any], RolloutStrategy]
+"""`(cfg, engine, policy) -> strategy`: engine is the rollout engine, or the streaming scheduler for a strategy
+registered with `streams=True` under partial rollouts; policy is the trained `HFPolicy`."""
 
 
 @dataclass(frozen=True)
 class StrategyEntry:
-    """A registered strategy: its builder and which of its metrics are counts (summed across draws)."""
+    """A registered strategy: its builder, which of its metrics are counts (summed across draws), and whether
+    it runs with partial rollouts (`streams`: see the module docstring)."""
 
     build: StrategyBuilder
     counts: frozenset[str] = frozenset()
+    streams: bool = False
 
 
-def register_strategy(name: str, counts: Sequence[str] = ()) -> Callable[[StrategyBuilder], StrategyBuilder]:
+def register_strategy(
+    name: str, counts: Sequence[str] = (), streams: bool = False
+) -> Callable[[StrategyBuilder], StrategyBuilder]:
     """Decorator filing a strategy builder under `name` (``rollout.strategy: NAME``); returns it unchanged."""
 
     def deco(build: StrategyBuilder) -> StrategyBuilder:
-        STRATEGIES.add(name, StrategyEntry(build, frozenset(counts)), module=build.__module__)
+        STRATEGIES.add(name, StrategyEntry(build, frozenset(counts), streams), module=build.__module__)
         return build
 
     return deco
 
 
-def build_strategy(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
-    """The rollout strategy `cfg.rollout.strategy` names, built for this run."""
+def build_strategy(cfg: TrainConfig, engine: EpisodeRunner, policy: Any) -> RolloutStrategy:
+    """The rollout strategy `cfg.rollout.strategy` names, built for this run over `engine` (the rollout engine,
+    or the streaming scheduler)."""
     entry: StrategyEntry = STRATEGIES.get(cfg.rollout.strategy)
     return entry.build(cfg, engine, policy)
 
@@ -111,27 +150,27 @@ class PlainRollout:
         return self.engine.run(tasks, group_size=group_size, seed=seed), {}
 
 
-@register_strategy("plain")
-def _plain(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+@register_strategy("plain", streams=True)
+def _plain(cfg: TrainConfig, engine: EpisodeRunner, policy: Any) -> RolloutStrategy:
     return PlainRollout(engine)
 
 
-@register_strategy("r3l", counts=("r3l/retries",))
-def _r3l(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+@register_strategy("r3l", counts=("r3l/retries",), streams=True)
+def _r3l(cfg: TrainConfig, engine: EpisodeRunner, policy: Any) -> RolloutStrategy:
     from argym.algorithms.r3l.retry import R3LRollout
 
     return R3LRollout(engine, cfg.r3l, engine.agent)  # reflections sampled by the run's generator
 
 
-@register_strategy("decomposer", counts=("decomposer/distilled",))
-def _decomposer(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+@register_strategy("decomposer", counts=("decomposer/distilled",), streams=True)
+def _decomposer(cfg: TrainConfig, engine: EpisodeRunner, policy: Any) -> RolloutStrategy:
     from argym.algorithms.decomposer import UtilityDecomposer
 
     return UtilityDecomposer(engine, cfg.decomposer, engine.agent)  # hints sampled by the run's generator
 
 
-@register_strategy("program")
-def _program(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> RolloutStrategy:
+@register_strategy("program", streams=True)  # its own endpoint's episodes; envs pooled across batches
+def _program(cfg: TrainConfig, engine: EpisodeRunner, policy: Any) -> RolloutStrategy:
     from argym.agents.program import ProgramRunner
 
     return ProgramRunner.from_config(

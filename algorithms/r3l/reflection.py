@@ -16,8 +16,21 @@ RULE_SUGGESTION = "Redo this step carefully."
 
 
 @dataclass
+class Sampled:
+    """What the policy sampled for a reflection: the prompt, the sampled ids, their log-probs and the policy
+    version that sampled them (-1: unknown); `r3l.train_reflections` trains it."""
+
+    prompt: list[int]
+    ids: list[int]
+    logprobs: list[float]
+    version: int
+
+
+@dataclass
 class Reflection:
-    """A structured reflection on one failed trajectory; `fallback` says why the parse fell back, if it did."""
+    """A structured reflection on one failed trajectory; `fallback` says why the parse fell back, if it did;
+    `sampled`: the policy's sample it was parsed from (None: a rule's). It travels with the reflection rather
+    than staying on the reflector, which batches in flight together share (partial rollouts)."""
 
     retry_from_step: int
     suggestion: str
@@ -25,6 +38,7 @@ class Reflection:
     root_cause: str = ""
     outcome: str = "failure"
     fallback: str | None = None
+    sampled: Sampled | None = None
 
     @property
     def guidance(self) -> str:
@@ -161,8 +175,6 @@ class PolicyReflector:
         which reports the version that sampled them); `renderer`: its chat renderer (default `policy.renderer`)."""
         self.policy, self.renderer = policy, renderer if renderer is not None else policy.renderer
         self.max_tokens = max_tokens
-        self.last_samples: list[tuple[list[int], list[int], list[float], int]] = []
-        """(prompt, sampled ids, their log-probs, the policy version that sampled them: -1 if unknown)"""
 
     def reflect(
         self, trajectories: list[Trajectory], seed: int = 0, sampling: SamplingParams | None = None
@@ -171,5 +183,10 @@ class PolicyReflector:
         params = dataclasses.replace(sampling or SamplingParams(), max_new_tokens=self.max_tokens)
         prompts = [self.renderer.prompt_ids(reflection_prompt(t.messages)) for t in trajectories]
         outs, version = generate_versioned(self.policy, prompts, params, seed)
-        self.last_samples = [(p, c.token_ids, c.logprobs, version) for p, c in zip(prompts, outs)]
-        return [parse_reflection(c.text, max(t.turns, 1)) for c, t in zip(outs, trajectories)]
+        return [
+            dataclasses.replace(
+                parse_reflection(c.text, max(t.turns, 1)),
+                sampled=Sampled(p, list(c.token_ids), list(c.logprobs), version),
+            )
+            for p, c, t in zip(prompts, outs, trajectories)
+        ]

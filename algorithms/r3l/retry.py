@@ -6,8 +6,9 @@ import dataclasses
 from typing import Any
 
 from argym.agents.policy import SamplingParams
-from argym.agents.rollout import Resume, RolloutEngine
+from argym.agents.rollout import Resume
 from argym.algorithms.r3l.reflection import PolicyReflector, Reflection, RuleReflector
+from argym.algorithms.strategies import EpisodeRunner
 from argym.algorithms.strategy_configs import R3LConfig
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
@@ -110,7 +111,9 @@ def distill(guided: Trajectory, guided_prefix: int, plain: list[int]) -> Traject
 class R3LRollout:
     """Ordinary rollouts, reflections on the failed ones, retries from the pivot; see the module docstring."""
 
-    def __init__(self, engine: RolloutEngine, config: R3LConfig, policy: Any = None):
+    def __init__(self, engine: EpisodeRunner, config: R3LConfig, policy: Any = None):
+        """`engine`: the rollout engine, or the streaming scheduler (partial rollouts: the base episodes, then
+        the retries resumed from their pivot's snapshot, streamed one by one)."""
         if engine.renderer is None:
             raise ConfigError("R³L retries continue a token context; it needs a token policy (tiny or hf).")
         if config.reflector == "policy" and policy is None:
@@ -163,17 +166,26 @@ class R3LRollout:
             elif self.config.train_failed_original:
                 out.append(mask_before(t, pivot_of[id(t)]))
         out += retries
-        if self.config.train_reflections and isinstance(self.reflector, PolicyReflector):
-            out += self._reflection_samples(self.reflector, failed, retries, len(tasks))
+        if self.config.train_reflections:
+            out += self._reflection_samples(failed, reflections, retries, len(tasks))
         out.sort(key=lambda t: t.group)  # stable: ordinary rollouts, then retries, per task
         return out, self._metrics(failed, reflections, retries, out)
 
     def _reflection_samples(
-        self, reflector: PolicyReflector, failed: list[Trajectory], retries: list[Trajectory], num_tasks: int
+        self,
+        failed: list[Trajectory],
+        reflections: list[Reflection],
+        retries: list[Trajectory],
+        num_tasks: int,
     ) -> list[Trajectory]:
-        """Each reflection as a one-turn sample, reward 1 if its retry beat the original (group: task + N)."""
+        """Each sampled reflection as a one-turn sample, reward 1 if its retry beat the original (group: task + N);
+        a rule's reflections sampled nothing."""
         samples = []
-        for (prompt, gen, logprobs, version), orig, retry in zip(reflector.last_samples, failed, retries):
+        for reflection, orig, retry in zip(reflections, failed, retries):
+            if reflection.sampled is None:
+                continue
+            s = reflection.sampled
+            prompt, gen, logprobs, version = s.prompt, s.ids, s.logprobs, s.version
             improved = float(retry.reward > orig.reward)
             samples.append(
                 Trajectory(

@@ -398,3 +398,64 @@ def test_program_trains_in_async_mode_with_each_token_versioned(tmp_path, mode, 
         assert all(v == -1 for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if not m)
     records = trainer.metrics.records()
     assert [r["train/version_lag_max"] for r in records if "train/loss" in r] == [0, lag, lag][: len(records)]
+
+
+def test_program_trains_with_partial_rollouts_on_pooled_envs(tmp_path):
+    """Agent programs with partial rollouts (async, staleness 2): the batches running ahead run their programs
+    at once, on envs the runner pools (never one env for two live episodes). The run trains, every sampled token
+    records its version, no lag exceeds 2 and some batch ran ahead (lag ≥ 1)."""
+    cfg = load_config(
+        REPO / "configs" / "grpo_program.yaml",
+        [f"agent.program={PROGRAMS}:solve_twice", f"out_dir={tmp_path}", *SMALL_RUN]
+        + ["rollout.mode=async", "rollout.max_staleness=2", "algorithm.tis_cap=2.0"]
+        + ["steps=4", "eval.every=0", "algorithm.entropy_coef=0.01"],
+    )
+    trainer = Trainer(cfg)
+    runner = trainer.strategy
+    assert isinstance(runner, ProgramRunner) and trainer.scheduler is not None
+    lock, held, in_flight, most = threading.Lock(), set(), [0], [0]
+    acquire, release, run_episodes = runner._acquire, runner._release, runner.run_episodes
+
+    def acquire_checked():
+        env = acquire()
+        with lock:
+            assert id(env) not in held, "an env handed to two live episodes"
+            held.add(id(env))
+        return env
+
+    def release_checked(env):
+        with lock:
+            held.discard(id(env))
+        release(env)
+
+    def run_counted(*args, **kwargs):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        try:
+            return run_episodes(*args, **kwargs)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    runner._acquire, runner._release, runner.run_episodes = acquire_checked, release_checked, run_counted
+    seen = record_updates(trainer)
+    before = [p.detach().clone() for p in trainer.policy.model.parameters()]
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.model.parameters()))
+    assert most[0] >= 2, "the batches running ahead never ran their programs at once"
+    records = [r for r in trainer.metrics.records() if "train/loss" in r]
+    assert len(seen) == len(records) == 4
+    lags = []
+    for step, trajs in enumerate(seen):
+        assert trajs and all(len(t.policy_versions) == len(t.loss_mask) for t in trajs)
+        versions = [v for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if m]
+        assert versions and min(versions) >= 0, (step, "a sampled token without its version")
+        step_lags = [step - v for v in versions]
+        assert min(step_lags) >= 0 and max(step_lags) <= 2, (step, step_lags)
+        assert records[step]["train/version_lag_max"] == max(step_lags)
+        lags += step_lags
+    assert max(lags) >= 1, "batches ran ahead of the learner: some trained tokens are stale"

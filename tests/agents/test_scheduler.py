@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from argym.agents.hf import HFPolicy
@@ -13,6 +14,8 @@ from argym.agents.policy import SamplingParams
 from argym.agents.rollout import RolloutEngine
 from argym.agents.scheduler import StreamingScheduler, VersionedGenerator
 from argym.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from argym.algorithms.r3l import Reflection
+from argym.algorithms.r3l.retry import retry_start
 from argym.envs import ListSource, Reply, TextEnv
 from argym.types import Task
 
@@ -128,3 +131,36 @@ def test_an_episode_in_flight_continues_with_new_weights(sampled_logprobs_refere
             model, t.token_ids[:start], t.token_ids[start : end + 1], 1.0, 1.0
         )
         assert [t.sampler_logprobs[i] for i in turn] == pytest.approx(ref.tolist(), abs=1e-4)
+
+
+MATH = ("argym/Math-v0", {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "max_attempts": 3})
+
+
+def test_snapshots_and_a_resume_from_the_pivot_stream_as_on_the_engine():
+    """R³L's two calls, streamed (its partial rollouts): `run(record_snapshots=True)` records the env's state
+    before each turn, and `resume` continues from one in a pooled env: the context given kept (mask 0,
+    version -1), the turns before the pivot carried over, the rest sampled at the generator's version, the env
+    going on from the pivot to its last attempt."""
+    generator = VersionedGenerator(_policy(), version=3)
+    engine = RolloutEngine(*MATH, generator, SamplingParams(max_new_tokens=6))
+    scheduler = StreamingScheduler(engine)
+    try:
+        rng = np.random.default_rng(0)
+        tasks = [engine.task_source.sample(rng, "train") for _ in range(2)]
+        trajs = scheduler.run(tasks, group_size=2, seed=1, record_snapshots=True)
+        assert all(not t.success and t.turns == 3 and len(t.snapshots) == 3 for t in trajs)  # untrained
+        k, t = 1, trajs[0]
+        start, _ = retry_start(t, Reflection(k, "Add the tens first."), scheduler.renderer)
+        (guided,) = scheduler.resume([start], seed=3)
+    finally:
+        scheduler.close()
+        engine.close()
+    n = len(start.ids)
+    assert guided.token_ids[:n] == start.ids and not any(guided.loss_mask[:n])
+    assert set(guided.policy_versions[:n]) == {-1}
+    assert guided.turn_ends[:k] == t.turn_ends[:k] and guided.infos[:k] == t.infos[:k]
+    assert (
+        guided.turns == 3 and len(guided.turn_ends) == 3 and guided.terminated
+    )  # attempts 2 and 3 from the pivot
+    sampled = [v for v, m in zip(guided.policy_versions[n:], guided.loss_mask[n:]) if m]
+    assert sampled and set(sampled) == {3}

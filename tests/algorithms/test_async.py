@@ -1,6 +1,6 @@
-"""rollout.mode=async: staleness 0 is sync exactly; staleness 2 bounds and records every trained token's lag;
-a fixed lag (rollout.partial=false) reproduces exactly (that the tiny model still learns the quickstart task
-at staleness 2: test_learns.py)."""
+"""rollout.mode=async: staleness 0 is sync exactly; staleness 2 bounds and records every trained token's lag,
+R³L's and the Decomposer's too with partial rollouts; a fixed lag (rollout.partial=false) reproduces exactly
+(that the tiny model still learns the quickstart task at staleness 2: test_learns.py)."""
 
 from __future__ import annotations
 
@@ -152,6 +152,62 @@ def test_async_staleness_2_bounds_and_records_the_lag(tmp_path):
     assert all(np.isfinite(r["train/loss"]) for r in records)
 
 
+PARTIAL_2 = ["rollout.mode=async", "rollout.max_staleness=2", "algorithm.tis_cap=2.0"]
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_strategies_stream_with_partial_rollouts(tmp_path, strategy):
+    """R³L and the Decomposer with partial rollouts (staleness 2): the streaming scheduler runs their episodes
+    (R³L's retries resumed from the env snapshot at their pivot, the Decomposer's hinted sub-episodes as a
+    second phase), the run trains, every trained token records the version that sampled it (the reflections'
+    and hints' too), no lag exceeds 2 and batches ran ahead (some lag ≥ 1)."""
+    cfg = load_config(
+        None,
+        SMALL
+        + [*STRATEGIES[strategy], "algorithm.entropy_coef=0.01", "rollout.max_new_tokens=4", *PARTIAL_2]
+        + ["steps=4", "eval.every=0", f"out_dir={tmp_path}"],
+    )
+    trainer = Trainer(cfg)
+    assert trainer.scheduler is not None and trainer.strategy.engine is trainer.scheduler
+    streamed = {"resumed": 0, "hinted": 0}
+    run, resume = trainer.scheduler.run, trainer.scheduler.resume
+
+    def run_counted(tasks, *args, **kwargs):
+        streamed["hinted"] += sum(
+            (m.get("content") or "").startswith("Hints:") for t in tasks for m in t.prompt
+        )
+        return run(tasks, *args, **kwargs)
+
+    def resume_counted(starts, *args, **kwargs):
+        streamed["resumed"] += len(starts)
+        return resume(starts, *args, **kwargs)
+
+    trainer.scheduler.run, trainer.scheduler.resume = run_counted, resume_counted
+    batches = record_updates(trainer)
+    initial = [v.detach().clone() for v in trainer.policy.model.state_dict().values()]
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    after = trainer.policy.model.state_dict().values()
+    assert any(not torch.equal(a, b) for a, b in zip(initial, after)), "the updates changed nothing"
+    assert streamed["resumed" if strategy == "r3l" else "hinted"] > 0, streamed
+    records = [r for r in trainer.metrics.records() if "train/loss" in r]
+    assert len(batches) == len(records) == 4
+    lags, extra_samples = [], 0
+    for step, trajs in enumerate(batches):
+        assert all(len(t.policy_versions) == len(t.loss_mask) for t in trajs)
+        versions = [v for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if m]
+        assert versions and min(versions) >= 0, (step, "a trained token without its version")
+        step_lags = [step - v for v in versions]
+        assert min(step_lags) >= 0 and max(step_lags) <= 2, (step, step_lags)
+        assert records[step]["train/version_lag_max"] == max(step_lags)
+        lags += step_lags
+        extra_samples += sum("#" in t.task_id for t in trajs)  # a reflection's or a hint's one-turn sample
+    assert extra_samples > 0, "the strategy sampled nothing of its own: the test checks only its episodes"
+    assert max(lags) >= 1, "batches ran ahead of the learner: some trained tokens are stale"
+
+
 FIXED_LAG_2 = [
     "rollout.mode=async",
     "rollout.max_staleness=2",
@@ -179,17 +235,33 @@ def test_async_fixed_lag_reproduces_exactly(tmp_path):
 def test_async_config_errors():
     with pytest.raises(ConfigError, match="tis_cap"):
         load_config(None, ["rollout.mode=async", "rollout.max_staleness=1"])
-    with pytest.raises(ConfigError, match="strategy"):  # partial rollouts stream plain episodes only
+    # partial rollouts stream the strategies registered to (streams=True), not paired
+    with pytest.raises(ConfigError, match="streams=True"):
         load_config(
             None,
-            ["rollout.mode=async", "rollout.strategy=r3l", "rollout.max_staleness=1", "algorithm.tis_cap=2"],
+            [
+                "rollout.mode=async",
+                "rollout.strategy=paired",
+                "rollout.max_staleness=1",
+                "algorithm.tis_cap=2",
+            ],
         )
-    for strategy in ("r3l", "decomposer"):  # staleness 0, or a fixed lag
+    for strategy in ("r3l", "decomposer", "paired"):  # staleness 0, or a fixed lag
         load_config(None, ["rollout.mode=async", f"rollout.strategy={strategy}", "rollout.max_staleness=0"])
         load_config(
             None,
             ["rollout.mode=async", f"rollout.strategy={strategy}", "rollout.max_staleness=1"]
             + ["rollout.partial=false", "algorithm.tis_cap=2"],
+        )
+    for strategy in ("plain", "r3l", "decomposer", "program"):  # registered with streams=True
+        load_config(
+            None,
+            [
+                "rollout.mode=async",
+                f"rollout.strategy={strategy}",
+                "rollout.max_staleness=1",
+                "algorithm.tis_cap=2",
+            ],
         )
     with pytest.raises(ConfigError, match="max_staleness"):
         load_config(None, ["rollout.max_staleness=-1"])
