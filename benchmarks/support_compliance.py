@@ -114,7 +114,10 @@ def settings_key(a: argparse.Namespace) -> str:
 def violations_of(verdict: Any) -> dict[str, int]:
     """The episode's violations by kind from its last verdict (`verdict["violations"]`, running counts). A
     verdict too long for the transcript is kept as cut JSON text with sorted keys (`argym.transcript`):
-    ``violations`` is then near its end, in the kept tail."""
+    ``violations`` is then near its end, in the kept tail. No verdict: the episode ended (its token budget)
+    before the env ran a turn, so nothing was called."""
+    if verdict is None:
+        return dict.fromkeys(PARTS, 0)
     if isinstance(verdict, dict):
         found = verdict.get("violations")
     else:
