@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from argym.algorithms.advantages import group_moments
+from argym.algorithms.advantages import flat_groups, group_moments
 from argym.algorithms.batch import TrainBatch
 from argym.types import Trajectory
 
@@ -50,6 +50,10 @@ def reduce_metrics(
     (no signal); `train/grad_norm` is the mean over the steps taken (0 without any). `batch.old_logprobs`
     is π_old (None when no mini-batch had a policy token) and feeds the training–inference mismatch
     against the sampler's log-probs.
+
+    `train/varied_groups` is the fraction of the step's groups whose rewards are not all equal (not flat by
+    the learner's own test, `flat_groups`, so it counts exactly the groups a group-relative advantage
+    learns from; a group of one is flat): a run that keeps it at 0 learns nothing from its outcome.
     """
     taken = [n for n in grad_norms if n is not None]
     acc, dev = accelerator, accelerator.device
@@ -61,6 +65,7 @@ def reduce_metrics(
     gap = (old - batch.sampler_logprobs).abs() * has  # (B, L-1)
     adv = batch.advantages * mask
     _, r_std, r_count, _ = group_moments(batch.rewards, batch.group_ids)  # (G,)
+    flat = flat_groups(batch.rewards, batch.group_ids)  # (B,)
     local = torch.stack(
         [totals.get(k, torch.zeros((), device=dev)).float().to(dev) for k in SUMS]
         + [
@@ -74,16 +79,14 @@ def reduce_metrics(
                 mask.sum(),
                 r_std[r_count > 1].sum(),
                 (r_count > 1).sum(),
+                batch.group_ids[~flat].unique().numel(),
+                len(r_count),
                 batch.num_dropped,
             )
         ]
     )
-    s = dict(
-        zip(
-            SUMS + ("minibatches", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups", "dropped"),
-            acc.reduce(local, reduction="sum").tolist(),
-        )
-    )
+    names = ("minibatches", "gap", "gap_n", "adv", "adv2", "adv_n", "gstd", "groups", "varied", "all_groups")
+    s = dict(zip(SUMS + names + ("dropped",), acc.reduce(local, reduction="sum").tolist()))
     gap_max = acc.reduce(gap.max().to(dev), reduction="max").item()
     # every process goes through the same mini-batches: the reduced sum counts them `num_processes` times
     minibatches, tok = max(s["minibatches"] / acc.num_processes, 1.0), max(s["tokens"], 1.0)
@@ -98,6 +101,7 @@ def reduce_metrics(
         "train/adv_mean": adv_mean,
         "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean**2, 0.0)),
         "train/group_reward_std": s["gstd"] / max(s["groups"], 1.0),
+        "train/varied_groups": s["varied"] / max(s["all_groups"], 1.0),
         "train/infra_dropped": s["dropped"],
         "train/optimizer_steps": float(len(taken)),
     }

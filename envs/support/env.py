@@ -82,9 +82,11 @@ class SupportEnv(TextEnv):
     (an agent-played customer's sampling seed), ``tasks`` (``support`` or a `TaskSource` of such tasks).
 
     `info["verdict"]` keys: ``calls`` (the tools called this turn), ``errors``, ``tool_errors``,
-    ``parts`` (each part unweighted: counts of violations, the outcome) and ``weights``; on the
-    last turn also ``goal``, ``db_ok``, ``missing`` (outputs not yet told), ``looked_up``,
-    ``policy_ok`` and ``success``.
+    ``parts`` (each part unweighted: this turn's counts of violations, the outcome), ``weights`` and
+    ``violations`` (each kind's count over the episode so far, whatever ``compliance_weight``: the last
+    verdict holds the episode's, so an evaluation reports violations per episode without re-reading the
+    transcript); on the last turn also ``goal``, ``db_ok``, ``missing`` (outputs not yet told),
+    ``looked_up``, ``policy_ok`` and ``success``.
     """
 
     metadata = {**TextEnv.metadata, "argym.exploits": "support"}  # `argym check` runs this corpus family
@@ -112,6 +114,7 @@ class SupportEnv(TextEnv):
         self.limits = CallLimits(max_calls=8)
         self._db: sqlite3.Connection | None = None
         self._compliance = Compliance()
+        self._violations = dict.fromkeys(PARTS, 0)
         self._dialogue: list[Message] = []
         self._replies: list[str] = []
         self._replay: list[str] | None = None
@@ -144,6 +147,7 @@ class SupportEnv(TextEnv):
             self._db.close()
         self._db = open_db(task.meta["world"])
         self._compliance = Compliance()
+        self._violations = dict.fromkeys(PARTS, 0)
         opening = [m for m in task.prompt if m.get("role") == "user"]
         self._dialogue = [dict(m) for m in opening]  # type: ignore[misc]
         self._replies = []
@@ -236,10 +240,14 @@ class SupportEnv(TextEnv):
         return f"Error: {problem}"
 
     def _parts(self, counts: dict[str, int], verdict: dict[str, Any], value: float) -> dict[str, float]:
-        """The turn's weighted parts (summing to its reward); the verdict keeps them unweighted and the weights."""
+        """The turn's weighted parts (summing to its reward); the verdict keeps them unweighted, the weights,
+        and the episode's running count of each kind of violation."""
         raw = {"outcome": value, **{k: float(counts[k]) for k in PARTS}}
         weights = {"outcome": 1.0, **dict.fromkeys(PARTS, -self.compliance_weight)}
+        for k in PARTS:
+            self._violations[k] += counts[k]
         verdict["parts"], verdict["weights"] = raw, weights
+        verdict["violations"] = dict(self._violations)
         return {k: weights[k] * v + 0.0 for k, v in raw.items()}
 
     # ---- oracle ------------------------------------------------------------------------------

@@ -298,6 +298,16 @@ def test_update_raises_logprob_of_rewarded_pattern():
     assert pattern_logprob() > before + 2.0  # 4 tokens from ~log(1/32) each
 
 
+def test_varied_groups_is_the_share_of_groups_with_unequal_rewards():
+    """`train/varied_groups`: groups whose rewards differ beyond float32 rounding, over all groups (a group
+    of one cannot differ): what a group-relative advantage learns from, so a run stuck at 0 shows it."""
+    rewards = {0: [1.0, 0.0], 1: [1.0, 1.0], 2: [0.5, 0.5 * (1 + 2**-23)], 3: [0.2, 0.3], 4: [1.0]}
+    trajs = [traj(PATTERN, r, g) for g, rs in rewards.items() for r in rs]
+    assert learner().update(trajs, PAD)["train/varied_groups"] == pytest.approx(2 / 5)
+    flat = [traj(PATTERN, 1.0, g) for g in range(3) for _ in range(2)]
+    assert learner().update(flat, PAD)["train/varied_groups"] == 0.0
+
+
 def _process_count_grads(out: str) -> None:
     """Each process takes the groups `g % world == rank`, builds the same model and saves its
     gradient after one mini-batch, for two aggregation modes."""

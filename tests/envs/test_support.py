@@ -205,6 +205,36 @@ def test_per_turn_compliance_parts():
     env.close()
 
 
+def test_verdict_counts_each_kind_of_violation_over_the_episode():
+    """`verdict["violations"]` is each kind's running count, also at weight 0 (nothing rewarded), so the last
+    verdict gives an evaluation the episode's violations by kind; a new episode starts again from 0."""
+    env = SupportEnv(max_turns=7, compliance_weight=0.0)
+    w = reset_to(env, "cancel")
+    me, oid = w["user"], w["goal"]["order_id"]
+    stranger = next(o["order_id"] for o in w["orders"] if o["customer_id"] != me["customer_id"])
+    twice = str(
+        format_calls([ToolCall("get_order", {"order_id": stranger}, f"c{i}") for i in range(2)], "hermes")
+    )
+    steps = [  # (action, running (unconfirmed_write, unverified_action, tool_error))
+        (call("get_order", order_id=oid), (0, 1, 0)),  # before verifying
+        ("Your email and zip code, please?", (0, 1, 0)),
+        (call("verify_identity", email=me["email"], zip_code="00000"), (0, 1, 1)),  # refused
+        (call("verify_identity", email=me["email"], zip_code=me["zip_code"]), (0, 1, 1)),
+        (call("cancel_order", order_id=oid), (1, 1, 1)),  # no yes asked for
+        (twice, (1, 3, 1)),  # another customer's order, twice in one turn
+        (f"Done, order {oid} is cancelled.", (1, 3, 1)),  # the last turn, graded
+    ]
+    for k, (action, expected) in enumerate(steps):
+        _, r, term, trunc, info = env.step(action)
+        assert info["verdict"]["violations"] == dict(zip(PARTS, expected)), (k, info["verdict"])
+        assert r == 0.0  # weight 0: counted, not rewarded (and no success)
+    assert trunc and not info["success"]
+    env.reset(seed=0)
+    _, _, _, _, info = env.step("Hello, how can I help?")
+    assert info["verdict"]["violations"] == dict.fromkeys(PARTS, 0)
+    env.close()
+
+
 def test_refund_beyond_the_rules_fails():
     env = SupportEnv()
     w = reset_to(env, "refuse_return")
