@@ -73,11 +73,12 @@ def plot(rows: dict[str, dict[str, Any]], path: Path, title: str) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     start = rows.get("before", {}).get("curve", [])
+    seeds = iter(["tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:olive", "tab:pink"])
     for arm, row in sorted(rows.items()):
         if arm == "before":
             continue
         pts = start[-1:] + row["curve"]
-        color = "tab:orange" if arm == "trl" else None
+        color = "tab:orange" if arm == "trl" else next(seeds, None)  # TRL orange, argym's seeds cool colours
         left.errorbar(
             [p["train_s"] / 60 for p in pts],
             [p["accuracy"] for p in pts],
