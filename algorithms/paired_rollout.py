@@ -16,7 +16,6 @@ from argym.envs.rephrase import rephrased
 from argym.types import Task, Trajectory
 
 if TYPE_CHECKING:
-    from argym.agents.rollout import RolloutEngine
     from argym.algorithms.config import TrainConfig
 
 
@@ -33,6 +32,6 @@ class PairedRollout:
         return self.engine.run(both, group_size=group_size, seed=seed), {}
 
 
-@register_strategy("paired")
-def _paired(cfg: TrainConfig, engine: RolloutEngine, policy: Any) -> PairedRollout:
+@register_strategy("paired", streams=True)  # one `run` per step, no state between calls
+def _paired(cfg: TrainConfig, engine: EpisodeRunner, policy: Any) -> PairedRollout:
     return PairedRollout(engine)

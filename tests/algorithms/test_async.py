@@ -12,10 +12,13 @@ import pytest
 import torch
 
 from argym.algorithms.config import load_config
+from argym.algorithms.registry import STRATEGIES as STRATEGY_REGISTRY
+from argym.algorithms.strategies import register_strategy
 from argym.algorithms.trainer import Trainer
+from argym.envs.rephrase import REPHRASED, base_id, partner_id
 from argym.errors import ConfigError
 
-from ..learner_updates import record_updates
+from ..learner_updates import assert_lags_within, record_updates
 
 SMALL = [
     "policy.tiny.hidden_size=32",
@@ -155,34 +158,20 @@ def test_async_staleness_2_bounds_and_records_the_lag(tmp_path):
 PARTIAL_2 = ["rollout.mode=async", "rollout.max_staleness=2", "algorithm.tis_cap=2.0"]
 
 
-@pytest.mark.parametrize("strategy", list(STRATEGIES))
-def test_strategies_stream_with_partial_rollouts(tmp_path, strategy):
-    """R³L and the Decomposer with partial rollouts (staleness 2): the streaming scheduler runs their episodes
-    (R³L's retries resumed from the env snapshot at their pivot, the Decomposer's hinted sub-episodes as a
-    second phase), the run trains, every trained token records the version that sampled it (the reflections'
-    and hints' too), no lag exceeds 2 and batches ran ahead (some lag ≥ 1)."""
+def _fit_streamed(tmp_path, extra: list[str], patch=None):
+    """Train 4 steps with partial rollouts at staleness 2 (`extra` on top; `patch(trainer)` first, if given):
+    the strategy runs over the streaming scheduler and the updates change the weights. Returns the config, the
+    batches each update got and the steps' metrics."""
     cfg = load_config(
         None,
         SMALL
-        + [*STRATEGIES[strategy], "algorithm.entropy_coef=0.01", "rollout.max_new_tokens=4", *PARTIAL_2]
+        + [*extra, "algorithm.entropy_coef=0.01", "rollout.max_new_tokens=4", *PARTIAL_2]
         + ["steps=4", "eval.every=0", f"out_dir={tmp_path}"],
     )
     trainer = Trainer(cfg)
     assert trainer.scheduler is not None and trainer.strategy.engine is trainer.scheduler
-    streamed = {"resumed": 0, "hinted": 0}
-    run, resume = trainer.scheduler.run, trainer.scheduler.resume
-
-    def run_counted(tasks, *args, **kwargs):
-        streamed["hinted"] += sum(
-            (m.get("content") or "").startswith("Hints:") for t in tasks for m in t.prompt
-        )
-        return run(tasks, *args, **kwargs)
-
-    def resume_counted(starts, *args, **kwargs):
-        streamed["resumed"] += len(starts)
-        return resume(starts, *args, **kwargs)
-
-    trainer.scheduler.run, trainer.scheduler.resume = run_counted, resume_counted
+    if patch is not None:
+        patch(trainer)
     batches = record_updates(trainer)
     initial = [v.detach().clone() for v in trainer.policy.model.state_dict().values()]
     try:
@@ -191,21 +180,74 @@ def test_strategies_stream_with_partial_rollouts(tmp_path, strategy):
         trainer.close()
     after = trainer.policy.model.state_dict().values()
     assert any(not torch.equal(a, b) for a, b in zip(initial, after)), "the updates changed nothing"
-    assert streamed["resumed" if strategy == "r3l" else "hinted"] > 0, streamed
     records = [r for r in trainer.metrics.records() if "train/loss" in r]
     assert len(batches) == len(records) == 4
-    lags, extra_samples = [], 0
-    for step, trajs in enumerate(batches):
-        assert all(len(t.policy_versions) == len(t.loss_mask) for t in trajs)
-        versions = [v for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if m]
-        assert versions and min(versions) >= 0, (step, "a trained token without its version")
-        step_lags = [step - v for v in versions]
-        assert min(step_lags) >= 0 and max(step_lags) <= 2, (step, step_lags)
-        assert records[step]["train/version_lag_max"] == max(step_lags)
-        lags += step_lags
-        extra_samples += sum("#" in t.task_id for t in trajs)  # a reflection's or a hint's one-turn sample
+    return cfg, batches, records
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_strategies_stream_with_partial_rollouts(tmp_path, strategy):
+    """R³L and the Decomposer with partial rollouts (staleness 2): the streaming scheduler runs their episodes
+    (R³L's retries resumed from the env snapshot at their pivot, the Decomposer's hinted sub-episodes as a
+    second phase), the run trains, every trained token records the version that sampled it (the reflections'
+    and hints' too), no lag exceeds 2 and batches ran ahead (some lag ≥ 1)."""
+    streamed = {"resumed": 0, "hinted": 0}
+
+    def count(trainer):
+        run, resume = trainer.scheduler.run, trainer.scheduler.resume
+
+        def run_counted(tasks, *args, **kwargs):
+            streamed["hinted"] += sum(
+                (m.get("content") or "").startswith("Hints:") for t in tasks for m in t.prompt
+            )
+            return run(tasks, *args, **kwargs)
+
+        def resume_counted(starts, *args, **kwargs):
+            streamed["resumed"] += len(starts)
+            return resume(starts, *args, **kwargs)
+
+        trainer.scheduler.run, trainer.scheduler.resume = run_counted, resume_counted
+
+    _, batches, records = _fit_streamed(tmp_path, STRATEGIES[strategy], count)
+    assert streamed["resumed" if strategy == "r3l" else "hinted"] > 0, streamed
+    assert_lags_within(batches, records, 2)
+    extra_samples = sum("#" in t.task_id for trajs in batches for t in trajs)  # reflections', hints' samples
     assert extra_samples > 0, "the strategy sampled nothing of its own: the test checks only its episodes"
-    assert max(lags) >= 1, "batches ran ahead of the learner: some trained tokens are stale"
+
+
+def test_paired_at_async_staleness_0_equals_sync(tmp_path):
+    """Co-rewarding's paired views in async mode at staleness 0: the same trajectories token for token (each task
+    and its rephrasing, adjacent groups) and the same weights as sync."""
+    extra = [*MATH, "rollout.strategy=paired", "algorithm.entropy_coef=0.01", "rollout.max_new_tokens=4"]
+    sync, w_sync, _ = _run(tmp_path / "sync", extra, informative=False)
+    async_, w_async, _ = _run(
+        tmp_path / "async", [*extra, "rollout.mode=async", "rollout.max_staleness=0"], informative=False
+    )
+    assert len(sync) == len(async_) == 3
+    for step, (a, b) in enumerate(zip(sync, async_)):
+        assert [_key(t) for t in a] == [_key(t) for t in b], f"step {step}"
+        assert sum(t.task_id.endswith(REPHRASED) for t in a) == len(a) // 2, step  # half are rephrasings
+    for k in w_sync:
+        assert torch.equal(w_sync[k], w_async[k]), k
+
+
+def test_paired_streams_with_partial_rollouts(tmp_path):
+    """Co-rewarding's paired views with partial rollouts (staleness 2): through the streaming scheduler, every
+    step's batch still holds each task and its rephrasing as adjacent groups (2k, 2k + 1) of `group_size`
+    episodes, which `co_reward_data` reads; the run trains, each trained token records its version, no lag
+    exceeds 2 and batches ran ahead."""
+    cfg, batches, records = _fit_streamed(tmp_path, [*MATH, "rollout.strategy=paired"])
+    k = cfg.rollout.group_size
+    for step, trajs in enumerate(batches):
+        groups: dict[int, set[str]] = {}
+        for t in trajs:
+            groups.setdefault(t.group, set()).add(t.task_id)
+        assert sorted(groups) == list(range(2 * cfg.rollout.tasks_per_step)), (step, sorted(groups))
+        assert all(len([t for t in trajs if t.group == g]) == k for g in groups), step
+        for g in range(0, len(groups), 2):
+            (original,), (rephrasing,) = groups[g], groups[g + 1]
+            assert rephrasing == partner_id(original) and base_id(rephrasing) == original, (step, g)
+    assert_lags_within(batches, records, 2)
 
 
 FIXED_LAG_2 = [
@@ -235,17 +277,22 @@ def test_async_fixed_lag_reproduces_exactly(tmp_path):
 def test_async_config_errors():
     with pytest.raises(ConfigError, match="tis_cap"):
         load_config(None, ["rollout.mode=async", "rollout.max_staleness=1"])
-    # partial rollouts stream the strategies registered to (streams=True), not paired
-    with pytest.raises(ConfigError, match="streams=True"):
-        load_config(
-            None,
-            [
-                "rollout.mode=async",
-                "rollout.strategy=paired",
-                "rollout.max_staleness=1",
-                "algorithm.tis_cap=2",
-            ],
-        )
+    # partial rollouts stream the strategies registered to (streams=True): a plugin registered without it
+    register_strategy("unstreamed")(lambda cfg, engine, policy: None)
+    try:
+        with pytest.raises(ConfigError, match="streams=True"):
+            load_config(
+                None,
+                [
+                    "rollout.mode=async",
+                    "rollout.strategy=unstreamed",
+                    "rollout.max_staleness=1",
+                    "algorithm.tis_cap=2",
+                ],
+            )
+        load_config(None, ["rollout.mode=async", "rollout.strategy=unstreamed", "rollout.max_staleness=0"])
+    finally:
+        STRATEGY_REGISTRY.remove("unstreamed")
     for strategy in ("r3l", "decomposer", "paired"):  # staleness 0, or a fixed lag
         load_config(None, ["rollout.mode=async", f"rollout.strategy={strategy}", "rollout.max_staleness=0"])
         load_config(
@@ -253,7 +300,7 @@ def test_async_config_errors():
             ["rollout.mode=async", f"rollout.strategy={strategy}", "rollout.max_staleness=1"]
             + ["rollout.partial=false", "algorithm.tis_cap=2"],
         )
-    for strategy in ("plain", "r3l", "decomposer", "program"):  # registered with streams=True
+    for strategy in ("plain", "r3l", "decomposer", "program", "paired"):  # registered with streams=True
         load_config(
             None,
             [
