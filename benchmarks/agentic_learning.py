@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _arms import add_arm_arguments, append_row, from_warm, load, run_arms
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "grpo_smollm2_toolcall.yaml"
 SMALL = [  # the tiny policy, a few short steps: the script end to end in minutes on 2 cores
@@ -62,12 +64,6 @@ SMALL = [  # the tiny policy, a few short steps: the script end to end in minute
     "rollout.max_total_tokens=3000",
     "algorithm.micro_batch_size=4",
 ]
-
-
-def load(a: argparse.Namespace, extra: list[str] = ()) -> Any:
-    from argym.algorithms.config import load_config
-
-    return load_config(a.recipe, [*a.overrides, *extra])
 
 
 def settings_key(a: argparse.Namespace) -> str:
@@ -220,10 +216,6 @@ def warm_start(a: argparse.Namespace, out: Path) -> Path:
     if not policy.is_dir():
         Trainer(load(a, ["steps=0", f"out_dir={out / 'warm'}"])).close()
     return policy
-
-
-def from_warm(policy_dir: Path) -> list[str]:
-    return ["policy.kind=hf", f"policy.path={policy_dir}", "warm_start.steps=0"]
 
 
 def run_before(a: argparse.Namespace, out: Path, policy_dir: Path) -> dict[str, Any]:
@@ -399,8 +391,7 @@ def child(a: argparse.Namespace) -> None:
         row = run_trl(a, out, policy_dir)
     else:
         row = run_argym(a, out, policy_dir, int(arm.split("-")[1]))
-    with open(out / "rows.jsonl", "a") as f:  # one line per arm, as it ends
-        f.write(json.dumps({"arm": arm, "key": settings_key(a), **row}) + "\n")
+    append_row(out, arm, settings_key(a), row)
 
 
 def main() -> None:
@@ -426,17 +417,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2", help="argym RL seeds, one warm start")
     ap.add_argument("--trl", action="store_true", help="also TRL's GRPOTrainer through `argym serve`")
     ap.add_argument("--max-trl-steps", type=int, default=500, help="TRL's dataset size in steps")
-    ap.add_argument(
-        "--arms", default="", help="only these arms (e.g. before,argym-0,trl); the rest from --out"
-    )
-    ap.add_argument(
-        "--small", action="store_true", help="tiny model and sizes: a CPU smoke run of the script"
-    )
-    ap.add_argument("--out", default="runs/agentic_learning")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument(
-        "overrides", nargs="*", help="recipe overrides (key=value) for every arm, after --small's"
-    )
+    add_arm_arguments(ap, "runs/agentic_learning", "before,argym-0,trl")
     a = ap.parse_args()
     if a.small and not a.child:
         turns = ["env.kwargs.max_turns=2"] if "max_turns" in load(a).env.kwargs else []  # ToolCall's 5 -> 2
@@ -450,35 +431,12 @@ def main() -> None:
     warm_start(a, out)  # once, before any clock starts
     print(f"warm start: {time.perf_counter() - t0:.0f} s", flush=True)
     arms = ["before", *(f"argym-{s}" for s in a.seeds.split(",") if s), *(["trl"] if a.trl else [])]
-    key = settings_key(a)
-    path = out / "rows.jsonl"
-    done = (
-        {r["arm"] for r in map(json.loads, path.read_text().splitlines()) if r["key"] == key}
-        if path.exists()
-        else set()
-    )
-    wanted = set(a.arms.split(",")) if a.arms else set(arms)
     argv = [
         f"--{k.replace('_', '-')}={v}"
         for k, v in vars(a).items()
         if k not in ("child", "small", "trl", "overrides")
     ]
-    for arm in arms:
-        if arm in done and arm not in (set(a.arms.split(",")) if a.arms else set()):
-            print(f"{arm}: kept from {path}", flush=True)
-            continue
-        if arm not in wanted:
-            continue
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--child", arm, *argv, "--", *a.overrides])
-        if proc.returncode:
-            sys.exit(f"the {arm} arm failed (exit {proc.returncode}); its output is above.")
-        print(f"{arm}: {time.perf_counter() - t:.0f} s", flush=True)
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        if r["key"] == key:
-            rows[r["arm"]] = r  # the last row of an arm wins (a rerun)
+    rows = run_arms(__file__, a, arms, settings_key(a), argv)
     summary = summarize(rows)
     (out / "results.json").write_text(
         json.dumps({"settings": vars(a), "summary": summary, "rows": rows}, indent=2)

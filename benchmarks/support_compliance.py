@@ -38,13 +38,12 @@ import argparse
 import hashlib
 import json
 import re
-import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _arms import add_arm_arguments, append_row, from_warm, load, run_arms
 
 from argym.envs.support.grader import PARTS
 
@@ -84,12 +83,6 @@ SMALL = [  # the tiny policy, a few short steps: the script end to end in minute
     "env.kwargs.max_turns=3",
     "algorithm.micro_batch_size=4",
 ]
-
-
-def load(a: argparse.Namespace, extra: list[str] = ()) -> Any:
-    from argym.algorithms.config import load_config
-
-    return load_config(a.recipe, [*a.overrides, *extra])
 
 
 def digest(value: Any) -> str:
@@ -182,10 +175,6 @@ def warm_start(a: argparse.Namespace, out: Path) -> Path:
     if not policy.is_dir():
         Trainer(load(a, ["steps=0", f"out_dir={policy.parents[1]}"])).close()
     return policy
-
-
-def from_warm(policy_dir: Path) -> list[str]:
-    return ["policy.kind=hf", f"policy.path={policy_dir}", "warm_start.steps=0"]
 
 
 def run_before(a: argparse.Namespace, policy_dir: Path) -> dict[str, Any]:
@@ -369,8 +358,7 @@ def child(a: argparse.Namespace) -> None:
     else:
         kind, seed = a.child.rsplit("-", 1)
         row = run_rl(a, out, policy_dir, kind, int(seed))
-    with open(out / "rows.jsonl", "a") as f:  # one line per arm, as it ends
-        f.write(json.dumps({"arm": a.child, "key": settings_key(a), **row}) + "\n")
+    append_row(out, a.child, settings_key(a), row)
 
 
 def main() -> None:
@@ -385,17 +373,7 @@ def main() -> None:
     )
     ap.add_argument("--seeds", default="0,1,2", help="RL seeds, one shared warm start")
     ap.add_argument("--kinds", default="outcome,compliance", help=f"arm kinds, of {sorted(KINDS)}")
-    ap.add_argument(
-        "--arms", default="", help="only these arms (e.g. before,compliance-1); the rest from --out"
-    )
-    ap.add_argument(
-        "--small", action="store_true", help="tiny model and sizes: a CPU smoke run of the script"
-    )
-    ap.add_argument("--out", default="runs/support_compliance")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument(
-        "overrides", nargs="*", help="recipe overrides (key=value) for every arm, after --small's"
-    )
+    add_arm_arguments(ap, "runs/support_compliance", "before,compliance-1")
     a = ap.parse_args()
     kinds = [k for k in a.kinds.split(",") if k]
     if set(kinds) - set(KINDS):
@@ -414,30 +392,9 @@ def main() -> None:
     print(f"warm start: {time.perf_counter() - t0:.0f} s", flush=True)
     seeds = [s for s in a.seeds.split(",") if s]
     arms = ["before", *(f"{k}-{s}" for s in seeds for k in kinds)]  # by seed: a seed's pair ends together
-    key, path = settings_key(a), out / "rows.jsonl"
-    done = (
-        {r["arm"] for r in map(json.loads, path.read_text().splitlines()) if r["key"] == key}
-        if path.exists()
-        else set()
-    )
-    rerun = set(a.arms.split(",")) if a.arms else set()
+    key = settings_key(a)
     argv = [f"--recipe={a.recipe}", f"--steps={a.steps}", f"--episodes={a.episodes}", f"--out={a.out}"]
-    for arm in arms:
-        if (rerun and arm not in rerun) or (arm in done and arm not in rerun):
-            if arm in done:
-                print(f"{arm}: kept from {path}", flush=True)
-            continue
-        shutil.rmtree(out / arm, ignore_errors=True)  # an arm killed part-way runs again whole
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--child", arm, *argv, "--", *a.overrides])
-        if proc.returncode:
-            sys.exit(f"the {arm} arm failed (exit {proc.returncode}); its output is above.")
-        print(f"{arm}: {time.perf_counter() - t:.0f} s", flush=True)
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines() if path.exists() else []:
-        r = json.loads(line)
-        if r["key"] == key and r["arm"] in arms:
-            rows[r["arm"]] = r  # the last row of an arm wins (a rerun)
+    rows = run_arms(__file__, a, arms, key, argv)
     summary = summarize({arm: rows[arm] for arm in arms if arm in rows}, kinds, seeds)
     settings = {k: v for k, v in vars(a).items() if k != "child"} | {"key": key}
     (out / "results.json").write_text(

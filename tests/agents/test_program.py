@@ -26,7 +26,7 @@ from argym.algorithms.trainer import Trainer
 from argym.callables import load_function
 from argym.errors import ConfigError
 
-from ..learner_updates import record_updates
+from ..learner_updates import assert_lags_within, record_updates
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).with_name("programs.py")
@@ -449,13 +449,4 @@ def test_program_trains_with_partial_rollouts_on_pooled_envs(tmp_path):
     assert most[0] >= 2, "the batches running ahead never ran their programs at once"
     records = [r for r in trainer.metrics.records() if "train/loss" in r]
     assert len(seen) == len(records) == 4
-    lags = []
-    for step, trajs in enumerate(seen):
-        assert trajs and all(len(t.policy_versions) == len(t.loss_mask) for t in trajs)
-        versions = [v for t in trajs for v, m in zip(t.policy_versions, t.loss_mask) if m]
-        assert versions and min(versions) >= 0, (step, "a sampled token without its version")
-        step_lags = [step - v for v in versions]
-        assert min(step_lags) >= 0 and max(step_lags) <= 2, (step, step_lags)
-        assert records[step]["train/version_lag_max"] == max(step_lags)
-        lags += step_lags
-    assert max(lags) >= 1, "batches ran ahead of the learner: some trained tokens are stale"
+    assert_lags_within(seen, records, 2)
