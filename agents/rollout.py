@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import argym
 from argym.agents.policy import Completion, MessageAgent, SamplingParams, TokenPolicy
@@ -195,6 +195,37 @@ class Resume:
     turn_rewards: list[float] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
+
+
+class EpisodeRunner(Protocol):
+    """Runs episodes of the run's env with its agent: the rollout engine (lockstep turns), or the streaming
+    scheduler (agents/scheduler.py: one by one), the same calls on both."""
+
+    @property
+    def renderer(self) -> ChatRenderer | None: ...
+
+    @property
+    def agent(self) -> Any:
+        """The run's generator (a `VersionedGenerator` in training): what a strategy samples its own text with."""
+
+    @property
+    def sampling(self) -> SamplingParams: ...
+
+    @property
+    def max_total_tokens(self) -> int: ...
+
+    def run(
+        self,
+        tasks: list[Task],
+        group_size: int = 1,
+        seed: int = 0,
+        sampling: SamplingParams | None = None,
+        record_snapshots: bool = False,
+    ) -> list[Trajectory]: ...
+
+    def resume(
+        self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None
+    ) -> list[Trajectory]: ...
 
 
 class RolloutEngine:

@@ -27,8 +27,8 @@ import dataclasses
 from typing import Any
 
 from argym.agents.policy import SamplingParams, generate_versioned
+from argym.agents.rollout import EpisodeRunner
 from argym.algorithms.r3l.retry import distill
-from argym.algorithms.strategies import EpisodeRunner
 from argym.algorithms.strategy_configs import DecomposerConfig
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from argym.algorithms.strategies import EpisodeRunner, register_strategy
+from argym.algorithms.strategies import register_strategy
 from argym.envs.rephrase import rephrased
 from argym.types import Task, Trajectory
 
 if TYPE_CHECKING:
+    from argym.agents.rollout import EpisodeRunner
     from argym.algorithms.config import TrainConfig
 
 

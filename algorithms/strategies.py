@@ -13,7 +13,7 @@ several rounds in one step, each round's metrics are combined by `combine_metric
 
 `streams=True` says the strategy also runs with partial rollouts (async, `max_staleness > 0`,
 `partial: true`): its builder then gets the streaming scheduler (agents/scheduler.py) as its
-engine, which runs its episodes one by one (`run`, `resume`: the `EpisodeRunner` calls), and its
+engine, which runs its episodes one by one (`run`, `resume`: the calls of `EpisodeRunner`, agents/rollout.py), and its
 `run` may be called by several batches in flight at once, so it keeps no state between calls.
 A strategy registered without it runs in async mode at staleness 0 or a fixed lag only.
 
@@ -31,9 +31,7 @@ from argym.algorithms.registry import STRATEGIES as STRATEGIES  # this module's 
 from argym.types import Task, Trajectory
 
 if TYPE_CHECKING:
-    from argym.agents.policy import SamplingParams
-    from argym.agents.renderer import ChatRenderer
-    from argym.agents.rollout import Resume
+    from argym.agents.rollout import EpisodeRunner
     from argym.algorithms.config import TrainConfig
 
 
@@ -48,38 +46,7 @@ class RolloutStrategy(Protocol):
     ) -> tuple[list[Trajectory], dict[str, float]]: ...
 
 
-class EpisodeRunner(Protocol):
-    """Runs episodes of the run's env with its agent: the rollout engine (lockstep turns), or the streaming
-    scheduler (agents/scheduler.py: one by one), the same calls on both."""
-
-    @property
-    def renderer(self) -> ChatRenderer | None: ...
-
-    @property
-    def agent(self) -> Any:
-        """The run's generator (a `VersionedGenerator` in training): what a strategy samples its own text with."""
-
-    @property
-    def sampling(self) -> SamplingParams: ...
-
-    @property
-    def max_total_tokens(self) -> int: ...
-
-    def run(
-        self,
-        tasks: list[Task],
-        group_size: int = 1,
-        seed: int = 0,
-        sampling: SamplingParams | None = None,
-        record_snapshots: bool = False,
-    ) -> list[Trajectory]: ...
-
-    def resume(
-        self, starts: list[Resume], seed: int = 0, sampling: SamplingParams | None = None
-    ) -> list[Trajectory]: ...
-
-
-StrategyBuilder = Callable[["TrainConfig", EpisodeRunner, Any], RolloutStrategy]
+StrategyBuilder = Callable[["TrainConfig", "EpisodeRunner", Any], RolloutStrategy]
 """`(cfg, engine, policy) -> strategy`: engine is the rollout engine, or the streaming scheduler for a strategy
 registered with `streams=True` under partial rollouts; policy is the trained `HFPolicy`."""
 

@@ -6,9 +6,8 @@ import dataclasses
 from typing import Any
 
 from argym.agents.policy import SamplingParams
-from argym.agents.rollout import Resume
+from argym.agents.rollout import EpisodeRunner, Resume
 from argym.algorithms.r3l.reflection import PolicyReflector, Reflection, RuleReflector
-from argym.algorithms.strategies import EpisodeRunner
 from argym.algorithms.strategy_configs import R3LConfig
 from argym.errors import ConfigError
 from argym.types import Message, Task, Trajectory
