@@ -61,6 +61,11 @@ class GeneratorWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def engine_pids(self) -> list[int]:
+        """The vLLM engine's own processes (its core and workers), found under this actor when it started;
+        empty for transformers or an engine in process."""
+        return sorted(self.policy.engine_pids) if self.vllm else []
+
     def weights_dtype(self) -> Any:
         """A vLLM engine's weight dtype (the learner may train on it: algorithms/weight_grid.py); None for transformers."""
         return self.policy.weights_dtype if self.vllm else None
@@ -213,6 +218,14 @@ class RayGenerators:
         if min(counts) != len(files):
             raise InfrastructureError(f"Ray generators took {counts} adapter files, expected {len(files)}.")
         self._base_sent = True
+
+    def engine_pids(self) -> list[int]:
+        """Every worker's vLLM engine processes, as each actor saw them start (the actors are the raylet's
+        children, not necessarily the driver's: ask them, not the driver's process tree)."""
+        pids = self._get(
+            [w.engine_pids.remote() for w in self._workers], self.call_timeout_s, "list its engine"
+        )
+        return [pid for worker in pids for pid in worker]
 
     def close(self) -> None:
         """Stop the workers (a vLLM engine first, waiting up to a minute), then kill their actors."""

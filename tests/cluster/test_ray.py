@@ -211,10 +211,11 @@ def test_vllm_generators_in_a_ray_actor_are_synced_every_step(ray_cluster, tmp_p
         assert isinstance(trainer.generator, RayGenerators) and trainer.generator.name.startswith(
             "ray:1x:vllm"
         )
-        engines = [
-            p for p in psutil.Process().children(recursive=True) if "EngineCore" in " ".join(_names(p))
-        ]
-        assert engines, "the vLLM engine's process runs under the generator actor"
+        engines = [psutil.Process(pid) for pid in trainer.generator.engine_pids()]
+        assert any("EngineCore" in " ".join(_names(p)) for p in engines), (
+            "the vLLM engine's process runs under the generator actor",
+            [_names(p) for p in engines],
+        )
         trainer.fit()
     finally:
         trainer.close()
