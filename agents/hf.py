@@ -92,6 +92,9 @@ class HFPolicy:
         """Generate through transformers' static cache + torch.compile (falls back to eager on failure)."""
         self.batch_size = 256
         """Prompts per `generate` chunk, each chunk seeded ``seed + start`` (`rollout.generate_batch`)."""
+        self.shared_prefill = True
+        """Prefill each distinct prompt of a chunk once (a GRPO group repeats its prompt `group_size` times);
+        False: every row, as transformers does."""
         self.tokenizer = tokenizer
         self.name = name
         self.renderer = ChatRenderer(tokenizer)
@@ -133,7 +136,7 @@ class HFPolicy:
     def copy(self) -> HFPolicy:
         """A policy with its own copy of the weights, to generate with while the learner updates this one."""
         twin = HFPolicy(copy.deepcopy(self.model), self.tokenizer, name=self.name, compiled=self.compiled)
-        twin.batch_size = self.batch_size
+        twin.batch_size, twin.shared_prefill = self.batch_size, self.shared_prefill
         return twin
 
     def load_weights(self, model: torch.nn.Module) -> float | None:
@@ -206,6 +209,8 @@ class HFPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
+            if self.shared_prefill and not compiled:
+                kwargs.update(self._shared_prefill(ids, mask))
             result = self._run_generate(ids, mask, kwargs, seed, compiled)
         finally:
             if was_training:
@@ -246,6 +251,31 @@ class HFPolicy:
                 )
             )
         return completions
+
+    def _shared_prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:
+        """A KV cache of every prompt but its last token, computed once per distinct prompt and copied to the
+        rows that repeat it, for `generate` to go on from (it then runs the last prompt token of each row,
+        and samples as it would have). Empty, to prefill as usual, when fewer than half the rows repeat
+        another: the copies then cost about what they save."""
+        rows, width = ids.shape
+        if width < 2:
+            return {}
+        distinct, inverse = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
+        if 2 * len(distinct) > rows:
+            return {}
+        u_ids, u_mask = distinct[:, :width], distinct[:, width:]
+        # positions as generate derives them under left padding (pads at 1), so the cached keys are the same
+        positions = (u_mask.cumsum(-1) - 1).masked_fill(u_mask == 0, 1)
+        device = self.device
+        out = self.model(
+            input_ids=u_ids[:, :-1].to(device),
+            attention_mask=u_mask[:, :-1].to(device),
+            position_ids=positions[:, :-1].to(device),
+            use_cache=True,
+        )
+        cache = out.past_key_values
+        cache.batch_select_indices(inverse.to(device))
+        return {"past_key_values": cache}
 
     def _run_generate(
         self, ids: torch.Tensor, mask: torch.Tensor, kwargs: dict[str, Any], seed: int | None, compiled: bool

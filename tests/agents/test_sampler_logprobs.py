@@ -34,3 +34,32 @@ def test_hf_log_probs_are_those_of_the_top_p_nucleus_sampled_from(sampled_logpro
     greedy = policy.generate(prompts[:1], SamplingParams(temperature=0, max_new_tokens=6))[0]
     want, _ = sampled_logprobs_reference(policy.model, prompts[0], greedy.token_ids, 1.0, 1.0)
     assert (torch.tensor(greedy.logprobs) - want).abs().max() < 1e-4  # greedy: log π at T = 1
+
+
+def test_repeated_prompts_are_prefilled_once_and_sampled_as_without_sharing(sampled_logprobs_reference):
+    """A GRPO chunk repeats each prompt group_size times: the prompts' KV is computed once per distinct
+    prompt (of different lengths, so under left padding) and copied; the draws and their log-probs are
+    those of the unshared path and of the reference."""
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=3), tok, name="tiny")
+    distinct = [policy.renderer.prompt_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
+    prompts = [p for p in distinct for _ in range(4)]
+    batches: list[int] = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda _m, args, kwargs: batches.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    sampling = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=10)
+    try:
+        shared = policy.generate(prompts, sampling, seed=11)
+        first = batches[0]
+        policy.shared_prefill = False
+        plain = policy.generate(prompts, sampling, seed=11)
+    finally:
+        hook.remove()
+    assert first == len(distinct)  # the prefill ran on the distinct prompts alone
+    assert [c.token_ids for c in shared] == [c.token_ids for c in plain]
+    assert len({tuple(c.token_ids) for c in shared}) > len(distinct)  # the copies were sampled apart
+    for prompt, s, p in zip(prompts, shared, plain):
+        assert (torch.tensor(s.logprobs) - torch.tensor(p.logprobs)).abs().max() < 1e-4
+        want, _ = sampled_logprobs_reference(policy.model, prompt, s.token_ids, 1.0, 0.9)
+        assert (torch.tensor(s.logprobs) - want).abs().max() < 1e-4
