@@ -28,10 +28,12 @@ class VLLMConfig:
     """Skip torch.compile / CUDA graphs: much faster start, slower steps."""
     enable_sleep_mode: bool = False
     """GPU: allow `sleep()` to release weights and KV cache during learner updates."""
-    in_process: bool = False
+    in_process: bool | None = None
     """Run the engine and its one worker in this process (no engine-core and worker processes, each importing torch
     and vLLM again). SmolLM2, CPU, float32, eager, quiet 2-core machine: ready in 13.9 s instead of 42.6 s and
-    89 instead of 55 generated tokens/s on 64 prompts (BENCHMARKS.md, "Generation on the CPU"). One GPU at most."""
+    89 instead of 55 generated tokens/s on 64 prompts (BENCHMARKS.md, "Generation on the CPU"). One GPU at most.
+    None (the default): in process on the CPU, where it is faster in every figure measured; its own processes on
+    a GPU, where the engine core's process overlaps scheduling with the model's steps."""
     seed: int = 0
     """Engine seed (each request also gets its own seed)."""
     lora_sync: str = "merged"

@@ -184,7 +184,8 @@ class VLLMPolicy:
             worker_extension_cls=f"{WeightSync.__module__}.{WeightSync.__qualname__}",
             enable_sleep_mode=cfg.enable_sleep_mode,
         )
-        if _on_cpu():
+        on_cpu = _on_cpu()
+        if on_cpu:
             kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_gb * 2**30)
             # Whole prompts per step: with chunked prefill, a request cut between two chunks has its sampled token
             # discarded and vLLM rewinds the request's seeded generator, which a CPU generator cannot do (the
@@ -200,12 +201,14 @@ class VLLMPolicy:
             kwargs.update(
                 enable_lora=True, max_loras=1, max_lora_rank=min(r for r in ranks if r >= lora_rank)
             )
-        if cfg.in_process:
+        self.in_process = cfg.in_process if cfg.in_process is not None else on_cpu
+        """Whether the engine runs in this process (`VLLMConfig.in_process`, None resolved here)."""
+        if self.in_process:
             kwargs["distributed_executor_backend"] = "uni"
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
         before = descendants(os.getpid())
-        with _engine_in_process(cfg.in_process):
+        with _engine_in_process(self.in_process):
             self.llm = vllm.LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
         self.engine_pids = descendants(os.getpid()) - before  # vLLM's engine core and workers

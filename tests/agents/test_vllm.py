@@ -44,7 +44,10 @@ def engine(tmp_path_factory):
     hf = HFPolicy(build_tiny_model(tok, TINY, seed=7), tok, name="tiny")
     path = tmp_path_factory.mktemp("vllm") / "tiny"
     hf.save(path)
-    policy = load_agent(f"vllm:{path}?dtype=float32&enforce_eager=true&max_model_len=512&kv_cache_gb=0.5")
+    # the engine in its own processes (in process is the CPU's default: the test below compares the two)
+    policy = load_agent(
+        f"vllm:{path}?dtype=float32&enforce_eager=true&max_model_len=512&kv_cache_gb=0.5&in_process=false"
+    )
     assert isinstance(policy, VLLMPolicy)
     yield policy, hf
     policy.close()
@@ -153,17 +156,21 @@ def test_seeded_sampling_of_a_batch_longer_than_one_prefill_chunk(engine):
 
 
 @pytest.mark.slow
-def test_an_engine_in_process_starts_no_processes_and_samples_as_the_other(engine):
-    """`in_process=true`: no engine-core or worker process, the same greedy tokens, weights loaded in place; the
-    environment switch it needs is set for its own construction only."""
+def test_the_cpu_default_runs_the_engine_in_process_and_samples_as_the_other(engine):
+    """On the CPU `in_process` defaults to true: no engine-core or worker process, the same greedy tokens as the
+    engine in its own processes, weights loaded in place; the environment switch it needs is set for its own
+    construction only."""
     from argym.agents.configs import VLLMConfig
     from argym.agents.vllm import VLLMPolicy
 
     policy, hf = engine
-    cfg = VLLMConfig(dtype="float32", enforce_eager=True, max_model_len=512, kv_cache_gb=0.5, in_process=True)
+    assert not policy.in_process and policy.engine_pids  # the fixture's, asked for in_process=false
+    cfg = VLLMConfig(dtype="float32", enforce_eager=True, max_model_len=512, kv_cache_gb=0.5)
+    assert cfg.in_process is None
     inproc = VLLMPolicy(policy.path, cfg)
     try:
-        assert inproc.engine_pids == set() and "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+        assert inproc.in_process and inproc.engine_pids == set()
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
         greedy = SamplingParams(temperature=0, max_new_tokens=12)
         ids = [c.token_ids for c in inproc.generate(_prompts(policy), greedy)]
         assert ids == [c.token_ids for c in policy.generate(_prompts(policy), greedy)]
@@ -361,7 +368,7 @@ def test_a_killed_run_leaves_no_engine_processes(tmp_path):
     and worker with it (agents/process_guard.py): before, they lived on, holding the model and KV cache."""
     from argym.agents.process_guard import descendants, start_time
 
-    args = [*VLLM_SYNC_RUN, "steps=1000", f"out_dir={tmp_path}"]
+    args = [*VLLM_SYNC_RUN, "steps=1000", "rollout.vllm.in_process=false", f"out_dir={tmp_path}"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "argym.cli", "train", *args],
         stdout=subprocess.DEVNULL,

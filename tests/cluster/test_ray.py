@@ -201,6 +201,7 @@ def test_vllm_generators_in_a_ray_actor_are_synced_every_step(ray_cluster, tmp_p
     closing the run leaves no engine process behind."""
     overrides = [
         *VLLM_SYNC_RUN,
+        "rollout.vllm.in_process=false",  # the engine's own processes, which closing the run must stop
         "cluster.address=local",
         "cluster.cpus_per_worker=0.25",
         "cluster.generators=1",
