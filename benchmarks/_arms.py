@@ -49,12 +49,38 @@ def append_row(out: Path, arm: str, key: str, row: dict[str, Any]) -> None:
         f.write(json.dumps({"arm": arm, "key": key, **row}) + "\n")
 
 
+class StepLog:
+    """An arm's per-step rows in its run directory (``steps.jsonl``), so that an arm killed part-way resumes
+    from its trainer's last checkpoint with the rows of the steps that checkpoint holds (`resumed`)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / "steps.jsonl"
+
+    def resumed(self, step: int) -> list[dict[str, Any]]:
+        """The rows of steps 1..`step` (the checkpoint's); later ones are dropped, to be run again."""
+        lines = self.path.read_text().splitlines() if self.path.exists() else []
+        kept = [r for r in map(json.loads, lines) if r["step"] <= step]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        return kept
+
+    def append(self, row: dict[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def run_arms(
-    script: str, a: argparse.Namespace, arms: list[str], key: str, argv: list[str]
+    script: str,
+    a: argparse.Namespace,
+    arms: list[str],
+    key: str,
+    argv: list[str],
+    resumable: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Run each of `arms` not yet in rows.jsonl under `key` (or named by `--arms`) as ``script --child ARM
-    *argv -- *overrides``; an arm killed part-way runs again whole. Returns the rows under `key` of `arms`,
-    the last row of an arm winning (a rerun)."""
+    *argv -- *overrides``. An arm killed part-way runs again whole, or with `resumable` (an arm that
+    checkpoints and keeps a `StepLog`) goes on from its run directory when that was made under the same `key`.
+    Returns the rows under `key` of `arms`, the last row of an arm winning (a rerun)."""
     out = Path(a.out)
     path = out / "rows.jsonl"
 
@@ -70,7 +96,13 @@ def run_arms(
             continue
         if named and arm not in named:
             continue
-        shutil.rmtree(out / arm, ignore_errors=True)
+        stamp = out / arm / "key.txt"
+        if not (resumable and arm not in named and stamp.exists() and stamp.read_text() == key):
+            shutil.rmtree(out / arm, ignore_errors=True)
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(key)
+        else:
+            print(f"{arm}: resuming from {out / arm}", flush=True)
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, script, "--child", arm, *argv, "--", *a.overrides])
         if proc.returncode:

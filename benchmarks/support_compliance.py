@@ -43,12 +43,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _arms import add_arm_arguments, append_row, from_warm, load, run_arms
+from _arms import StepLog, add_arm_arguments, append_row, from_warm, load, run_arms
 
 from argym.envs.support.grader import PARTS
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "grpo_support.yaml"
+CHECKPOINT_EVERY = 5
+"""RL steps between an arm's checkpoints: a killed arm resumes from the last (run_arms, resumable)."""
 KINDS = {  # each arm kind's overrides on top of the recipe
     "outcome": ["env.kwargs.compliance_weight=0.0"],
     "compliance": ["algorithm.advantage=returns"],  # the recipe's compliance_weight (0.1)
@@ -215,14 +217,14 @@ def run_rl(a: argparse.Namespace, out: Path, policy_dir: Path, kind: str, seed: 
             *KINDS[kind],
             f"seed={seed}",
             f"steps={a.steps}",
-            f"checkpoint_every={a.steps}",
             "eval.every=0",
             f"out_dir={out / arm}",
         ],
     )
-    t0 = time.perf_counter()
-    trainer = Trainer(cfg)
-    steps: list[dict[str, Any]] = []
+    trainer = Trainer(cfg)  # resumes from the arm's last checkpoint where a killed run left one
+    log = StepLog(out / arm)
+    steps = log.resumed(trainer.step)
+    t0 = time.perf_counter() - (steps[-1]["train_s"] if steps else 0.0)
     try:
         while trainer.step < a.steps:
             m = trainer.train_step()
@@ -235,8 +237,12 @@ def run_rl(a: argparse.Namespace, out: Path, policy_dir: Path, kind: str, seed: 
                 "turns": m["train/turns"],
                 "rollout_s": m["perf/rollout_s"],
                 "update_s": m["perf/update_s"],
+                "train_s": time.perf_counter() - t0,  # since the arm began, across resumes
             }
+            if trainer.step % CHECKPOINT_EVERY == 0 or trainer.step == a.steps:
+                trainer.save()  # a resumed arm drops the rows of steps after its checkpoint (StepLog.resumed)
             steps.append(row)
+            log.append(row)
             print(
                 f"  {arm} step {row['step']}: success {row['success']:.3f}  reward {row['reward']:+.3f}  "
                 f"varied groups {row['varied_groups']:.2f}  ({row['rollout_s']:.0f} s + {row['update_s']:.0f} s)",
@@ -394,7 +400,7 @@ def main() -> None:
     arms = ["before", *(f"{k}-{s}" for s in seeds for k in kinds)]  # by seed: a seed's pair ends together
     key = settings_key(a)
     argv = [f"--recipe={a.recipe}", f"--steps={a.steps}", f"--episodes={a.episodes}", f"--out={a.out}"]
-    rows = run_arms(__file__, a, arms, key, argv)
+    rows = run_arms(__file__, a, arms, key, argv, resumable=True)
     summary = summarize({arm: rows[arm] for arm in arms if arm in rows}, kinds, seeds)
     settings = {k: v for k, v in vars(a).items() if k != "child"} | {"key": key}
     (out / "results.json").write_text(
