@@ -9,9 +9,14 @@ One run, three child processes in turn (each with the whole machine):
    GRPO loss (ε 0.2, β 0, group-std advantages, one optimizer step per batch), float32 on the CPU, and
    glibc set to keep freed memory as argym's CPU learner does (`KEEP_FREED`);
 3. one vLLM engine evaluates, greedily on the first `--episodes` held-out test tasks, the model before
-   training and each arm's checkpoints: two-digit addition at every checkpoint (the learning curves),
-   and at the end also `word_problems` and two-digit addition with two attempts (multi-turn: a wrong
-   answer gets "Incorrect, try again").
+   training and each arm's checkpoints: the training task (`--task`, the recipe's two-digit addition
+   unless named) at every checkpoint (the learning curves), and at the end also `word_problems` and the
+   task with two attempts (multi-turn: a wrong answer gets "Incorrect, try again").
+
+`--seeds 0,1,2` runs the three children once per seed (the seed of argym's and TRL's task draws, sampling
+and initial state), each seed in its own folder under `--out`; a child whose result file exists is not run
+again, so an interrupted run resumes where it stopped. The summary over seeds is the median of the
+per-seed ratios.
 
 The clock of an arm starts before its trainer is built (model load, vLLM engine start: setup counts
 against argym) and pauses while a checkpoint is written. Checkpoints are taken at `--points` evenly
@@ -20,9 +25,11 @@ checkpoint at or above it (checkpoint granularity: an upper bound). Intervals: 9
 Evaluation runs in vLLM's bfloat16 kernels for both arms alike.
 
     .venv/bin/python benchmarks/smollm2_learning.py --minutes 30      # the measurement (see BENCHMARKS.md)
+    .venv/bin/python benchmarks/smollm2_learning.py --minutes 20 --points 8 --seeds 0,1,2 \
+        --task "arithmetic(digits=2,ops=+-*,terms=2)" --out runs/smollm2_mixed   # the task that ranks trainers
     .venv/bin/python benchmarks/smollm2_learning.py --smoke           # the whole script on a tiny budget
 
-Writes `--out`/results.json and `--out`/curves.png. Needs the `trl` and `vllm` extras (CPU: `make vllm`) and
+Writes `--out`/seedN/results.json, `--out`/summary.json and `--out`/curves.png. Needs the `trl` and `vllm` extras (CPU: `make vllm`) and
 the SmolLM2 GGUF (`make smollm2`).
 """
 
@@ -40,18 +47,24 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "grpo_smollm2_math.yaml"
-SEED = 0
 # argym's CPU learner keeps freed memory for reuse (algorithms/host_memory.py); TRL's process gets the same
 # glibc setting from the environment, so that the arms differ in their trainers, not in their allocator
 KEEP_FREED = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**60), "MALLOC_TOP_PAD_": str(2**30)}
 
-# name -> (env id, env kwargs) of the held-out evaluations
-ADDITION = {"tasks": "arithmetic(digits=2,ops=+,terms=2)", "answer_format": "final"}
-EVALS = {
-    "addition": ("argym/Math-v0", ADDITION),
-    "word_problems": ("argym/Math-v0", {"tasks": "word_problems(max_number=12)", "answer_format": "final"}),
-    "addition_2_attempts": ("argym/Math-v0", {**ADDITION, "max_attempts": 2}),
-}
+EVAL_NAMES = ("task", "word_problems", "task_2_attempts")  # "task": the curve's, at every checkpoint
+
+
+def evals(task: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """name -> (env id, env kwargs) of the held-out evaluations, for the task the arms train on."""
+    trained = {"tasks": task, "answer_format": "final"}
+    return {
+        "task": ("argym/Math-v0", trained),
+        "word_problems": (
+            "argym/Math-v0",
+            {"tasks": "word_problems(max_number=12)", "answer_format": "final"},
+        ),
+        "task_2_attempts": ("argym/Math-v0", {**trained, "max_attempts": 2}),
+    }
 
 
 class Clock:
@@ -106,8 +119,9 @@ class Checkpoints:
 
 
 def recipe_overrides(a: argparse.Namespace) -> list[str]:
-    """The recipe as the benchmark runs it (the smoke shrinks it; --lora-r/--lr change both arms)."""
-    o = [f"seed={SEED}", f"policy.lora_r={a.lora_r}"] + ([f"algorithm.lr={a.lr}"] if a.lr else [])
+    """The recipe as the benchmark runs it (the smoke shrinks it; --task/--lora-r/--lr change both arms)."""
+    o = [f"seed={a.seed}", f"policy.lora_r={a.lora_r}", f"env.kwargs.tasks={a.task}"]
+    o += [f"algorithm.lr={a.lr}"] if a.lr else []
     o += [f"rollout.tasks_per_step={a.prompts}", f"rollout.group_size={a.group}"]
     o += [f"rollout.max_new_tokens={a.new_tokens}"]
     if a.smoke:
@@ -176,7 +190,7 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
 
     cfg = load_config(RECIPE, recipe_overrides(a))
     kwargs = cfg.env.kwargs
-    source, rng = math_tasks(kwargs["tasks"]), np.random.default_rng(SEED)  # argym's task draws, in order
+    source, rng = math_tasks(kwargs["tasks"]), np.random.default_rng(a.seed)  # argym's task draws, in order
     tasks = [source.sample(rng, "train") for _ in range(a.prompts * a.max_trl_steps)]
     data = Dataset.from_dict(
         {"prompt": [[dict(m) for m in t.prompt] for t in tasks], "answer": [t.answer for t in tasks]}
@@ -235,7 +249,7 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         prompts=a.prompts,
         group=a.group,
         new_tokens=a.new_tokens,
-        seed=SEED,
+        seed=a.seed,
         peft_config=peft_config,
         output_dir=str(out / "trl_run"),
         bf16=False,
@@ -280,30 +294,32 @@ def run_eval(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     policy = VLLMPolicy(cfg.policy.path, cfg.rollout.vllm, name="vllm:smollm2")
     sampling = SamplingParams(temperature=0.0, max_new_tokens=a.new_tokens)
 
+    named = evals(a.task)
+
     def score(name: str) -> dict[str, Any]:
-        env_id, kwargs = EVALS[name]
+        env_id, kwargs = named[name]
         r = evaluate(
             env_id,
             kwargs,
             policy,
             agent_spec="vllm:smollm2",
             episodes=a.episodes,
-            seed=SEED,
+            seed=0,  # the same held-out tasks for every seed
             sampling=sampling,
             max_total_tokens=cfg.rollout.max_total_tokens,
         )
         return {"accuracy": r.mean, "ci": [r.ci_low, r.ci_high], "n": r.n, "wall_s": r.wall_s}
 
-    results: dict[str, Any] = {"before": {name: score(name) for name in EVALS}}
+    results: dict[str, Any] = {"before": {name: score(name) for name in EVAL_NAMES}}
     for arm in a.arms.split(","):
         trained = json.loads((out / f"{arm}.json").read_text())
         curve = []
         for i, c in enumerate(trained["checkpoints"]):
             policy.load_weights(_Weights(c["path"]))
             last = i == len(trained["checkpoints"]) - 1
-            point = {"train_s": c["train_s"], "step": c["step"], "addition": score("addition")}
+            point = {"train_s": c["train_s"], "step": c["step"], "task": score("task")}
             if last:
-                point.update({name: score(name) for name in EVALS if name != "addition"})
+                point.update({name: score(name) for name in EVAL_NAMES if name != "task"})
             curve.append(point)
         results[arm] = curve
     policy.close()
@@ -324,13 +340,13 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
             "train_s": final["train_s"],
             "steps": final["step"],
             "median_step_s": statistics.median(s["step_s"] for s in t["steps"]) if t["steps"] else None,
-            "after": {name: final[name] for name in EVALS},
+            "after": {name: final[name] for name in EVAL_NAMES},
         }
     if "trl" not in evals or "argym" not in evals:
         return out
-    target = evals["trl"][-1]["addition"]["accuracy"]
-    reached = next((p for p in evals["argym"] if p["addition"]["accuracy"] >= target), None)
-    trl_first = next(p for p in evals["trl"] if p["addition"]["accuracy"] >= target)
+    target = evals["trl"][-1]["task"]["accuracy"]
+    reached = next((p for p in evals["argym"] if p["task"]["accuracy"] >= target), None)
+    trl_first = next(p for p in evals["trl"] if p["task"]["accuracy"] >= target)
     out["argym_reaches_trl_final"] = {
         "trl_final_accuracy": target,
         "argym_s": reached["train_s"] if reached else None,
@@ -343,32 +359,76 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plot(evals: dict[str, Any], path: Path, title: str) -> None:
+def plot(per_seed: dict[int, dict[str, Any]], path: Path, title: str) -> None:
+    """The held-out curve of each arm, one line per seed (the first seed's with its Wilson intervals)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    before = evals["before"]["addition"]
-    for arm, color in (("argym", "tab:blue"), ("trl", "tab:orange")):
-        if arm not in evals:
-            continue
-        pts = [{"train_s": 0.0, "addition": before}, *evals[arm]]
-        x = [p["train_s"] / 60 for p in pts]
-        y = [p["addition"]["accuracy"] for p in pts]
-        lo = [p["addition"]["accuracy"] - p["addition"]["ci"][0] for p in pts]
-        hi = [p["addition"]["ci"][1] - p["addition"]["accuracy"] for p in pts]
-        ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, color=color, label=arm.replace("trl", "TRL"))
+    for i, (seed, evals) in enumerate(sorted(per_seed.items())):
+        before = evals["before"]["task"]
+        for arm, color in (("argym", "tab:blue"), ("trl", "tab:orange")):
+            if arm not in evals:
+                continue
+            pts = [{"train_s": 0.0, "task": before}, *evals[arm]]
+            x = [p["train_s"] / 60 for p in pts]
+            y = [p["task"]["accuracy"] for p in pts]
+            label = f"{arm.replace('trl', 'TRL')}, seed {seed}"
+            if i == 0:
+                lo = [p["task"]["accuracy"] - p["task"]["ci"][0] for p in pts]
+                hi = [p["task"]["ci"][1] - p["task"]["accuracy"] for p in pts]
+                ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, color=color, label=label)
+            else:
+                ax.plot(x, y, marker="o", color=color, alpha=0.5, ls="--" if i == 1 else ":", label=label)
     ax.set_xlabel("training wall time, minutes (setup included)")
     ax.set_ylabel("held-out greedy accuracy (95% Wilson)")
     ax.set_title(title)
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _median(values: list[float | None]) -> float | None:
+    """The median, a missing value (argym never reached the target) counting as larger than any other."""
+    ranked = sorted(v if v is not None else float("inf") for v in values)
+    n = len(ranked)
+    m = ranked[n // 2] if n % 2 else (ranked[n // 2 - 1] + ranked[n // 2]) / 2
+    return None if m == float("inf") else m
+
+
+def across_seeds(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Per-seed figures side by side and their medians: the time ratio, final accuracies, step times."""
+    rows = {}
+    for seed, s in sorted(per_seed.items()):
+        row: dict[str, Any] = {"before": s["before"]["task"]["accuracy"]}
+        for arm in ("argym", "trl"):
+            if arm in s:
+                row[arm] = {
+                    "final": s[arm]["after"]["task"]["accuracy"],
+                    "steps": s[arm]["steps"],
+                    "setup_s": s[arm]["setup_s"],
+                    "median_step_s": s[arm]["median_step_s"],
+                }
+        reach = s.get("argym_reaches_trl_final")
+        if reach:
+            row["ratio"], row["ratio_to_trl_first"] = reach["ratio"], reach["ratio_to_trl_first"]
+            row["argym_minus_trl_final"] = row["argym"]["final"] - row["trl"]["final"]
+        rows[seed] = row
+    both = [r for r in rows.values() if "ratio_to_trl_first" in r]
+    out: dict[str, Any] = {"seeds": rows}
+    if both:
+        out["median"] = {
+            "ratio": _median([r["ratio"] for r in both]),
+            "ratio_to_trl_first": _median([r["ratio_to_trl_first"] for r in both]),
+            "argym_minus_trl_final": statistics.median(r["argym_minus_trl_final"] for r in both),
+            "n_seeds": len(both),
+        }
+    return out
 
 
 def print_table(s: dict[str, Any]) -> None:
@@ -377,7 +437,7 @@ def print_table(s: dict[str, Any]) -> None:
 
     arms = [arm for arm in ("argym", "trl") if arm in s]
     print(f"{'held-out (greedy)':22} {'before':>22}" + "".join(f"{arm + ' after':>22}" for arm in arms))
-    for name in EVALS:
+    for name in EVAL_NAMES:
         print(
             f"{name:22} {cell(s['before'][name]):>22}"
             + "".join(f"{cell(s[arm]['after'][name]):>22}" for arm in arms)
@@ -405,10 +465,40 @@ def print_table(s: dict[str, Any]) -> None:
 def child(a: argparse.Namespace) -> None:
     import torch
 
-    torch.manual_seed(SEED)
+    torch.manual_seed(a.seed)
     out = Path(a.out)
     run = {"argym": run_argym, "trl": run_trl, "eval": run_eval}[a.child]
     (out / f"{a.child}.json").write_text(json.dumps(run(a, out), indent=2))
+
+
+def run_seed(a: argparse.Namespace, seed: int, arms: list[str]) -> dict[str, Any]:
+    """One seed's children (those whose result file is missing), then its summary, table and results.json."""
+    out = Path(a.out) / f"seed{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in vars(a).items()
+        if k not in ("child", "smoke", "seeds", "seed", "out") and v is not None
+    ]
+    argv += [f"--seed={seed}", f"--out={out}"] + (["--smoke"] if a.smoke else [])
+    for which in (*arms, "eval"):
+        if (out / f"{which}.json").exists():
+            print(f"seed {seed}, {which}: kept {out / f'{which}.json'} (delete it to run again)", flush=True)
+            continue
+        t0 = time.perf_counter()
+        env = {**os.environ, **KEEP_FREED} if which == "trl" else None
+        proc = subprocess.run([sys.executable, __file__, "--child", which, *argv], text=True, env=env)
+        if proc.returncode:
+            sys.exit(f"seed {seed}: the {which} child failed (exit {proc.returncode}); its output is above.")
+        print(f"seed {seed}, {which}: {time.perf_counter() - t0:.0f} s", flush=True)
+    trained = {arm: json.loads((out / f"{arm}.json").read_text()) for arm in arms}
+    evals = json.loads((out / "eval.json").read_text())
+    summary = summarize(trained, evals)
+    setting = {k: v for k, v in vars(a).items() if k not in ("child", "seeds")} | {"seed": seed}
+    (out / "results.json").write_text(json.dumps({"setting": setting, **summary, "curves": evals}, indent=2))
+    print(f"seed {seed}:")
+    print_table(summary)
+    return {"summary": summary, "evals": evals}
 
 
 def main() -> None:
@@ -416,6 +506,11 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=30.0, help="wall-clock training budget of each arm")
     ap.add_argument("--episodes", type=int, default=300, help="held-out test tasks per evaluation")
     ap.add_argument("--points", type=int, default=5, help="checkpoints on each learning curve (plus the end)")
+    ap.add_argument(
+        "--task", default=None, help="the Math-v0 task source both arms train on (default: the recipe's)"
+    )
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds, each a whole run in --out/seedN")
+    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--prompts", type=int, default=8, help="tasks per step")
     ap.add_argument("--group", type=int, default=8, help="samples per task (GRPO's G)")
     ap.add_argument("--new-tokens", type=int, default=96)
@@ -429,41 +524,42 @@ def main() -> None:
     ap.add_argument("--out", default="runs/smollm2_learning")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.task is None:
+        from argym.algorithms.config import load_config
+
+        a.task = load_config(RECIPE).env.kwargs["tasks"]
     if a.smoke:
         a.minutes, a.episodes, a.points, a.prompts, a.group, a.new_tokens = 0.5, 6, 1, 2, 2, 16
         a.max_trl_steps = 3
     if a.child:
         return child(a)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    arms = a.arms.split(",")
+    if not arms or set(arms) - {"argym", "trl"}:
+        sys.exit(f"--arms takes argym, trl or both, got {a.arms!r}")
+    try:
+        seeds = [int(x) for x in a.seeds.split(",")]
+    except ValueError:
+        sys.exit(f"--seeds takes comma-separated integers, got {a.seeds!r}")
     from argym.agents.models import prepare
 
     prepare("smollm2")  # once, before any clock starts
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # the same cores as the learner
-    argv = [
-        f"--{k.replace('_', '-')}={v}"
-        for k, v in vars(a).items()
-        if k not in ("child", "smoke") and v is not None
-    ]
-    argv += ["--smoke"] if a.smoke else []
-    arms = a.arms.split(",")
-    if not arms or set(arms) - {"argym", "trl"}:
-        sys.exit(f"--arms takes argym, trl or both, got {a.arms!r}")
-    for which in (*arms, "eval"):
-        t0 = time.perf_counter()
-        env = {**os.environ, **KEEP_FREED} if which == "trl" else None
-        proc = subprocess.run([sys.executable, __file__, "--child", which, *argv], text=True, env=env)
-        if proc.returncode:
-            sys.exit(f"the {which} child failed (exit {proc.returncode}); its output is above.")
-        print(f"{which}: {time.perf_counter() - t0:.0f} s", flush=True)
-    trained = {arm: json.loads((out / f"{arm}.json").read_text()) for arm in arms}
-    evals = json.loads((out / "eval.json").read_text())
-    summary = summarize(trained, evals)
-    setting = {k: v for k, v in vars(a).items() if k != "child"}
-    (out / "results.json").write_text(json.dumps({"setting": setting, **summary, "curves": evals}, indent=2))
-    plot(evals, out / "curves.png", f"SmolLM2-135M-Instruct, 2-digit addition, {a.minutes:g} min per arm")
-    print_table(summary)
-    print(f"wrote {out / 'results.json'} and {out / 'curves.png'}")
+    runs = {seed: run_seed(a, seed, arms) for seed in seeds}
+    out = Path(a.out)
+    over = across_seeds({seed: r["summary"] for seed, r in runs.items()})
+    setting = {k: v for k, v in vars(a).items() if k not in ("child", "seed")}
+    (out / "summary.json").write_text(json.dumps({"setting": setting, **over}, indent=2))
+    title = f"SmolLM2-135M-Instruct, {a.task}, {a.minutes:g} min per arm"
+    plot({seed: r["evals"] for seed, r in runs.items()}, out / "curves.png", title)
+    if "median" in over:
+        m = over["median"]
+        ratio = "not reached" if m["ratio"] is None else f"{m['ratio']:.2f}"
+        first = "not reached" if m["ratio_to_trl_first"] is None else f"{m['ratio_to_trl_first']:.2f}"
+        print(
+            f"over {m['n_seeds']} seed(s), median: argym's time to TRL's final accuracy / TRL's budget {ratio}, "
+            f"/ TRL's own first time at it {first}; final accuracy argym - TRL {m['argym_minus_trl_final']:+.3f}"
+        )
+    print(f"wrote {out / 'summary.json'}, {out / 'curves.png'} and seedN/results.json")
 
 
 if __name__ == "__main__":
