@@ -39,7 +39,7 @@ from argym.envs.executors import Executors
 from argym.envs.math.answer import BOXED_INSTRUCTION
 from argym.envs.math.arithmetic import arithmetic_source
 from argym.envs.math.reasoning_gym import is_reasoning_gym, reasoning_gym_source, reasoning_gym_version
-from argym.envs.math.verifier import ANSWER_FORMATS, MathVerifier
+from argym.envs.math.verifier import ANSWER_FORMATS, RULES_VERSION, MathVerifier
 from argym.envs.math.word_problems import word_problem_source
 from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import TaskSource
@@ -140,15 +140,17 @@ class MathEnv(TextEnv):
         return reply
 
     def grader_versions(self) -> dict[str, str]:
-        """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else math-verify."""
+        """What decides the score is part of the board key: reasoning-gym's scorers for its tasks, else
+        math-verify and the rules argym adds to it (`verifier.RULES_VERSION`)."""
         from importlib.metadata import PackageNotFoundError, version
 
         if is_reasoning_gym(self.tasks):
             return {"reasoning-gym": reasoning_gym_version()}
         try:
-            return {"math-verify": version("math-verify")}
+            mv = version("math-verify")
         except PackageNotFoundError:
-            return {"math-verify": "unknown"}
+            mv = "unknown"
+        return {"math-verify": mv, "argym-math-rules": RULES_VERSION}
 
     def oracle_action(self) -> str:
         return f"\\boxed{{{self.task.answer}}}"

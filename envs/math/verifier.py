@@ -32,6 +32,10 @@ ANSWER_FORMATS = ("boxed", "final")
 GRADE_FN = "argym.envs.math.verifier:grade"
 MAX_ANSWER_CHARS = 1000  # longer boxed answers are rejected unparsed
 MAX_TEXT_CHARS = 10_000  # only the tail of a response is searched
+# The rules argym applies on top of math-verify, in the board key beside math-verify's version (a result
+# graded by older rules never meets one graded by these). 2: a number gold takes only a number as
+# written (`_stated`); a restated question no longer counts.
+RULES_VERSION = "2"
 
 # A \boxed{ opening, an escaped (literal) brace, or a plain brace.
 _TOKENS = re.compile(r"\\boxed\s*\{|\\[{}]|[{}]")
@@ -163,14 +167,59 @@ def _grade_final(gold: list[Any], text: str, timeout_s: int) -> tuple[str, str |
     return _compare(gold, p, timeout_s), parsed.strip()
 
 
+# A division as written: a slash, \frac/\dfrac/\tfrac or \div (math-verify evaluates these while parsing).
+_DIVISION = re.compile(r"/|\\[dt]?frac|\\div")
+# A percentage as written: "50\%", "12.5 %" (math-verify parses it as the unevaluated 50 * 1/100).
+_PERCENT = re.compile(r"\s*[+-]?[\d.,{}]+\s*\\?%\s*")
+# A fraction in plain text: "2/4" (math-verify leaves it unevaluated, where it evaluates \frac{2}{4}).
+_FRACTION = re.compile(r"\s*[+-]?\d+\s*/\s*\d+\s*")
+
+
+def _stated(gold: list[Any], answer: list[Any]) -> list[Any]:
+    """The parses of `answer` that state a value for `gold`: when the gold is a number, the answer must be one.
+
+    math-verify compares values, so ``76 * 66`` equals 5016 and an answer that restates the question's
+    expression (``What is 76 * 66?`` answered ``\\boxed{76 * 66}``) would be graded correct: a policy
+    learns that copy within a few GRPO steps. So when the gold parses to a number, an answer counts only
+    as a number itself (integer, decimal, fraction, percentage, a set of one such), or as an equation
+    ending in one (``x = 5016``, ``76 * 66 = 5016``); for an integer gold, not as a fraction or a division, which
+    math-verify has already evaluated by the time its result is seen (``84/12`` parses to 7). Answers to
+    other golds (expressions, sets, intervals) are compared as before. The text form stays in the list:
+    it matches only the same text.
+    """
+    from sympy import Basic, FiniteSet
+    from sympy.core.relational import Relational
+
+    golds = [g for g in gold if isinstance(g, Basic) and g.is_Number]
+    if not golds:
+        return answer
+    integer_gold = any(g.is_Integer for g in golds)
+    text = next((a for a in answer if isinstance(a, str)), "")
+    kept = []
+    for a in answer:
+        if not isinstance(a, Basic):
+            kept.append(a)
+            continue
+        value, written = (a.rhs, text.rsplit("=", 1)[-1]) if isinstance(a, Relational) else (a, text)
+        if isinstance(value, FiniteSet) and len(value) == 1:  # "{5}": a set of one, compared as its element
+            value, written = next(iter(value)), written.strip().removeprefix("{").removesuffix("}")
+        if not (value.is_Number or _PERCENT.fullmatch(written) or _FRACTION.fullmatch(written)):
+            continue
+        if integer_gold and _DIVISION.search(written):
+            continue
+        kept.append(a)
+    return kept
+
+
 def _compare(gold: list[Any], answer: list[Any], timeout_s: int) -> str:
-    """ "verified" if any parsed gold matches any parsed answer, else "timeout" or "mismatch"."""
+    """ "verified" if any parsed gold matches any parsed answer stated as its kind of value (`_stated`),
+    else "timeout" or "mismatch"."""
     from math_verify import verify
     from math_verify.errors import TimeoutException
 
     timed_out = False
     for gi in gold:  # pair by pair, so one comparison that fails does not hide the others
-        for pj in answer:
+        for pj in _stated(gold, answer):
             try:
                 if verify(gi, pj, timeout_seconds=timeout_s, raise_on_error=True):
                     return "verified"

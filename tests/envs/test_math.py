@@ -16,7 +16,14 @@ import argym
 from argym.envs.executors import Executors, WorkerPool
 from argym.envs.math.arithmetic import arithmetic_source, evaluate
 from argym.envs.math.env import RETRY_MESSAGE, MathEnv, math_tasks
-from argym.envs.math.verifier import GRADE_FN, MathVerifier, _last_boxed, extract_answer, verifier_pool
+from argym.envs.math.verifier import (
+    GRADE_FN,
+    RULES_VERSION,
+    MathVerifier,
+    _last_boxed,
+    extract_answer,
+    verifier_pool,
+)
 
 MATH = "argym/Math-v0"
 DEADLINE_S = 2.0  # the bad-input tests' pool deadline: math-verify's own timeout is then 1 s
@@ -116,17 +123,72 @@ def test_not_equivalent(verifier: MathVerifier, gold: str, answer: str) -> None:
     assert (v["correct"], v["reason"]) == (False, "mismatch")
 
 
+# An answer that restates the question's expression is not an answer: math-verify compares values, so
+# before `verifier._stated` SmolLM2 learned "76 * 66 is \\boxed{}" on mixed arithmetic within 9 GRPO steps.
+RESTATED = [
+    ("5016", "76 * 66"),
+    ("5016", "76 \\times 66"),
+    ("-48", "31 - 79"),
+    ("129", "75+54"),
+    ("1563", "12 + 47 * 33"),
+    ("6", "2 \\cdot 3"),
+    ("8", "2^{3}"),
+    ("7", "84/12"),
+    ("7", "\\frac{84}{12}"),
+    ("7", "84 \\div 12"),
+    ("-48", "-48 = 31 - 79"),
+]
+
+
+@pytest.mark.parametrize("gold, answer", RESTATED)
+def test_a_restated_question_is_not_the_answer(verifier: MathVerifier, gold: str, answer: str) -> None:
+    v = verifier.check(gold, boxed(answer))
+    assert (v["correct"], v["reason"]) == (False, "mismatch")
+    v = verifier.check(gold, f"What is it? {answer} is the answer", answer_format="final")
+    assert (v["correct"], v["reason"]) == (False, "mismatch"), v
+
+
+@pytest.mark.parametrize(
+    "gold, answer",
+    [("5016", "x = 5016"), ("-48", "31 - 79 = -48"), ("50", "50\\%"), ("0.5", "50\\%"), ("3/4", "0.75")],
+)
+def test_a_number_stated_as_an_equation_or_a_percentage_is_still_the_answer(
+    verifier: MathVerifier, gold: str, answer: str
+) -> None:
+    assert verifier.check(gold, boxed(answer))["correct"] is True
+
+
+def test_restating_an_arithmetic_question_scores_zero_in_the_env(executors: Executors) -> None:
+    for ops in ("+", "-", "*"):
+        for answer_format in ("boxed", "final"):
+            env = gym.make(
+                MATH,
+                tasks=f"arithmetic(digits=2,ops={ops},terms=3)",
+                answer_format=answer_format,
+                executors=executors,
+            )
+            env.reset(seed=0)
+            question = env.unwrapped.task.prompt[-1]["content"]
+            expr = question.removeprefix("What is ").split("?")[0]
+            _, reward, _, _, info = env.step(f"{expr} is \\boxed{{{expr}}}")
+            assert (reward, info["verdict"]["reason"]) == (0.0, "mismatch"), (question, info["verdict"])
+            env.reset(seed=0)
+            assert env.step(env.unwrapped.oracle_action())[1] == 1.0
+            env.close()
+
+
 def test_unparseable_gold_is_an_infrastructure_error(verifier: MathVerifier) -> None:
     with pytest.raises(argym.InfrastructureError, match="gold answer"):
         verifier.check("", boxed("5"))
 
 
 def test_verifier_timeout_is_the_candidates_failure() -> None:
-    # A deadline below math-verify's own 1 s timeout: the parent kills the worker.
+    # A deadline below math-verify's own 1 s timeout: the parent kills the worker. The gold is an
+    # expression: against a number, a power tower is not a number as written and is never compared.
     with WorkerPool(GRADE_FN, workers=1, deadline_s=0.5, warmup=("1", "1", 1)) as pool:
         v = MathVerifier(pool)
         t0 = time.perf_counter()
-        assert v.check("5", boxed("9^{9^{9^{9}}}")) == {
+        assert v.check("x + 5", boxed("9^{9^{9^{9}}}")) == {
             "parsed": "9^{9^{9^{9}}}",
             "correct": False,
             "reason": "timeout",
@@ -415,7 +477,7 @@ def test_reasoning_gyms_version_is_in_the_board_key() -> None:
     assert MathEnv(tasks="reasoning_gym/word_sorting").grader_versions() == {
         "reasoning-gym": version("reasoning-gym")
     }
-    assert set(MathEnv(tasks="arithmetic").grader_versions()) == {"math-verify"}
+    assert MathEnv(tasks="arithmetic").grader_versions()["argym-math-rules"] == RULES_VERSION
 
 
 def test_a_reasoning_gym_scorer_that_fails_is_an_infrastructure_failure(executors: Executors) -> None:
