@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from argym.agents.hf import HFPolicy
+from argym.algorithms.checkpoint import find_checkpoint
 from argym.algorithms.config import load_config
 from argym.algorithms.trainer import Trainer  # imported here, so each forked run starts at once
 
@@ -82,7 +83,11 @@ def _killed_and_resumed(
     _run(straight, [*overrides, f"steps={steps}", f"rollout.max_staleness={lag}"])
     for at in kills:
         _run(killed, [*overrides, f"steps={steps}", f"rollout.max_staleness={lag}"], kill_at=at)
-        state = torch.load(killed / "checkpoint" / "trainer_state.pt", weights_only=False)
+        # the newest complete checkpoint, as a resume finds it: a kill between save_checkpoint's two renames
+        # leaves `checkpoint.old` and no `checkpoint`
+        ckpt = find_checkpoint(killed)
+        assert ckpt is not None, sorted(p.name for p in killed.iterdir())
+        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
         n = state["step"]  # the checkpoint holds the batches of the `lag` steps after it that the run has
         assert at - 1 <= n < steps and sorted(state["pending_batches"]) == list(range(n, min(n + lag, steps)))
     _run(killed, [*overrides, f"steps={steps}", f"rollout.max_staleness={lag}"])  # resumes and finishes

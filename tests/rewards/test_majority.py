@@ -19,10 +19,17 @@ def same(a: str, b: str) -> bool:
 
 
 def test_a_majority_counts_equivalent_answers_as_one_class():
-    vote = majority_vote(["12", "12.0", "7", None, "\\frac{24}{2}"], same)
+    vote = majority_vote(["12", "12.0", "7", None, "x = 12"], same)
     assert vote.outcome == "majority" and vote.label == "12"
     assert vote.share == 3 / 5  # of every sample that voted, the unparsed one included
     assert vote.rewards() == [1.0, 1.0, 0.0, 0.0, 1.0]
+
+
+def test_an_unevaluated_expression_is_not_the_integer_it_equals():
+    # as the Math grader has it (verifier._stated): 24/2 states a division, not 12
+    vote = majority_vote(["12", "12.0", "7", None, "\\frac{24}{2}"], same)
+    assert vote.label == "12" and vote.share == 2 / 5
+    assert vote.rewards() == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 def test_a_tie_gives_no_label_and_no_reward():
