@@ -345,6 +345,9 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
     if "trl" not in evals or "argym" not in evals:
         return out
     target = evals["trl"][-1]["task"]["accuracy"]
+    if target <= evals["before"]["task"]["accuracy"]:  # TRL ended no better than it started: no race to time
+        out["argym_reaches_trl_final"] = {"trl_final_accuracy": target, "trl_learned": False}
+        return out
     reached = next((p for p in evals["argym"] if p["task"]["accuracy"] >= target), None)
     trl_first = next(p for p in evals["trl"] if p["task"]["accuracy"] >= target)
     out["argym_reaches_trl_final"] = {
@@ -384,7 +387,7 @@ def plot(per_seed: dict[int, dict[str, Any]], path: Path, title: str) -> None:
                 ax.plot(x, y, marker="o", color=color, alpha=0.5, ls="--" if i == 1 else ":", label=label)
     ax.set_xlabel("training wall time, minutes (setup included)")
     ax.set_ylabel("held-out greedy accuracy (95% Wilson)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -415,7 +418,9 @@ def across_seeds(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
                     "median_step_s": s[arm]["median_step_s"],
                 }
         reach = s.get("argym_reaches_trl_final")
-        if reach:
+        if reach and reach.get("trl_learned") is False:
+            row["trl_learned"] = False  # no ratio: this seed does not enter the medians
+        elif reach:
             row["ratio"], row["ratio_to_trl_first"] = reach["ratio"], reach["ratio_to_trl_first"]
             row["argym_minus_trl_final"] = row["argym"]["final"] - row["trl"]["final"]
         rows[seed] = row
@@ -451,7 +456,11 @@ def print_table(s: dict[str, Any]) -> None:
     reach = s.get("argym_reaches_trl_final")
     if reach is None:
         return
-    if reach["argym_s"] is None:
+    if reach.get("trl_learned") is False:
+        print(
+            f"TRL ended at {reach['trl_final_accuracy']:.3f}, no better than the start: no time to TRL's accuracy"
+        )
+    elif reach["argym_s"] is None:
         print(f"argym did not reach TRL's final accuracy {reach['trl_final_accuracy']:.3f}")
     else:
         print(
