@@ -177,6 +177,18 @@ class EvalConfig:
     before: bool = True
     """`argym train` evaluates once before the first step too (the "before" figure; a resumed run keeps it)."""
 
+    def __post_init__(self) -> None:
+        # checked here, at config load, rather than by the first evaluation after the engine has started
+        if not isinstance(self.episodes, int) or self.episodes < 1:
+            raise ConfigError(
+                f"eval.episodes must be an integer >= 1, got {self.episodes!r} (eval.every=0 evaluates only "
+                "before and after training; eval.before=false skips the evaluation before it)."
+            )
+        if not isinstance(self.every, int) or self.every < 0:
+            raise ConfigError(
+                f"eval.every must be an integer >= 0 (0: only before and after), got {self.every!r}."
+            )
+
 
 @dataclass
 class LogConfig:

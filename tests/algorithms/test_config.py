@@ -142,3 +142,14 @@ def test_another_env_does_not_inherit_the_defaults_kwargs(tmp_path):
     recipe.write_text("env:\n  id: argym/Code-v0\n  kwargs: {timeout_s: 3}\n")
     assert load_config(recipe).env.kwargs == {"timeout_s": 3}
     assert load_config(CONFIGS / "grpo_math.yaml", ["env.id=argym/Code-v0"]).env.kwargs == {}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("eval.episodes=0", "eval.episodes must be an integer >= 1"), ("eval.every=-1", "eval.every")],
+)
+def test_eval_settings_are_refused_at_config_load(override, message):
+    # before, eval.episodes=0 passed the config and `argym train` failed only at its first evaluation, after
+    # the model load and the vLLM engine start
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
