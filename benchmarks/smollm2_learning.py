@@ -490,6 +490,12 @@ def run_seed(a: argparse.Namespace, seed: int, arms: list[str]) -> dict[str, Any
         if k not in ("child", "smoke", "seeds", "seed", "out") and v is not None
     ]
     argv += [f"--seed={seed}", f"--out={out}"] + (["--smoke"] if a.smoke else [])
+    # a folder resumes only under the setting that made it: kept result files of another task, budget or lr
+    # would enter this run's table unnoticed
+    made, setting = out / "setting.json", json.dumps(sorted(argv))
+    if made.exists() and made.read_text() != setting:
+        sys.exit(f"{out} was made with another setting ({made}); use another --out or delete the folder.")
+    made.write_text(setting)
     for which in (*arms, "eval"):
         if (out / f"{which}.json").exists():
             print(f"seed {seed}, {which}: kept {out / f'{which}.json'} (delete it to run again)", flush=True)
