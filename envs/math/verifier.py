@@ -218,8 +218,9 @@ def _compare(gold: list[Any], answer: list[Any], timeout_s: int) -> str:
     from math_verify.errors import TimeoutException
 
     timed_out = False
+    stated = _stated(gold, answer)
     for gi in gold:  # pair by pair, so one comparison that fails does not hide the others
-        for pj in _stated(gold, answer):
+        for pj in stated:
             try:
                 if verify(gi, pj, timeout_seconds=timeout_s, raise_on_error=True):
                     return "verified"
