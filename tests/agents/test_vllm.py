@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -178,6 +179,47 @@ def test_the_cpu_default_runs_the_engine_in_process_and_samples_as_the_other(eng
         assert [c.token_ids for c in inproc.generate(_prompts(policy), greedy)] == ids
     finally:
         inproc.close()
+
+
+_COMPILED_START = """
+import sys
+from argym.agents.configs import VLLMConfig
+from argym.agents.vllm import VLLMPolicy
+if __name__ == "__main__":
+    VLLMPolicy(sys.argv[1], VLLMConfig(dtype="float32", max_model_len=512, kv_cache_gb=0.5)).close()
+    from torch._dynamo.utils import counters
+    print("fxgraph_cache_hit", counters["inductor"]["fxgraph_cache_hit"])
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_engine_starts_again_from_its_compile_cache(engine, tmp_path):
+    """The second start of a compiled engine loads the graph the first compiled from Inductor's cache, rather
+    than compiling it again: vLLM's default AOT cache could not load its own artifacts under the pinned torch
+    and bypassed Inductor's (agents/vllm.py)."""
+    policy, _ = engine
+    script = tmp_path / "start.py"
+    script.write_text(_COMPILED_START)
+    caches = {
+        "VLLM_CACHE_ROOT": str(tmp_path / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+    }
+    env = {**os.environ, **caches, "VLLM_LOGGING_LEVEL": "WARNING"}
+    env.pop("VLLM_USE_AOT_COMPILE", None)
+    logs = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, str(script), str(policy.path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        logs.append(proc.stdout + proc.stderr)
+    hits = [int(re.search(r"fxgraph_cache_hit (\d+)", log).group(1)) for log in logs]  # type: ignore[union-attr]
+    assert hits[0] == 0  # the first start compiled (a fresh cache)
+    assert hits[1] >= 1 and "Compiling model again" not in logs[1], logs[1][-3000:]
 
 
 @pytest.mark.slow
