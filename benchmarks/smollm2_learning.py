@@ -487,9 +487,9 @@ def run_seed(a: argparse.Namespace, seed: int, arms: list[str]) -> dict[str, Any
     out = Path(a.out) / f"seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
     argv = [
-        f"--{k.replace('_', '-')}={v}"
+        f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}")  # a flag (store_true) takes no value
         for k, v in vars(a).items()
-        if k not in ("child", "smoke", "seeds", "seed", "out") and v is not None
+        if k not in ("child", "smoke", "seeds", "seed", "out") and v is not None and v is not False
     ]
     argv += [f"--seed={seed}", f"--out={out}"] + (["--smoke"] if a.smoke else [])
     # a folder resumes only under the setting that made it: kept result files of another task, budget or lr
