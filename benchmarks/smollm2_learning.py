@@ -235,6 +235,7 @@ def run_trl(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "reward" in logs and steps:
                 steps[-1]["success"] = float(logs["reward"])
+                steps[-1]["response_tokens"] = float(logs["completions/mean_length"])
 
         def on_step_end(self, args, state, control, model=None, **kw):
             steps.append({"train_s": clock(), "step_s": time.perf_counter() - self.t})
@@ -346,6 +347,7 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
         }
     if "trl" not in evals or "argym" not in evals:
         return out
+    out["step_at_equal_tokens"] = step_at_equal_tokens(trained["argym"]["steps"], trained["trl"]["steps"])
     target = evals["trl"][-1]["task"]["accuracy"]
     if target <= evals["before"]["task"]["accuracy"]:  # TRL ended no better than it started: no race to time
         out["argym_reaches_trl_final"] = {"trl_final_accuracy": target, "trl_learned": False}
@@ -362,6 +364,26 @@ def summarize(trained: dict[str, Any], evals: dict[str, Any]) -> dict[str, Any]:
         "ratio_to_trl_first": reached["train_s"] / trl_first["train_s"] if reached else None,
     }
     return out
+
+
+def step_at_equal_tokens(argym: list[dict[str, Any]], trl: list[dict[str, Any]], tol: float = 0.15) -> dict:
+    """argym's step time over TRL's at the same mean response length: each TRL step against the median of
+    argym's steps whose mean length is within `tol` of it (both sample the same prompts from the same model,
+    so equal lengths mean equal tokens to generate and to train on); the median over the TRL steps matched."""
+    ratios = []
+    for t in (t for t in trl if "response_tokens" in t):
+        near = [
+            a["step_s"]
+            for a in argym
+            if abs(a["response_tokens"] - t["response_tokens"]) <= tol * t["response_tokens"]
+        ]
+        if near:
+            ratios.append(statistics.median(near) / t["step_s"])
+    return {
+        "ratio": statistics.median(ratios) if ratios else None,
+        "trl_steps_matched": len(ratios),
+        "tolerance": tol,
+    }
 
 
 def plot(per_seed: dict[int, dict[str, Any]], path: Path, title: str) -> None:
@@ -425,6 +447,8 @@ def across_seeds(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
         elif reach:
             row["ratio"], row["ratio_to_trl_first"] = reach["ratio"], reach["ratio_to_trl_first"]
             row["argym_minus_trl_final"] = row["argym"]["final"] - row["trl"]["final"]
+        if s.get("step_at_equal_tokens", {}).get("ratio") is not None:
+            row["step_ratio_at_equal_tokens"] = s["step_at_equal_tokens"]["ratio"]
         rows[seed] = row
     both = [r for r in rows.values() if "ratio_to_trl_first" in r]
     out: dict[str, Any] = {"seeds": rows}
@@ -435,6 +459,9 @@ def across_seeds(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
             "argym_minus_trl_final": statistics.median(r["argym_minus_trl_final"] for r in both),
             "n_seeds": len(both),
         }
+    matched = [r["step_ratio_at_equal_tokens"] for r in rows.values() if "step_ratio_at_equal_tokens" in r]
+    if matched:
+        out["median_step_ratio_at_equal_tokens"] = statistics.median(matched)
     return out
 
 
@@ -454,6 +481,12 @@ def print_table(s: dict[str, Any]) -> None:
         print(
             f"{arm}: {r['steps']} steps in {r['train_s'] / 60:.1f} min (setup {r['setup_s']:.0f} s, "
             f"median step {r['median_step_s']:.1f} s)"
+        )
+    equal = s.get("step_at_equal_tokens", {})
+    if equal.get("ratio") is not None:
+        print(
+            f"argym's step over TRL's at equal mean response length: {equal['ratio']:.2f} "
+            f"({equal['trl_steps_matched']} TRL steps matched within {equal['tolerance']:.0%})"
         )
     reach = s.get("argym_reaches_trl_final")
     if reach is None:
@@ -580,6 +613,10 @@ def main() -> None:
         print(
             f"over {m['n_seeds']} seed(s), median: argym's time to TRL's final accuracy / TRL's budget {ratio}, "
             f"/ TRL's own first time at it {first}; final accuracy argym - TRL {m['argym_minus_trl_final']:+.3f}"
+        )
+    if "median_step_ratio_at_equal_tokens" in over:
+        print(
+            f"median over seeds, argym's step / TRL's at equal response length: {over['median_step_ratio_at_equal_tokens']:.2f}"
         )
     print(f"wrote {out / 'summary.json'}, {out / 'curves.png'} and seedN/results.json")
 
