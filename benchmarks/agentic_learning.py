@@ -204,9 +204,11 @@ class Budget:
 
 def warm_start(a: argparse.Namespace, out: Path) -> Path:
     """The shared starting checkpoint; one already in `out` is reused. A recipe without a warm start
-    (``warm_start.steps: 0``, the code recipe) starts from its model as it is."""
-    from argym.algorithms.trainer import Trainer
+    (``warm_start.steps: 0``, the code recipe) starts from its model as it is.
 
+    It is trained in a process of its own: the driver waits beside every arm, and after training the
+    SmolLM2 warm start itself (model, optimizer, the recipe's vLLM engine) its heap stayed at ~10 GiB after
+    `close`, half the memory an arm needs (2026-12-07)."""
     cfg = load(a)
     if cfg.warm_start.steps == 0 and cfg.policy.kind == "hf":
         from argym.agents.models import resolve_checkpoint
@@ -214,7 +216,13 @@ def warm_start(a: argparse.Namespace, out: Path) -> Path:
         return Path(resolve_checkpoint(cfg.policy.path))
     policy = out / "warm" / "checkpoint" / "policy"
     if not policy.is_dir():
-        Trainer(load(a, ["steps=0", f"out_dir={out / 'warm'}"])).close()
+        overrides = [*a.overrides, "steps=0", f"out_dir={out / 'warm'}"]
+        code = (
+            "import json, sys; from argym.algorithms.config import load_config; "
+            "from argym.algorithms.trainer import Trainer; "
+            "Trainer(load_config(sys.argv[1], json.loads(sys.argv[2]))).close()"
+        )
+        subprocess.run([sys.executable, "-c", code, a.recipe, json.dumps(overrides)], check=True)
     return policy
 
 
