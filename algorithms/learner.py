@@ -422,6 +422,11 @@ class Learner:
         else:
             norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         norm = torch.as_tensor(norm, dtype=torch.float32).detach().cpu()
+        if self.config.lr_warmup_steps:
+            for group in self.optimizer.param_groups:
+                group["lr"] = warmup_lr(
+                    self.config.lr, self.config.lr_warmup_steps, steps_taken(self.optimizer)
+                )
         with self.grid.stepping() if self.grid is not None else contextlib.nullcontext():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -443,3 +448,15 @@ class Learner:
             batch.token_rewards, values, batch.loss_mask, self.config.gamma, self.config.lam_critic
         )
         return returns
+
+
+def steps_taken(optimizer: torch.optim.Optimizer) -> int:
+    """The optimizer steps taken so far, from AdamW's own per-weight count: a resumed run's loaded optimizer
+    state carries it, so a warm-up goes on where it stopped."""
+    counts = [float(state["step"]) for state in optimizer.state.values() if "step" in state]
+    return int(max(counts, default=0))
+
+
+def warmup_lr(lr: float, warmup_steps: int, taken: int) -> float:
+    """The lr of the step after `taken` steps: (taken + 1) / warmup_steps × lr until the warm-up ends."""
+    return lr * min(1.0, (taken + 1) / warmup_steps)

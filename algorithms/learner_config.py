@@ -19,6 +19,10 @@ class LearnerConfig:
 
     lr: float = 1e-6
     """AdamW learning rate (1e-6 in DeepSeekMath arXiv 2402.03300, DAPO, TRL and verl)."""
+    lr_warmup_steps: int = 0
+    """Optimizer steps over which the lr rises linearly to `lr` (step k of N at k/N × lr); 0: `lr` from the
+    first step. AdamW's first steps move every weight by about the lr whatever its gradient's size (the
+    moments have no history yet); verl (`lr_warmup_steps`) and OpenRLHF (`lr_warmup_ratio`) ramp them."""
     weight_decay: float = 0.0
     """AdamW decoupled weight decay; an algorithm field, which a preset sets (DAPO: 0.1, verl's DAPO recipe)."""
     policy_loss: str = "ppo_clip"
@@ -101,6 +105,9 @@ class LearnerConfig:
                 raise ConfigError(f"LearnerConfig: {msg}")
 
         need(self.lr > 0, f"lr must be > 0, got {self.lr}; try 1e-6.")
+        need(
+            self.lr_warmup_steps >= 0, f"lr_warmup_steps must be >= 0 (0: none), got {self.lr_warmup_steps}."
+        )
         need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}.")
         need(0 <= self.clip_low < 1, f"clip_low must be in [0, 1), got {self.clip_low}; PPO uses 0.2.")
         need(self.clip_high >= 0, f"clip_high must be >= 0, got {self.clip_high}; PPO uses 0.2, DAPO 0.28.")

@@ -247,6 +247,34 @@ def test_on_policy_first_step_has_ratio_one():
     assert metrics["train/entropy"] > 0
 
 
+def test_lr_warmup_ramps_the_first_steps_and_a_resumed_learner_goes_on_where_it_stopped():
+    """lr_warmup_steps=3: the optimizer steps take lr/3, 2·lr/3, then lr; a learner loaded from the state
+    after two steps takes its next steps at lr, as the uninterrupted one did (AdamW's own step count)."""
+
+    def taken_lrs(lrn: Learner, updates: int) -> list[float]:
+        seen: list[float] = []
+        real = lrn.optimizer.step
+
+        def step(*args, **kwargs):
+            seen.append(lrn.optimizer.param_groups[0]["lr"])
+            return real(*args, **kwargs)
+
+        lrn.optimizer.step = step
+        for _ in range(updates):
+            lrn.update(random_trajs(), PAD)
+        return seen
+
+    cfg = dict(lr=1e-3, lr_warmup_steps=3, num_minibatches=2)  # two optimizer steps per update
+    straight = taken_lrs(learner(**cfg), 2)
+    assert straight == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3])
+    first = learner(**cfg)
+    assert taken_lrs(first, 1) == pytest.approx(straight[:2])
+    resumed = learner(**cfg)
+    resumed.load_state_dict(first.state_dict())
+    assert taken_lrs(resumed, 1) == pytest.approx(straight[2:])
+    assert taken_lrs(learner(lr=1e-3, num_minibatches=2), 1) == [1e-3, 1e-3]  # the default: no warm-up
+
+
 def test_infra_failures_are_excluded():
     trajs = random_trajs()
     # a failed episode in group 0 with an outlying reward: kept, it would shift group 0's advantages
