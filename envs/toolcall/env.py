@@ -15,7 +15,9 @@ in plain text. Two task sources (``tasks=``):
   also has ``format`` (``format_weight`` × the turn's calls were all valid)
   and ``calls`` (``call_weight`` × the number of calls), 0 by default; the
   verdict holds each part unweighted (``verdict["parts"]``) and its weight
-  (``verdict["weights"]``).
+  (``verdict["weights"]``). ``grounded=True``: a right answer counts only if a
+  tool's result in the episode held it (``verdict["grounded"]``), so a guess,
+  however lucky, scores 0 (a weekday task's answer is one of seven names).
 - ``bfcl``, ``bfcl/CATEGORY`` or ``bfcl(categories=a+b, per_category=N)``:
   BFCL's single-turn categories (`argym.envs.toolcall.bfcl`); one turn, graded
   by argym's AST checker against BFCL's possible answers (irrelevance: no call).
@@ -181,6 +183,7 @@ class ToolCallEnv(TextEnv):
         sandbox: SandboxName | Sandbox = "process",
         format_weight: float = 0.0,
         call_weight: float = 0.0,
+        grounded: bool = False,
         oracle_style: str = "hermes",
         schemas_in_prompt: bool = True,
         tools: str | None = None,
@@ -194,12 +197,18 @@ class ToolCallEnv(TextEnv):
         self.timeout_s = float(timeout_s)
         self.format_weight = float(format_weight)
         self.call_weight = float(call_weight)
+        self.grounded = bool(grounded)
+        """Score a right answer only if a tool's result held it: under an outcome reward a one-turn guess of a
+        weekday pays 1 in 7, about what a weak policy's tool chain pays, and GRPO then learns to guess
+        (BENCHMARKS.md, "Real agents learn", seed 2)."""
         self.oracle_style = oracle_style
         self.schemas_in_prompt = bool(schemas_in_prompt)
         self.limits = CallLimits()
         self._sandbox_spec = sandbox
         self._ctx = ToolContext()
         self._calls_made = 0
+        self._results: list[str] = []
+        """The episode's successful tool results, which a grounded answer must come from."""
         if tools is not None and not is_mcp_spec(tools):
             raise ConfigError(
                 f"tools= names an MCP server: 'mcp:COMMAND ARG ...' or 'mcp+http://HOST:PORT/PATH'; "
@@ -234,6 +243,7 @@ class ToolCallEnv(TextEnv):
             store=dict(task.meta.get("store") or {}), sandbox=lambda: self.sandbox, timeout_s=self.timeout_s
         )
         self._calls_made = 0
+        self._results = []
         finish = FINISH_BFCL if task.meta.get("source") == "bfcl" else FINISH_EXECUTABLE
         if self.schemas_in_prompt:
             system = PROMPT.format(
@@ -270,7 +280,11 @@ class ToolCallEnv(TextEnv):
             )
         try:
             for call in turn.calls:
-                messages.append(tool_message(call, self._run(call, verdict)))
+                failed = len(verdict["errors"])
+                result = self._run(call, verdict)
+                if len(verdict["errors"]) == failed:
+                    self._results.append(result)
+                messages.append(tool_message(call, result))
         except (
             InfrastructureError,
             SandboxUnavailable,
@@ -336,24 +350,12 @@ class ToolCallEnv(TextEnv):
 
     def _final(self, text: str, verdict: dict[str, Any]) -> Reply:
         expected = str(self.task.answer)
-        if self.task.meta.get("answer_type") == "weekday":
-            named = [d for d in WEEKDAYS if re.search(rf"\b{d}\b", text, re.IGNORECASE)]
-            answer = named[0] if len(named) == 1 else ", ".join(named)
-            correct = named == [expected]
-        elif self.task.meta.get("answer_type") == "text":
-            answer = text.strip()
-            correct = bool(expected.strip()) and expected.strip().lower() in answer.lower()
-        else:
-            numbers = _NUMBER.findall(text)
-            answer = numbers[-1].replace(",", "") if numbers else ""
-            try:
-                correct = bool(answer) and abs(float(answer) - float(expected)) <= 1e-6 * max(
-                    1.0, abs(float(expected))
-                )
-            except ValueError:
-                correct = False
+        answer, correct = self._read_answer(text, expected)
         verdict.update(answer=answer, expected=expected, correct=correct, total_calls=self._calls_made)
         success = correct
+        if self.grounded:
+            verdict["grounded"] = any(self._read_answer(r, expected, last=False)[1] for r in self._results)
+            success = correct and verdict["grounded"]
         expect_store = self.task.meta.get("expect_store") or {}
         if expect_store:  # the task also asked for values to be saved in the key-value store
             verdict["store_ok"] = all(
@@ -362,6 +364,28 @@ class ToolCallEnv(TextEnv):
             success = correct and verdict["store_ok"]
         parts = self._shaping(verdict, outcome=1.0 if success else 0.0)
         return Reply(reward_parts=parts, terminated=True, success=success, verdict=verdict)
+
+    def _read_answer(self, text: str, expected: str, last: bool = True) -> tuple[str, bool]:
+        """The answer `text` gives by the task's answer type, and whether it is `expected`. `last=False` asks
+        whether any answer in `text` is (a tool result read for grounding: "1447-03-15 is a Monday")."""
+        kind = self.task.meta.get("answer_type")
+        if kind == "weekday":
+            named = [d for d in WEEKDAYS if re.search(rf"\b{d}\b", text, re.IGNORECASE)]
+            if not last:
+                return expected, expected in named
+            return (named[0] if len(named) == 1 else ", ".join(named)), named == [expected]
+        if kind == "text":
+            return text.strip(), bool(expected.strip()) and expected.strip().lower() in text.lower()
+        numbers = [n.replace(",", "") for n in _NUMBER.findall(text)]
+        places = len(expected.partition(".")[2])  # a tool's 3622.047244 grounds an answer rounded to 3622
+        for number in reversed(numbers if not last else numbers[-1:]):
+            try:
+                value = float(number) if last else round(float(number), places)
+                if abs(value - float(expected)) <= 1e-6 * max(1.0, abs(float(expected))):
+                    return number, True
+            except ValueError:
+                continue
+        return (numbers[-1] if numbers else ""), False
 
     def _grade_bfcl(self, turn: Any) -> Reply:
         verdict: dict[str, Any] = {

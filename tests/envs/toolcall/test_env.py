@@ -52,11 +52,15 @@ def env():
 @needs_bwrap
 @pytest.mark.parametrize("style", ["hermes", "json", "openai"])
 def test_oracle_solves_every_kind_in_every_call_form(style):
-    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=40)", oracle_style=style)
+    """Grounded (the strictest grading): each answer was in a tool's result, a rounding of one included."""
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=40)", oracle_style=style, grounded=True)
     tasks = [_task(k) for k in KINDS] + env.unwrapped.tasks.take("test", 20)
     for task in tasks:
         obs, reward, info = _play(env, OracleAgent(), task)
-        assert (reward, info["success"]) == (1.0, True), (task.id, obs[-3:])
+        assert (reward, info["success"], info["verdict"]["grounded"]) == (1.0, True, True), (
+            task.id,
+            obs[-3:],
+        )
         assert 2 <= info["verdict"]["total_calls"] <= 6
         assert any(m["role"] == "tool" for m in obs) and obs[0]["role"] == "system"
 
@@ -124,6 +128,35 @@ def test_weekday_answers_must_name_one_day(env):
     ):
         env.reset(options={"task": task})
         assert env.step(text)[4]["success"] is ok
+
+
+def test_a_grounded_env_pays_only_for_answers_a_tool_gave():
+    """`grounded=True`: the right weekday guessed in one turn scores 0, as does one read off an error message or
+    a weekday the tool gave for another date (the oracle, whose answers a tool gave, scores 1 on every kind
+    grounded: test_oracle_solves_every_kind_in_every_call_form)."""
+    env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", grounded=True)
+    plain = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)")
+    task = _task("anniversary_weekday")
+    guess = f"It was a {task.answer}."
+    other = next(f"2024-01-0{d}" for d in range(1, 8) if _weekday_of(f"2024-01-0{d}") != task.answer)
+    for before in ([], [_call("weekday", date=task.answer)], [_call("weekday", date=other)]):
+        for e, paid in ((env, False), (plain, True)):
+            e.reset(options={"task": task})
+            for action in before:
+                assert not e.step(action)[2]
+            _, reward, terminated, _, info = e.step(guess)
+            assert terminated and info["verdict"]["correct"] is True
+            assert (reward, info["success"], info["verdict"].get("grounded", True)) == (float(paid),) * 2 + (
+                paid,
+            ), (before, e is env)
+    env.close()
+    plain.close()
+
+
+def _weekday_of(date: str) -> str:
+    import datetime as dt
+
+    return dt.date.fromisoformat(date).strftime("%A")
 
 
 def test_shaping_weights_add_format_and_call_parts():
