@@ -26,9 +26,11 @@ RECIPES = ["grpo_smollm2_toolcall.yaml", "grpo_smollm2_code.yaml"]
 
 def test_the_toolcall_recipe_keeps_its_reasons():
     """The values BENCHMARKS.md measured a reason for: no format bonus (it was what rose while the greedy
-    policy collapsed), the 4-step warm start, a float32 vLLM engine (bf16 erases a short fine-tune)."""
+    policy collapsed), answers graded grounded, the 4-step warm start, a float32 vLLM engine (bf16 erases a
+    short fine-tune)."""
     cfg = load_config(CONFIGS / RECIPES[0], [])
     assert cfg.env.kwargs["format_weight"] == 0.0 and cfg.env.kwargs["max_turns"] == 5
+    assert cfg.env.kwargs["grounded"] is True  # a guessed weekday pays nothing (seed 2 learned to guess)
     assert (cfg.warm_start.steps, cfg.warm_start.lr) == (4, 5e-5)
     assert cfg.algorithm.lr < 1e-4
     assert cfg.rollout.vllm.dtype == "float32" and cfg.policy.dtype == "float32"
