@@ -66,8 +66,9 @@ class WeightSync:
     """Worker extension (mixed into vLLM's worker class): loads weights from a safetensors file in place."""
 
     def argym_load_weights(self, paths: list[str]) -> int:
-        """Load checkpoint-format weights (safetensors files, a checkpoint's shards) through vLLM's in-place `reload_weights` (it redoes the
-        kernel-specific processing, e.g. the CPU backend's repacked linear weights)."""
+        """Load checkpoint-format weights (safetensors files: a sync's one file, or a checkpoint's shards)
+        through vLLM's in-place `reload_weights` (it redoes the kernel-specific processing, e.g. the CPU
+        backend's repacked linear weights)."""
         from collections import defaultdict
 
         from safetensors import safe_open
