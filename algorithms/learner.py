@@ -36,7 +36,7 @@ from argym.algorithms.advantages import gae
 from argym.algorithms.batch import TrainBatch, make_batch, split_batch, stack_rows, whole_group_minibatches
 from argym.algorithms.credit import credit_step
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
-from argym.algorithms.learner_advantages import compute_advantages, has_signal
+from argym.algorithms.learner_advantages import compute_advantages, has_signal, rows_to_run
 from argym.algorithms.learner_config import LearnerConfig
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
 from argym.algorithms.losses import aggregate, nll_loss
@@ -304,33 +304,40 @@ class Learner:
         self.sample_advantages = sample_advantages(trajectories, batch)
         totals: dict[str, Tensor] = {}
         grad_norms: list[Tensor | None] = []  # None: a mini-batch without signal, no step
+        known_old = None if on_policy else torch.ones(len(batch), dtype=torch.bool)  # rows with π_old
         for epoch in range(cfg.ppo_epochs):
             for rows in first if epoch == 0 else whole_group_minibatches(groups, n_minibatches, shuffle):
                 mini = batch.select(rows)
-                sums, logp = self.backward(mini)
+                run = rows_to_run(mini, cfg, self.accelerator, self.fsdp)
+                sums, logp = self.backward(mini, run)
                 if logp is not None:  # π_old was this forward: keep it for the mismatch metric
                     if batch.old_logprobs is None:
                         batch.old_logprobs = torch.zeros_like(batch.loss_mask)
+                        known_old = torch.zeros(len(batch), dtype=torch.bool)
+                    assert known_old is not None  # set with old_logprobs
                     batch.old_logprobs[rows] = logp
+                    known_old[rows[run]] = True
                 if sums is None:  # no policy token in this mini-batch on any process
                     continue
                 grad_norms.append(self._step(has_signal(mini, cfg, self.accelerator)))
                 for k, v in sums.items():
                     totals[k] = totals.get(k, 0) + v
-        metrics = reduce_metrics(batch, totals, grad_norms, self.accelerator, cfg)
+        metrics = reduce_metrics(batch, totals, grad_norms, self.accelerator, cfg, known_old)
         if self.critic is not None:  # decoupled GAE: the critic regresses on λ_critic returns (VAPO §3.2)
             metrics.update(self.critic.update(batch, self.value_targets(batch), epochs=cfg.ppo_epochs))
         return metrics
 
-    def backward(self, mini: TrainBatch) -> tuple[dict[str, Tensor] | None, Tensor | None]:
+    def backward(
+        self, mini: TrainBatch, run: Tensor | None = None
+    ) -> tuple[dict[str, Tensor] | None, Tensor | None]:
         """Set `.grad` to the gradient of one mini-batch's loss; no optimizer step.
 
-        The loss is accumulated over micro-batches and normalised by the
-        mini-batch's token and sequence counts summed over all processes.
+        The loss is accumulated over micro-batches of the rows `run` ((B,) bool, `rows_to_run`; None: all)
+        and normalised by the whole mini-batch's token and sequence counts summed over all processes.
         Returns ``(sums, logp)``: the local sums for the metrics
         (`learner_metrics.SUMS`), or None when the whole mini-batch (on every
         process) holds no policy token; and, when `mini` carries no π_old, the
-        training forward's own log-probs, detached, (B, L-1) on the CPU: they
+        training forward's own log-probs, detached, (B, L-1) on the CPU (0 on the rows not run): they
         served as π_old (on-policy, see `reuses_training_forward`), else None.
         """
         cfg, acc = self.config, self.accelerator
@@ -354,7 +361,10 @@ class Learner:
         sums = zero_sums(acc.device)
         own_old = mini.old_logprobs is None  # on-policy: π_old is this forward
         old_pieces: list[Tensor] = []
-        micro = split_batch(mini, cfg.micro_batch_size)
+        run = torch.ones(len(mini), dtype=torch.bool) if run is None else run
+        sums["rows"] += len(mini)
+        sums["rows_skipped"] += int((~run).sum())
+        micro = split_batch(mini.select(run), cfg.micro_batch_size)
         self.model.train()
         for k, mb in enumerate(micro):
             mb = mb.to(acc.device)
@@ -394,7 +404,11 @@ class Learner:
                 sums["tokens"] += mask.sum()
                 sums["loss"] += loss.detach()
                 sums["pg_loss"] += pg_loss.detach()
-        return sums, (stack_rows(old_pieces, mini.loss_mask.shape) if own_old else None)
+        if not own_old:
+            return sums, None
+        logp_all = torch.zeros(mini.loss_mask.shape)
+        logp_all[run] = stack_rows(old_pieces, logp_all[run].shape)
+        return sums, logp_all
 
     def _gradient_sync(self, sync: bool) -> contextlib.AbstractContextManager[Any]:
         """Reduce the gradients over the processes in this backward (`sync`), or only accumulate them."""

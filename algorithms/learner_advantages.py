@@ -84,18 +84,37 @@ def _global_sequence_advantages(
     return adv[start : start + len(rewards)]
 
 
-def has_signal(mini: TrainBatch, config: LearnerConfig, accelerator: Accelerator) -> bool:
-    """Whether a mini-batch gives the policy anything to learn, on any process: a policy token with an
-    advantage ≠ 0, or a loss term that does not vanish with the advantages (the KL to π_ref in the loss, the
-    entropy bonus, VAPO's NLL on a successful sample). Flat groups have advantage 0 (`level_flat_groups`),
-    and every registered policy loss is 0 with its advantage, so a mini-batch of flat groups has none.
-    """
+def live_rows(mini: TrainBatch, config: LearnerConfig) -> Tensor:
+    """Which rows of `mini` can move the policy, (b,) bool: a policy token with an advantage ≠ 0, or VAPO's
+    NLL on a successful sample; every row when a loss term does not vanish with the advantages (the KL to
+    π_ref in the loss, the entropy bonus). Flat groups have advantage 0 (`level_flat_groups`), and every
+    registered policy loss is 0 with its advantage, so a flat group's rows are not live."""
     cfg = config
     if (cfg.kl_coef > 0 and not cfg.kl_in_reward) or cfg.entropy_coef > 0:
-        return True
+        return torch.ones(len(mini), dtype=torch.bool)
     policy = mini.loss_mask > 0  # (b, l-1)
     live = (mini.advantages != 0) & policy
     if cfg.nll_coef > 0 and mini.positive is not None:
         live |= policy & mini.positive[:, None]
-    count = torch.tensor([float(live.sum())], device=accelerator.device)
+    return live.any(dim=1)
+
+
+def has_signal(mini: TrainBatch, config: LearnerConfig, accelerator: Accelerator) -> bool:
+    """Whether a mini-batch gives the policy anything to learn on any process: a `live_rows` row on one."""
+    count = torch.tensor([float(live_rows(mini, config).sum())], device=accelerator.device)
     return bool(accelerator.reduce(count, reduction="sum").item() > 0)
+
+
+def rows_to_run(mini: TrainBatch, config: LearnerConfig, accelerator: Accelerator, sharded: bool) -> Tensor:
+    """The rows of `mini` whose training forward and backward run, (b,) bool: every row, unless
+    `skip_zero_advantage_rows` (and not `sharded`: FSDP's processes must run the same forwards); then the
+    `live_rows`, none on any process when no process has one. A process without a live row while another
+    has some runs its first row all the same: DDP reduces the gradients in every process's last backward,
+    and a zero-advantage row adds 0 to them."""
+    if not config.skip_zero_advantage_rows or sharded:
+        return torch.ones(len(mini), dtype=torch.bool)
+    live = live_rows(mini, config)
+    count = torch.tensor([float(live.sum())], device=accelerator.device)
+    if accelerator.reduce(count, reduction="sum").item() > 0 and not live.any() and len(live):
+        live[0] = True
+    return live

@@ -22,9 +22,22 @@ if TYPE_CHECKING:
 
     from argym.algorithms.learner_config import LearnerConfig
 
-SUMS = ("loss", "pg_loss", "kl_loss", "clipped", "approx_kl", "entropy", "kl_ref", "tokens", "nll")
-"""Per mini-batch, summed over micro-batches: the losses (already normalised), and per-token sums of the
-clipped tokens, the k3 estimate of KL(π_old‖π_θ), the entropy, the KL to π_ref and the token count."""
+SUMS = (
+    "loss",
+    "pg_loss",
+    "kl_loss",
+    "clipped",
+    "approx_kl",
+    "entropy",
+    "kl_ref",
+    "tokens",
+    "nll",
+    "rows",
+    "rows_skipped",
+)
+"""Per mini-batch, summed over micro-batches: the losses (already normalised), per-token sums of the
+clipped tokens, the k3 estimate of KL(π_old‖π_θ), the entropy, the KL to π_ref and the token count, and
+the mini-batch's rows and those whose forward was skipped (`skip_zero_advantage_rows`)."""
 
 
 def zero_sums(device: torch.device) -> dict[str, Tensor]:
@@ -43,13 +56,16 @@ def reduce_metrics(
     grad_norms: list[Tensor | None],
     accelerator: Accelerator,
     config: LearnerConfig,
+    known_old: Tensor | None = None,
 ) -> dict[str, float]:
     """Reduce local sums across processes into namespaced per-token / per-mini-batch means.
 
     `grad_norms` has one entry per mini-batch with policy tokens: its norm, None where it took no step
     (no signal); `train/grad_norm` is the mean over the steps taken (0 without any). `batch.old_logprobs`
     is π_old (None when no mini-batch had a policy token) and feeds the training–inference mismatch
-    against the sampler's log-probs.
+    against the sampler's log-probs, on the rows `known_old` ((B,) bool; None: all) where it was taken.
+    `train/clip_frac`, `approx_kl` and `entropy` are over the tokens the training forward ran, absent when it
+    ran none (`skip_zero_advantage_rows`; `train/rows_skipped` is the share of rows it left out).
 
     `train/varied_groups` is the fraction of the step's groups whose rewards are not all equal (not flat by
     the learner's own test, `flat_groups`, so it counts exactly the groups a group-relative advantage
@@ -59,6 +75,8 @@ def reduce_metrics(
     acc, dev = accelerator, accelerator.device
     mask = batch.loss_mask  # (B, L-1)
     has = batch.has_sampler_logprobs[:, None] & (mask > 0)  # (B, L-1)
+    if known_old is not None:
+        has &= known_old[:, None]
     old = batch.old_logprobs
     if old is None:  # no step was taken (no policy token anywhere)
         old, has = torch.zeros_like(mask), torch.zeros_like(has)
@@ -94,9 +112,6 @@ def reduce_metrics(
     out = {
         "train/loss": s["loss"] / minibatches,
         "train/pg_loss": s["pg_loss"] / minibatches,
-        "train/clip_frac": s["clipped"] / tok,
-        "train/approx_kl": s["approx_kl"] / tok,
-        "train/entropy": s["entropy"] / tok,
         "train/grad_norm": float(torch.stack(taken).mean()) if taken else 0.0,
         "train/adv_mean": adv_mean,
         "train/adv_std": math.sqrt(max(s["adv2"] / max(s["adv_n"], 1.0) - adv_mean**2, 0.0)),
@@ -104,7 +119,12 @@ def reduce_metrics(
         "train/varied_groups": s["varied"] / max(s["all_groups"], 1.0),
         "train/infra_dropped": s["dropped"],
         "train/optimizer_steps": float(len(taken)),
+        "train/rows_skipped": s["rows_skipped"] / max(s["rows"], 1.0),
     }
+    if s["tokens"] > 0:  # the training forward ran a policy token
+        out["train/clip_frac"] = s["clipped"] / tok
+        out["train/approx_kl"] = s["approx_kl"] / tok
+        out["train/entropy"] = s["entropy"] / tok
     if config.kl_coef > 0:
         out["train/kl_ref"] = s["kl_ref"] / tok
         out["train/kl_loss"] = s["kl_loss"] / minibatches
