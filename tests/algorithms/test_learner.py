@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -351,24 +352,32 @@ def _process_count_grads(out: str) -> None:
 MULTIPROCESS_SCRIPT = textwrap.dedent("""
     import sys
     from accelerate import debug_launcher
-    sys.path.insert(0, {test_dir!r})
-    from test_learner import _process_count_grads
+    sys.path.insert(0, {root!r})
+    from tests.algorithms.{module} import {function}
 
     if __name__ == "__main__":
-        debug_launcher(_process_count_grads, args=(sys.argv[1],), num_processes=2)
+        debug_launcher({function}, args=(sys.argv[1],), num_processes=2)
 """)
+
+
+def run_in_two_processes(function: Callable[[str], None], out: pathlib.Path) -> None:
+    """`function(str(out))`, a module-level function of a test module here, in two gloo processes (accelerate's
+    `debug_launcher`), from a script of its own: the test's process stays single."""
+    script = out / "mp.py"
+    module = function.__module__.rsplit(".", 1)[-1]
+    root = str(pathlib.Path(__file__).parents[2])
+    script.write_text(MULTIPROCESS_SCRIPT.format(root=root, module=module, function=function.__name__))
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out)], timeout=300, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.slow
 def test_gradient_is_independent_of_process_count(tmp_path):
     """Two gloo processes, each with half the groups (and unequal token counts), give the
     single-process gradient: the normaliser is global and DDP's averaging is undone."""
-    script = tmp_path / "mp.py"
-    script.write_text(MULTIPROCESS_SCRIPT.format(test_dir=str(pathlib.Path(__file__).parent)))
-    proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)], timeout=300, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_in_two_processes(_process_count_grads, tmp_path)
     _process_count_grads(str(tmp_path))  # this process alone: world size 1
     for loss_agg in ("token-mean", "seq-mean-token-mean"):
         single = torch.load(tmp_path / f"{loss_agg}_1_0.pt")

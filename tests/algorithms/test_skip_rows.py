@@ -4,10 +4,6 @@ forward and backward, and the update is the same; the metrics speak only of what
 from __future__ import annotations
 
 import dataclasses
-import pathlib
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -18,7 +14,7 @@ from argym.algorithms.learner import Learner, LearnerConfig
 from argym.algorithms.learner_advantages import rows_to_run
 from argym.types import Trajectory
 
-from .test_learner import PAD, grads, learner, random_trajs, tiny_model
+from .test_learner import PAD, grads, learner, random_trajs, run_in_two_processes, tiny_model
 
 
 def half_flat(seed: int = 1) -> list[Trajectory]:
@@ -125,28 +121,12 @@ def _two_process_grads(out: str) -> None:
         torch.save((grads(lrn), run), f"{out}/{skip}_{world}_{rank}.pt")
 
 
-SCRIPT = textwrap.dedent("""
-    import sys
-    from accelerate import debug_launcher
-    sys.path.insert(0, {root!r})
-    from tests.algorithms.test_skip_rows import _two_process_grads
-
-    if __name__ == "__main__":
-        debug_launcher(_two_process_grads, args=(sys.argv[1],), num_processes=2)
-""")
-
-
 @pytest.mark.slow
 def test_a_process_without_a_live_row_still_joins_the_gradient_reduction(tmp_path):
     """Two gloo processes, rank 1 holding only flat groups: it runs one row (advantage 0) so that DDP's
     reduction in the last backward has both processes, and the gradient is the single process's without
     skipping (a rank that ran no backward would leave the other waiting)."""
-    script = tmp_path / "mp.py"
-    script.write_text(SCRIPT.format(root=str(pathlib.Path(__file__).parents[2])))
-    proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)], timeout=300, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_in_two_processes(_two_process_grads, tmp_path)
     _two_process_grads(str(tmp_path))  # this process alone: world size 1
     single, _ = torch.load(tmp_path / "False_1_0.pt")
     for rank, ran in ((0, 6), (1, 1)):
