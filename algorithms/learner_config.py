@@ -90,8 +90,9 @@ class LearnerConfig:
     tokens (a flat group's, under a group-relative estimator) and that VAPO's NLL does not train on: every
     registered policy loss is 0 with its advantage, so such a row adds exactly 0 to the loss and its gradient,
     and the loss's normaliser still counts it: the same gradient (up to summation order) for less work. A KL
-    term in the loss or an entropy bonus keeps every row. `train/clip_frac`, `approx_kl` and `entropy` then cover the rows that ran (absent when none ran),
-    `train/rows_skipped` says how many did not. Not under FSDP, whose processes must run the same forwards."""
+    term in the loss or an entropy bonus keeps every row. `train/clip_frac`, `approx_kl` and `entropy` then
+    cover the rows that ran (absent when none ran), `train/rows_skipped` says how many did not. Not under
+    FSDP, whose processes must run the same forwards."""
     amplify_alpha: float | None = None
     """R³L's positive amplification at step 5 (arXiv 2601.03715): Â := 1 on successes, α·Â on other
     non-negative advantages, negatives unchanged; the paper's α is 3. None: off."""
