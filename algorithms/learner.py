@@ -18,8 +18,8 @@ DAPO, ... are config presets. It is built on `accelerate.Accelerator`:
 context at the sampling temperature (docs/design.md, Agents and rollouts); the
 sampler's log-probs only feed the training–inference mismatch metric.
 
-Its parts live beside it: the micro-batch forward (`forward`), the metrics
-(`learner_metrics`) and the advantages over all processes (`learner_advantages`).
+Its parts live beside it: the micro-batch forward (`forward`), the micro-batch loss (`learner_loss`), the
+metrics (`learner_metrics`) and the advantages over all processes (`learner_advantages`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ from argym.algorithms.credit import credit_step
 from argym.algorithms.forward import can_share_prefix, disable_dropout, token_logprobs
 from argym.algorithms.learner_advantages import compute_advantages, has_signal, rows_to_run
 from argym.algorithms.learner_config import LearnerConfig
+from argym.algorithms.learner_loss import Normaliser, micro_batch_loss
 from argym.algorithms.learner_metrics import all_dropped_metrics, reduce_metrics, sample_advantages, zero_sums
-from argym.algorithms.losses import aggregate, nll_loss
-from argym.algorithms.off_policy import importance_weighted
 from argym.algorithms.registry import KL_ESTIMATORS, POLICY_LOSSES
 from argym.algorithms.weight_grid import SamplerGrid, narrower
 from argym.errors import ConfigError
@@ -341,23 +340,10 @@ class Learner:
         served as π_old (on-policy, see `reuses_training_forward`), else None.
         """
         cfg, acc = self.config, self.accelerator
-        pos_tokens = 0.0
-        if cfg.nll_coef > 0:
-            assert mini.positive is not None  # make_batch marks every sample's positivity
-            pos_tokens = (mini.loss_mask * mini.positive[:, None]).sum().item()
-        local = torch.tensor(
-            [mini.loss_mask.sum().item(), len(mini), pos_tokens], dtype=torch.float64, device=acc.device
-        )
-        global_tokens, global_seqs, global_pos = acc.reduce(local, reduction="sum").tolist()
-        if global_tokens == 0:
+        norm = Normaliser.of(mini, cfg, acc)
+        if norm is None:
             return None, None
         self.optimizer.zero_grad(set_to_none=True)
-        agg = dict(
-            mode=cfg.loss_agg,
-            global_tokens=global_tokens,
-            global_seqs=global_seqs,
-            constant=cfg.loss_agg_constant,
-        )
         sums = zero_sums(acc.device)
         own_old = mini.old_logprobs is None  # on-policy: π_old is this forward
         old_pieces: list[Tensor] = []
@@ -368,42 +354,15 @@ class Learner:
         self.model.train()
         for k, mb in enumerate(micro):
             mb = mb.to(acc.device)
-            mask = mb.loss_mask  # (b, l-1)
             sync = k == len(micro) - 1  # reduce gradients across processes once, at the end
             with self._gradient_sync(sync):
                 logp, entropy = self._forward(self.model, mb, entropy=True, entropy_grad=cfg.entropy_coef > 0)
                 if own_old:
                     mb.old_logprobs = logp.detach() * (mb.attention_mask[:, 1:] > 0)
                     old_pieces.append(mb.old_logprobs.cpu())
-                old = mb.old_logprobs
-                assert old is not None and entropy is not None  # π_old is given or was just taken
-                adv = importance_weighted(mb, cfg)  # step 5's truncated IS weight, now that π_old exists
-                pg, clipped = self.policy_loss_fn(logp, old, adv, mask, cfg)
-                pg_loss = aggregate(pg, mask, **agg)
-                loss = pg_loss
-                if cfg.kl_coef > 0 and not cfg.kl_in_reward:
-                    kl = self.kl_fn(logp, mb.ref_logprobs)  # (b, l-1)
-                    kl_loss = aggregate(kl, mask, **agg)
-                    loss = loss + cfg.kl_coef * kl_loss  # GRPO: KL in the loss (arXiv 2402.03300 eq. 3)
-                    sums["kl_loss"] += kl_loss.detach()
-                    sums["kl_ref"] += (kl.detach() * mask).sum()
-                if cfg.entropy_coef > 0:
-                    loss = loss - cfg.entropy_coef * aggregate(entropy, mask, **agg)
-                if cfg.nll_coef > 0:  # VAPO: L = L_PPO + μ·L_NLL (arXiv 2504.05118 eq. 9)
-                    assert mb.positive is not None
-                    nll = nll_loss(logp, mask, mb.positive, global_pos)
-                    loss = loss + cfg.nll_coef * nll
-                    sums["nll"] += nll.detach()
+                assert entropy is not None  # asked for
+                loss = micro_batch_loss(mb, logp, entropy, norm, cfg, self.policy_loss_fn, self.kl_fn, sums)
                 acc.backward(loss * acc.num_processes)  # DDP averages; our normaliser is global
-            with torch.no_grad():
-                log_ratio = torch.where(mask > 0, logp.detach() - old, 0.0)  # (b, l-1)
-                # k3 estimate of KL(π_old‖π_θ), as CleanRL's approx_kl
-                sums["approx_kl"] += (torch.exp(log_ratio) - 1 - log_ratio).sum()
-                sums["clipped"] += (clipped.float() * mask).sum()
-                sums["entropy"] += (entropy.detach() * mask).sum()
-                sums["tokens"] += mask.sum()
-                sums["loss"] += loss.detach()
-                sums["pg_loss"] += pg_loss.detach()
         if not own_old:
             return sums, None
         logp_all = torch.zeros(mini.loss_mask.shape)
