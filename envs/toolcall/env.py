@@ -9,7 +9,7 @@ in plain text. Two task sources (``tasks=``):
 - ``executable(test_size=200[, kinds=a+b])`` (default): multi-step tasks with
   real tools (`argym.envs.toolcall.tools`); each call runs and its result comes
   back as a ``tool`` message; a turn without calls is the final answer, graded
-  against the task's answer (numbers by value, the last number in the text;
+  against the task's answer (`argym.envs.toolcall.grading`: numbers by value, the last number in the text;
   weekdays by name; where the task asks to save a value, the key-value store
   must hold it). Reward 1 for a correct answer; ``info["reward_parts"]``
   also has ``format`` (``format_weight`` × the turn's calls were all valid)
@@ -53,7 +53,6 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -63,11 +62,12 @@ from argym.envs.sandbox.base import Sandbox, SandboxName, SandboxUnavailable
 from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import ListSource, TaskSource
 from argym.envs.toolcall import bfcl
-from argym.envs.toolcall.bfcl_checker import check_calls
-from argym.envs.toolcall.executable import WEEKDAYS, executable_source
+from argym.envs.toolcall.executable import executable_source
+from argym.envs.toolcall.grading import grade_answer, grade_bfcl
 from argym.envs.toolcall.tools import TOOLS, ToolContext, ToolError
 from argym.envs.tools.calls import (
     CallLimits,
+    ParsedTurn,
     ToolCall,
     check_call,
     format_calls,
@@ -79,7 +79,6 @@ from argym.errors import ConfigError, InfrastructureError
 from argym.registry import Registry
 from argym.types import Message, Task
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 PROMPT = (
     "You can call these tools (OpenAI function schemas):\n{schemas}\n\n"
     'To call tools, reply with one <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call> block per '
@@ -349,63 +348,21 @@ class ToolCallEnv(TextEnv):
         return {k: weights[k] * v for k, v in raw.items()}
 
     def _final(self, text: str, verdict: dict[str, Any]) -> Reply:
-        expected = str(self.task.answer)
-        answer, correct = self._read_answer(text, expected)
-        verdict.update(answer=answer, expected=expected, correct=correct, total_calls=self._calls_made)
-        success = correct
-        if self.grounded:
-            verdict["grounded"] = any(self._read_answer(r, expected, last=False)[1] for r in self._results)
-            success = correct and verdict["grounded"]
-        expect_store = self.task.meta.get("expect_store") or {}
-        if expect_store:  # the task also asked for values to be saved in the key-value store
-            verdict["store_ok"] = all(
-                str(self._ctx.store.get(k, "")).strip() == v for k, v in expect_store.items()
-            )
-            success = correct and verdict["store_ok"]
+        success = grade_answer(
+            text,
+            self.task,
+            verdict,
+            results=self._results if self.grounded else None,
+            store=self._ctx.store,
+            calls_made=self._calls_made,
+        )
         parts = self._shaping(verdict, outcome=1.0 if success else 0.0)
         return Reply(reward_parts=parts, terminated=True, success=success, verdict=verdict)
 
-    def _read_answer(self, text: str, expected: str, last: bool = True) -> tuple[str, bool]:
-        """The answer `text` gives by the task's answer type, and whether it is `expected`. `last=False` asks
-        whether any answer in `text` is (a tool result read for grounding: "1447-03-15 is a Monday")."""
-        kind = self.task.meta.get("answer_type")
-        if kind == "weekday":
-            named = [d for d in WEEKDAYS if re.search(rf"\b{d}\b", text, re.IGNORECASE)]
-            if not last:
-                return expected, expected in named
-            return (named[0] if len(named) == 1 else ", ".join(named)), named == [expected]
-        if kind == "text":
-            return text.strip(), bool(expected.strip()) and expected.strip().lower() in text.lower()
-        numbers = [n.replace(",", "") for n in _NUMBER.findall(text)]
-        places = len(expected.partition(".")[2])  # a tool's 3622.047244 grounds an answer rounded to 3622
-        for number in reversed(numbers if not last else numbers[-1:]):
-            try:
-                value = float(number) if last else round(float(number), places)
-                if abs(value - float(expected)) <= 1e-6 * max(1.0, abs(float(expected))):
-                    return number, True
-            except ValueError:
-                continue
-        return (numbers[-1] if numbers else ""), False
-
-    def _grade_bfcl(self, turn: Any) -> Reply:
-        verdict: dict[str, Any] = {
-            "calls": [c.name for c in turn.calls],
-            "errors": list(turn.errors),
-            "format_ok": turn.ok,
-            "category": self.task.meta["category"],
-        }
-        if turn.errors:
-            result_ok, why = False, "the calls could not be read: " + " ".join(turn.errors)
-        else:
-            res = check_calls(
-                self.task.meta["functions"],
-                [(c.name, c.arguments) for c in turn.calls],
-                self.task.meta["ground_truth"],
-            )
-            result_ok, why = res.valid, res.error
-        verdict["check"] = why or "ok"
-        parts = self._shaping(verdict, outcome=1.0 if result_ok else 0.0)
-        return Reply(reward_parts=parts, terminated=True, success=result_ok, verdict=verdict)
+    def _grade_bfcl(self, turn: ParsedTurn) -> Reply:
+        verdict, ok = grade_bfcl(turn, self.task)
+        parts = self._shaping(verdict, outcome=1.0 if ok else 0.0)
+        return Reply(reward_parts=parts, terminated=True, success=ok, verdict=verdict)
 
     def oracle_action(self) -> str | Message:
         task = self.task
@@ -442,9 +399,8 @@ class ToolCallEnv(TextEnv):
         if getattr(self.tasks, "name", "").startswith("bfcl"):
             checker = hashlib.sha256((here / "bfcl_checker.py").read_bytes()).hexdigest()[:12]
             return {"bfcl-eval": bfcl.BFCL_VERSION, "argym-bfcl-checker": checker}
-        tools = hashlib.sha256((here / "tools.py").read_bytes() + (here / "env.py").read_bytes()).hexdigest()[
-            :12
-        ]
+        graded = b"".join((here / name).read_bytes() for name in ("tools.py", "env.py", "grading.py"))
+        tools = hashlib.sha256(graded).hexdigest()[:12]
         return {"argym-toolcall-tools": tools}
 
     def close(self) -> None:
