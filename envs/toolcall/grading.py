@@ -65,7 +65,7 @@ def grade_answer(
     expect_store = task.meta.get("expect_store") or {}
     if expect_store:  # the task also asked for values to be saved in the key-value store
         verdict["store_ok"] = all(str(store.get(k, "")).strip() == v for k, v in expect_store.items())
-        success = correct and verdict["store_ok"]
+        success = success and verdict["store_ok"]  # grounded and saved, when both apply
     return success
 
 

@@ -153,6 +153,24 @@ def test_a_grounded_env_pays_only_for_answers_a_tool_gave():
     plain.close()
 
 
+def test_a_grounded_store_task_pays_only_for_a_total_a_tool_gave():
+    """A task that also asks for the total to be saved: a guessed total saved with ``kv_set`` (whose result,
+    "ok", holds no number) is correct and fills the store, yet is not grounded, so it scores 0 grounded and
+    1 graded plainly."""
+    task = _task("order_total")
+    for grounded in (True, False):
+        env = argym.make("argym/ToolCall-v0", tasks="executable(test_size=5)", grounded=grounded)
+        env.reset(options={"task": task})
+        assert not env.step(_call("kv_set", key="order:total", value=task.answer))[2]
+        _, reward, terminated, _, info = env.step(f"The total is {task.answer}.")
+        verdict = info["verdict"]
+        assert terminated and verdict["correct"] is True and verdict["store_ok"] is True
+        assert (reward, info["success"], verdict.get("grounded", True)) == (
+            (0.0, False, False) if grounded else (1.0, True, True)
+        )
+        env.close()
+
+
 def _weekday_of(date: str) -> str:
     import datetime as dt
 
