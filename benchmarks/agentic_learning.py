@@ -28,6 +28,14 @@ curves (held-out accuracy vs wall time; training success vs step) `--out`/curves
 
     .venv/bin/python benchmarks/agentic_learning.py --trl                    # the measurement (hours on a CPU)
     .venv/bin/python benchmarks/agentic_learning.py --small --trl            # the whole script at tiny sizes
+
+An agent program's arms (the program vs the engine at equal samples): the same arms trained through
+`examples/agent_program.py` and argym's endpoint, evaluated by the same engine path, in an `--out` of their
+own (a symlink to the engine run's ``warm`` reuses its warm start) and as many steps as the engine's arm took:
+
+    .venv/bin/python benchmarks/agentic_learning.py --seeds 0 --arms argym-0 --steps 9 --minutes 600 \
+        --points 0 --eval-backend vllm --out runs/agentic_program rollout.strategy=program \
+        agent.program=examples/agent_program.py:solve agent.deadline_s=900
 """
 
 from __future__ import annotations
