@@ -282,6 +282,8 @@ def run_argym(a: argparse.Namespace, out: Path, policy_dir: Path, seed: int) -> 
                     "turns": m["train/turns"],
                     "rollout_s": m["perf/rollout_s"],
                     "update_s": m["perf/update_s"],
+                    # groups with signal, and rows the update left out (`skip_zero_advantage_rows`)
+                    **{k: m[f"train/{k}"] for k in ("varied_groups", "rows_skipped") if f"train/{k}" in m},
                 }
             )
             done = budget.done(trainer.step)
