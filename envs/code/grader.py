@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from argym.envs.sandbox.base import ExecResult, Limits, Program, Sandbox, SandboxError
-from argym.envs.sandbox.pyharness import counted_asserts
+from argym.envs.sandbox.pyharness_asserts import counted_asserts
 from argym.errors import InfrastructureError
 from argym.types import Task
 
@@ -55,9 +55,15 @@ KINDS = (
 FEEDBACK_MODES = ("summary", "full")
 
 
+# the harness script's files, in the order they are joined (`argym.envs.sandbox.pyharness` says why)
+HARNESS_PARTS = ("pyharness_wire.py", "pyharness_asserts.py", "pyharness.py")
+
+
 @lru_cache(maxsize=1)
 def harness_source() -> str:
-    return (Path(__file__).parent.parent / "sandbox" / "pyharness.py").read_text(encoding="utf-8")
+    """The harness as the one stdlib-only script passed with ``-c``: its parts, each defining the next's names."""
+    folder = Path(__file__).parent.parent / "sandbox"
+    return "\n\n".join((folder / name).read_text(encoding="utf-8") for name in HARNESS_PARTS)
 
 
 def extract_code(text: str) -> str:

@@ -26,7 +26,7 @@ import random
 from typing import Any
 
 from argym.envs.code.spec import Family, draw_spec
-from argym.envs.sandbox.pyharness import counted_asserts
+from argym.envs.sandbox.pyharness_asserts import counted_asserts
 from argym.envs.task_specs import SourceFactory, resolve_source
 from argym.envs.tasks import ListSource, ProceduralSource, TaskSource
 from argym.registry import Registry

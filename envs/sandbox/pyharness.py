@@ -35,75 +35,27 @@ the harness after the ready line, there is no record and the run is failed.
 The host counts the asserts of the tests itself (`counted_asserts`, on the
 source it sent), so an assert the record does not report as held (the
 candidate died first, or the harness did) counts as not passed.
+
+The script is three files, sent as one (`argym.envs.code.grader.harness_source` joins them in this order):
+`pyharness_wire` (the pipe protocol), `pyharness_asserts` (which asserts count, and the rewrite that
+tallies them), then this file (the two processes). In the sandbox the parts' names are this file's
+globals; imported on the host, it imports them.
 """
 
 import ast
 import json
 import marshal
 import os
-import select
 import struct
 import sys
 import time
 import traceback
 
+if __name__ != "__main__":  # on the host; in the sandbox these names come from the parts sent ahead
+    from argym.envs.sandbox.pyharness_asserts import _Counter
+    from argym.envs.sandbox.pyharness_wire import _plain, _recv, _send, _short, _tb
+
 VERDICT_FD = int(os.environ.get("ARGYM_RESULT_FD", "3"))
-MAX_MSG = 16 << 20
-MAX_TEXT = 2000
-
-
-def _send(fd, obj):
-    data = marshal.dumps(obj)
-    data = struct.pack("<Q", len(data)) + data
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
-
-
-def _recv_exact(fd, n, deadline):
-    buf = b""
-    while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-        chunk = os.read(fd, min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
-
-
-def _recv(fd, deadline=None):
-    (n,) = struct.unpack("<Q", _recv_exact(fd, 8, deadline))
-    if n > MAX_MSG:
-        raise ValueError("message too large")
-    return marshal.loads(_recv_exact(fd, n, deadline))
-
-
-def _plain(x, depth=0):
-    """True if `x` holds only exact builtin data types (marshal also accepts code objects)."""
-    if depth > 100:
-        return False
-    t = type(x)
-    if t in (int, float, complex, str, bytes, bool, type(None)):
-        return True
-    if t in (list, tuple, set, frozenset):
-        return all(_plain(v, depth + 1) for v in x)
-    if t is dict:
-        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in x.items())
-    return False
-
-
-def _short(text):
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT // 2] + "\n...\n" + text[-MAX_TEXT // 2 :]
-
-
-def _tb():
-    """The current exception's traceback, without the harness's own frames (bounded)."""
-    te = traceback.TracebackException(*sys.exc_info())
-    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != "<string>"][-3:])
-    return _short("".join(te.format()))
 
 
 def candidate_main(rfd, wfd):
@@ -148,47 +100,6 @@ class CandidateError(Exception):
     def __init__(self, kind, text):
         super().__init__(text)
         self.kind = kind
-
-
-def assert_id(node):
-    """An ``assert`` statement's name in the record: its position in the test source, ``"LINE:COL"``."""
-    return f"{node.lineno}:{node.col_offset}"
-
-
-def counted_asserts(tests):
-    """The ids of the asserts of `tests` (source) that score, in source order: every ``assert`` but those
-    whose condition is a constant (HumanEval's ``assert True, "..."``), which check nothing of the
-    candidate and so would pay any answer, even one that dies at its first call."""
-    found = [
-        n
-        for n in ast.walk(ast.parse(tests, "tests.py"))
-        if isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant)
-    ]
-    return [assert_id(n) for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
-
-
-class _Counter(ast.NodeTransformer):
-    """Rewrite ``assert X, M`` into ``__argym_check(lambda: X, LINE, lambda: M, ID)``."""
-
-    def visit_Assert(self, node):
-        msg = node.msg if node.msg is not None else ast.Constant(None)
-        call = ast.Call(
-            func=ast.Name("__argym_check", ast.Load()),
-            args=[
-                ast.Lambda(_noargs(), node.test),
-                ast.Constant(node.lineno),
-                ast.Lambda(_noargs(), msg),
-                ast.Constant(assert_id(node)),
-            ],
-            keywords=[],
-        )
-        return ast.copy_location(ast.Expr(call), node)
-
-
-def _noargs():
-    return ast.arguments(
-        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
-    )
 
 
 def oom_kills(paths):

@@ -243,7 +243,7 @@ def test_an_assert_the_candidate_steers_around_is_not_passed() -> None:
 
 
 def test_counted_asserts_come_from_the_test_source() -> None:
-    from argym.envs.sandbox.pyharness import counted_asserts
+    from argym.envs.sandbox.pyharness_asserts import counted_asserts
 
     src = (
         "assert len([1]) == 1\ndef check(candidate):\n    assert True, 'free'\n    for x in range(3):\n"
