@@ -203,9 +203,12 @@ class WorkerPool:
         self.close()
 
 
-POOLS: Registry[Callable[..., WorkerPool]] = Registry("worker pool")
+POOLS: Registry[Callable[..., WorkerPool]] = Registry(
+    "worker pool", {"verifier": "argym.envs.math.verifier", "tools": "argym.envs.toolcall.tools"}
+)
 """Name → builder of a worker pool that the envs of a family share (``verifier``, ``tools``): the family's
-module registers it with `@register_pool(name)`, and `Executors.pool(name)` builds it on first use."""
+module registers it with `@register_pool(name)`, and `Executors.pool(name)` builds it on first use, importing
+argym's own family's module first (a process that made no Math env has not imported its verifier)."""
 register_pool = POOLS.register
 
 

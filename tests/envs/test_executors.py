@@ -7,6 +7,8 @@ fresh interpreter can import.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -128,6 +130,19 @@ def test_executors_build_on_first_use_and_close_only_what_they_built() -> None:
     assert executors.verifier is not verifier  # after close(), the next use builds afresh
     executors.close()
     given.close()
+
+
+def test_a_fresh_process_builds_argyms_own_pools_without_importing_their_envs() -> None:
+    """`Executors().verifier` in a process that never imported the Math env raised "Unknown worker pool
+    'verifier'. Registered: (none)" (this file alone failed so; the whole suite had imported it)."""
+    code = (
+        "from argym.envs.executors import Executors\n"
+        "with Executors() as ex:\n"
+        "    print(ex.verifier.fn_path, ex.tools.fn_path)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["argym.envs.math.verifier:grade", "argym.envs.toolcall.tools:run_tool"]
 
 
 def test_a_code_env_made_alone_builds_its_sandbox_and_close_releases_it(require_backend) -> None:
