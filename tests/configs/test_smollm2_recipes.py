@@ -45,6 +45,10 @@ def test_the_code_recipe_gives_two_attempts_with_feedback_on_200_held_out_tasks(
     assert cfg.env.kwargs["tasks"] == "composed(test_size=200)" and cfg.eval.episodes == 200
     assert cfg.env.kwargs.get("feedback", "summary") == "summary"  # "full" shows tests: gameable under RL
     assert cfg.rollout.vllm.dtype == "float32"
+    # the measured path (+48.5 points in 45 min, seed 0): vLLM rollouts; most groups are flat at first
+    # (3% of samples pass), and skipping their rows cut the first update from 150 s to 24 s
+    assert cfg.rollout.backend == "vllm" and cfg.algorithm.skip_zero_advantage_rows
+    assert cfg.algorithm.kl_coef == 0.0 and cfg.algorithm.entropy_coef == 0.0  # else every row runs anyway
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
