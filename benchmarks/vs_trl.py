@@ -6,8 +6,10 @@ tokens, temperature 1), same GRPO settings (seq-mean-token-mean loss, ε 0.2,
 β 0, lr 2e-4, one optimizer step per rollout, fp32 on the CPU), same grader
 (argym's math-verify grading). Each framework runs in its own child process
 (so peak RSS is its own); the parent prints the medians and the ratios.
+`--bf16` runs both with bf16 autocast over float32 weights (argym's
+`policy.mixed_precision=bf16`, TRL's `bf16=True`, `GRPOConfig`'s default).
 
-    .venv/bin/python benchmarks/vs_trl.py [--steps 8] [--warmup 2] [--json out.json]
+    .venv/bin/python benchmarks/vs_trl.py [--steps 8] [--warmup 2] [--bf16] [--json out.json]
 
 Needs the `trl` extra (pip install 'argym[trl]').
 """
@@ -26,7 +28,7 @@ import time
 PROMPTS, GROUP, NEW_TOKENS, LR, SEED = 32, 8, 16, 2e-4, 0
 
 
-def run_argym(steps: int, warmup: int) -> dict:
+def run_argym(steps: int, warmup: int, bf16: bool) -> dict:
     from argym.algorithms.config import load_config
     from argym.algorithms.trainer import Trainer
 
@@ -43,6 +45,7 @@ def run_argym(steps: int, warmup: int) -> dict:
             f"rollout.max_new_tokens={NEW_TOKENS}",
             f"algorithm.lr={LR}",
             f"seed={SEED}",
+            f"policy.mixed_precision={'bf16' if bf16 else 'no'}",
         ],
     )  # the recipe's micro_batch_size (64)
     trainer = Trainer(cfg)
@@ -61,7 +64,7 @@ def run_argym(steps: int, warmup: int) -> dict:
     return {"step_s": times, "rollout_s": rollout, "update_s": update}
 
 
-def run_trl(steps: int, warmup: int) -> dict:
+def run_trl(steps: int, warmup: int, bf16: bool) -> dict:
     import numpy as np
     from _trl import TIMED, grpo_trainer
     from datasets import Dataset
@@ -107,7 +110,7 @@ def run_trl(steps: int, warmup: int) -> dict:
         new_tokens=NEW_TOKENS,
         seed=SEED,
         output_dir=tempfile.mkdtemp(prefix="trl-vs-argym-"),
-        bf16=False,
+        bf16=bf16,
         use_cpu=True,
         learning_rate=LR,
         **TIMED,
@@ -117,11 +120,11 @@ def run_trl(steps: int, warmup: int) -> dict:
     return {"step_s": times[warmup:]}
 
 
-def child(which: str, steps: int, warmup: int) -> None:
+def child(which: str, steps: int, warmup: int, bf16: bool) -> None:
     import torch
 
     torch.manual_seed(SEED)
-    res = run_argym(steps, warmup) if which == "argym" else run_trl(steps, warmup)
+    res = run_argym(steps, warmup, bf16) if which == "argym" else run_trl(steps, warmup, bf16)
     res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res["threads"] = torch.get_num_threads()
     print("RESULT " + json.dumps(res))
@@ -137,11 +140,12 @@ def main() -> None:
         default=2,
         help="alternate argym and TRL children this many times (evens out a shared machine's load)",
     )
+    ap.add_argument("--bf16", action="store_true", help="both with bf16 autocast (float32 weights)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        return child(a.child, a.steps, a.warmup)
+        return child(a.child, a.steps, a.warmup, a.bf16)
     results: dict = {"argym": {"step_s": [], "peak_rss_mb": 0.0}, "trl": {"step_s": [], "peak_rss_mb": 0.0}}
     for _ in range(a.rounds):
         for which in ("argym", "trl"):
@@ -155,6 +159,7 @@ def main() -> None:
                     str(a.steps),
                     "--warmup",
                     str(a.warmup),
+                    *(["--bf16"] if a.bf16 else []),
                 ],
                 capture_output=True,
                 text=True,
@@ -177,7 +182,7 @@ def main() -> None:
         "peak_rss_trl_over_argym": tr["peak_rss_mb"] / ar["peak_rss_mb"],
     }
     print(
-        f"setting: {PROMPTS} prompts × {GROUP} samples, {NEW_TOKENS} new tokens, tiny Qwen2 (fp32, CPU, "
+        f"setting: {PROMPTS} prompts × {GROUP} samples, {NEW_TOKENS} new tokens, tiny Qwen2 ({'bf16 autocast' if a.bf16 else 'fp32'}, CPU, "
         f"{ar['threads']} threads), median of {a.rounds}×{a.steps} steps after {a.warmup} warm-up each"
     )
     print(f"{'':8} {'s/step':>8} {'peak RSS MB':>12}")
