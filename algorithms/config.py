@@ -31,7 +31,7 @@ from argym.algorithms.strategy_configs import DecomposerConfig, R3LConfig
 from argym.errors import ConfigError
 from argym.rewards.compose import RewardConfig
 from argym.rewards.label_free_config import check_label_free
-from argym.values import apply_override, from_dict
+from argym.values import apply_override, from_dict, load_yaml
 
 
 @dataclass
@@ -320,7 +320,7 @@ def _check_group_of_one(advantage: str) -> None:
 def read_yaml(path: Path) -> Any:
     """A YAML file's contents; a syntax error names the file and the line (PyYAML names "<unicode string>")."""
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from argym.errors import ConfigError
+from argym.values import load_yaml
 
 CHECKPOINTS = ("best", "last")
 """Which policy to export: the best by the held-out metric (``best/``), or the last written (``checkpoint/``)."""
@@ -157,7 +158,7 @@ def _run_dir_of(policy: Path) -> Path | None:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    data = load_yaml(path.read_text()) if path.is_file() else None
     return data if isinstance(data, dict) else {}
 
 

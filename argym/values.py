@@ -21,6 +21,24 @@ from argym.errors import ConfigError, did_you_mean
 T = TypeVar("T")
 
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_BOOL = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans: only true and false. YAML 1.1 also reads yes, no, on
+    and off as booleans, so `policy.mixed_precision=no` (a string setting) arrived as False and was refused."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text (a recipe, a run's config.yaml, one scalar) with YAML 1.2's booleans (`_Loader`)."""
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader: no arbitrary objects
 
 
 def parse_value(text: str) -> Any:
@@ -35,7 +53,7 @@ def parse_value(text: str) -> Any:
     if _FLOAT.match(text) and not re.fullmatch(r"[+-]?\d+", text):
         return float(text)
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml(text)
     except yaml.YAMLError:
         return text
     return value if value is None or isinstance(value, (str, int, float, bool)) else text

@@ -40,6 +40,19 @@ def test_strings_are_coerced_the_same_for_every_env():
         assert env.unwrapped.timeout_s == 2.0 and env.unwrapped.partial_credit is True
 
 
+def test_yes_no_on_off_are_strings_as_in_yaml_1_2(tmp_path):
+    """`policy.mixed_precision=no` (its documented value) was refused: "expects str, got False" (YAML 1.1
+    reads no/yes/on/off as booleans), on the command line and in a recipe alike."""
+    assert load_config(None, ["policy.mixed_precision=no"]).policy.mixed_precision == "no"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("policy:\n  mixed_precision: no\n")
+    assert load_config(recipe).policy.mixed_precision == "no"
+    # true and false stay booleans; a YAML 1.1 spelling for a bool setting is refused by name
+    assert load_config(None, ["algorithm.skip_zero_advantage_rows=true"]).algorithm.skip_zero_advantage_rows
+    with pytest.raises(ConfigError, match="skip_zero_advantage_rows expects bool, got 'yes'"):
+        load_config(None, ["algorithm.skip_zero_advantage_rows=yes"])
+
+
 def test_unknown_sandbox_is_refused_at_make():
     with pytest.raises(ConfigError, match="'dockr' is not one of: .*docker.* Did you mean: docker"):
         argym.make("argym/Code-v0", sandbox="dockr")
