@@ -24,7 +24,7 @@ _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _BOOL = "tag:yaml.org,2002:bool"
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no type stubs
     """PyYAML's safe loader with YAML 1.2's booleans: only true and false. YAML 1.1 also reads yes, no, on
     and off as booleans, so `policy.mixed_precision=no` (a string setting) arrived as False and was refused."""
 
