@@ -39,7 +39,7 @@ candidate died first, or the harness did) counts as not passed.
 The script is three files, sent as one (`argym.envs.code.grader.harness_source` joins them in this order):
 `pyharness_wire` (the pipe protocol), `pyharness_asserts` (which asserts count, and the rewrite that
 tallies them), then this file (the two processes). In the sandbox the parts' names are this file's
-globals; imported on the host, it imports them.
+globals; as a module (the type checker reads it so) it imports them.
 """
 
 import ast

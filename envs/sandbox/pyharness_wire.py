@@ -2,7 +2,8 @@
 
 Harness and candidate talk over two pipes in length-prefixed `marshal` frames: marshal carries exact builtin
 data only, and `_plain` refuses what marshal would also take (code objects), so a reply can hold no object
-of the candidate's own class. `harness_source` sends this file ahead of the harness's own text.
+of the candidate's own class. Also the bounded texts either side sends (`_short`, `_tb`: a traceback without
+the harness's frames). `harness_source` sends this file ahead of the harness's own text.
 """
 
 import marshal
